@@ -1,0 +1,108 @@
+"""Contract rules on parsed rows: string columns in, typed valid rows and rejected records out.
+
+Vectorised with pyarrow compute, so a ten-million-row file is checked in well under a
+second. A row gets the first reason that applies, in the order of `_rules`. Delete rows
+only need a valid key: the other fields of a delete are not applied.
+"""
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake_assets.insurance.contract import (
+    DATA_COLUMNS,
+    FLAG_COLUMNS,
+    INTEGER_COLUMNS,
+    KEY,
+    OPERATIONS,
+    Reason,
+)
+from lake_assets.insurance.parse import RECORD, Rejected
+
+INTEGER_PATTERN = r"^[+-]?[0-9]{1,10}$"
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]:
+    """Split `rows` into typed valid rows (with `_operation` and RECORD) and rejections.
+
+    `operation` is the fixed operation of a full load; None means the rows carry an `op`
+    column (CDC).
+    """
+    trimmed = {name: pc.utf8_trim_whitespace(rows[name]) for name in rows.column_names if name != RECORD}
+    ops = pc.utf8_upper(trimmed["op"]) if operation is None else pa.repeat(operation, rows.num_rows)
+    is_delete = pc.equal(ops, "D")
+
+    reason = pa.nulls(rows.num_rows, pa.string())
+    detail = pa.nulls(rows.num_rows, pa.string())
+    for failed, code, column in _rules(trimmed, ops, is_delete, check_op=operation is None):
+        first = pc.and_(pc.is_null(reason), pc.fill_null(failed, False))
+        reason = pc.if_else(first, code.value, reason)
+        if column:
+            described = pc.binary_join_element_wise(f"{column}=", trimmed[column], "")
+        else:
+            described = pa.repeat(f"operation must be one of {', '.join(OPERATIONS)}", rows.num_rows)
+        detail = pc.if_else(first, described, detail)
+
+    bad = pc.is_valid(reason)
+    rejected = Rejected(
+        rows[RECORD].filter(bad).to_numpy(),
+        reason.filter(bad).to_pylist(),
+        detail.filter(bad).to_pylist(),
+    )
+    good = pc.invert(bad)
+    typed = {name: _typed(trimmed[name], arrow_type).filter(good) for name, arrow_type, _ in DATA_COLUMNS}
+    for flag in FLAG_COLUMNS:
+        typed[flag] = pc.utf8_upper(typed[flag])
+    typed["_operation"] = ops.filter(good)
+    typed[RECORD] = rows[RECORD].filter(good)
+    return pa.table(typed), rejected
+
+
+def _rules(values: dict[str, pa.Array], ops: pa.Array, is_delete: pa.Array, check_op: bool):
+    """(failed-mask, reason, column) in the order they are checked."""
+    if check_op:
+        yield pc.invert(pc.is_in(ops, pa.array(OPERATIONS))), Reason.UNKNOWN_OPERATION, None
+    yield pc.equal(values[KEY], ""), Reason.EMPTY_KEY, KEY
+    yield pc.invert(_is_int32(values[KEY])), Reason.BAD_INTEGER, KEY
+    not_delete = pc.invert(is_delete)
+    for column in INTEGER_COLUMNS:
+        if column != KEY:
+            present = pc.not_equal(values[column], "")
+            yield pc.and_(not_delete, pc.and_(present, pc.invert(_is_int32(values[column])))), Reason.BAD_INTEGER, column
+    date = values["expiry_date"]
+    yield pc.and_(not_delete, pc.and_(pc.not_equal(date, ""), pc.invert(_is_date(date)))), Reason.BAD_DATE, "expiry_date"
+    for column in FLAG_COLUMNS:
+        flag = pc.utf8_upper(values[column])
+        yield pc.and_(not_delete, pc.invert(pc.is_in(flag, pa.array(["Y", "N"])))), Reason.BAD_FLAG, column
+
+
+def _is_int32(values: pa.Array) -> pa.Array:
+    shaped = pc.match_substring_regex(values, INTEGER_PATTERN)
+    numbers = pc.cast(pc.if_else(shaped, values, "0"), pa.int64())
+    in_range = pc.and_(pc.greater_equal(numbers, INT32_MIN), pc.less_equal(numbers, INT32_MAX))
+    return pc.and_(shaped, in_range)
+
+
+def _is_date(values: pa.Array) -> pa.Array:
+    shaped = pc.match_substring_regex(values, DATE_PATTERN)
+    parsed = pc.strptime(pc.if_else(shaped, values, "1970-01-01"), format="%Y-%m-%d", unit="s", error_is_null=True)
+    # strptime rolls 2024-02-30 over to March: only a value that prints back unchanged is a date.
+    round_trip = pc.equal(pc.strftime(parsed, format="%Y-%m-%d"), values)
+    return pc.fill_null(pc.and_(shaped, round_trip), False)
+
+
+def _typed(values: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    """Cast strings of rows that passed validation; an empty string is NULL.
+
+    Rows that failed are filtered out afterwards, so their values are blanked first to keep
+    the casts total.
+    """
+    nullable = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+    if pa.types.is_string(arrow_type):
+        return nullable
+    if pa.types.is_date32(arrow_type):
+        safe = pc.if_else(_is_date(pc.fill_null(nullable, "")), nullable, pa.scalar(None, pa.string()))
+        return pc.cast(pc.strptime(safe, format="%Y-%m-%d", unit="s", error_is_null=True), pa.date32())
+    safe = pc.if_else(_is_int32(pc.fill_null(nullable, "")), nullable, pa.scalar(None, pa.string()))
+    return pc.cast(safe, arrow_type)

@@ -1,0 +1,129 @@
+"""The Spark engine: one PySpark session per process, on one of three back ends.
+
+- `sail` (default): the Sail Spark Connect server, embedded in this process (no JVM).
+- `remote`: any Spark Connect server (`LAKE_SPARK_REMOTE=sc://host:15002`), e.g. a cluster
+  with Delta and Iceberg on its classpath.
+- `local`: a local JVM Spark whose Delta/Iceberg/S3A jars come from `LAKE_SPARK_JARS` (a
+  directory) or `LAKE_SPARK_PACKAGES` (Maven coordinates, online machines only).
+
+Pipeline code only uses the DataFrame API and Spark SQL (`MERGE INTO`), so it runs
+unchanged on all three.
+"""
+
+import os
+import threading
+from pathlib import Path
+
+import dagster as dg
+from pyspark.sql import SparkSession
+
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.settings import LakeSettings, s3_credentials
+
+ENGINES = ("sail", "remote", "local")
+
+#: Jars the local JVM engine needs, by file-name prefix, and what each one is for.
+REQUIRED_JARS = {
+    "delta-spark": "Delta Lake for Spark (io.delta:delta-spark_2.12:3.3.x)",
+    "delta-storage": "Delta storage layer (io.delta:delta-storage:3.3.x)",
+    "hadoop-aws": "S3A filesystem (org.apache.hadoop:hadoop-aws:3.3.4)",
+    "aws-java-sdk-bundle": "AWS SDK for S3A (com.amazonaws:aws-java-sdk-bundle:1.12.x)",
+}
+DEFAULT_PACKAGES = "io.delta:delta-spark_2.12:3.3.2,org.apache.hadoop:hadoop-aws:3.3.4"
+
+_sessions: dict[tuple[str, str], SparkSession] = {}
+_sail_servers: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+class EngineUnavailable(RuntimeError):
+    """The configured engine cannot be started or reached."""
+
+
+class SparkEngine(dg.ConfigurableResource):
+    """Where Spark work runs. The session is created once per process and reused."""
+
+    engine: str = "sail"
+    remote: str = ""
+    jars_dir: str = ""
+    packages: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: LakeSettings) -> "SparkEngine":
+        return cls(engine=settings.engine, remote=settings.spark_remote,
+                   jars_dir=settings.spark_jars, packages=settings.spark_packages)
+
+    def session(self, storage: LakeStorage) -> SparkSession:
+        """The process's session for this engine, able to read and write `storage`."""
+        if self.engine not in ENGINES:
+            raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
+        cache_key = (self.engine, storage.endpoint_url)
+        with _lock:
+            if cache_key not in _sessions:
+                _sessions[cache_key] = self._build(storage)
+            return _sessions[cache_key]
+
+    def _build(self, storage: LakeStorage) -> SparkSession:
+        if self.engine == "sail":
+            return SparkSession.builder.remote(_sail_url(storage)).getOrCreate()
+        if self.engine == "remote":
+            if not self.remote.startswith("sc://"):
+                raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
+            return SparkSession.builder.remote(self.remote).getOrCreate()
+        return self._build_local_jvm(storage)
+
+    def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
+        builder = SparkSession.builder.master("local[*]").appName("lake")
+        if self.jars_dir:
+            builder = builder.config("spark.jars", ",".join(str(p) for p in local_jars(Path(self.jars_dir))))
+        elif self.packages:
+            builder = builder.config("spark.jars.packages", self.packages)
+        else:
+            raise EngineUnavailable(
+                "LAKE_ENGINE=local needs the Delta and S3A jars: set LAKE_SPARK_JARS to a directory holding "
+                + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items())
+                + f", or on an online machine LAKE_SPARK_PACKAGES={DEFAULT_PACKAGES}"
+            )
+        key, secret = s3_credentials(storage.embedded)
+        conf = {
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.endpoint": storage.endpoint_url,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(storage.endpoint_url.startswith("https")).lower(),
+            "spark.hadoop.fs.s3a.access.key": key,
+            "spark.hadoop.fs.s3a.secret.key": secret,
+            "spark.sql.session.timeZone": "UTC",
+        }
+        for name, value in conf.items():
+            builder = builder.config(name, value)
+        try:
+            return builder.getOrCreate()
+        except Exception as error:  # the JVM failed to start or to resolve packages
+            raise EngineUnavailable(f"the local JVM Spark engine did not start: {error}") from error
+
+
+def local_jars(jars_dir: Path) -> list[Path]:
+    """The jars in `jars_dir`; raises naming every required jar that is missing."""
+    jars = sorted(jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
+    missing = [f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items()
+               if not any(j.name.startswith(prefix) for j in jars)]
+    if missing:
+        raise EngineUnavailable(f"LAKE_SPARK_JARS={jars_dir} lacks: " + "; ".join(missing))
+    return jars
+
+
+def _sail_url(storage: LakeStorage) -> str:
+    """Start (once per process and endpoint) an embedded Sail server that reaches `storage`."""
+    endpoint = storage.endpoint_url
+    if endpoint not in _sail_servers:
+        from pysail.spark import SparkConnectServer
+
+        # Sail's object store reads its S3 settings from the process environment.
+        os.environ.update(storage.engine_environment())
+        server = SparkConnectServer(ip="127.0.0.1", port=0)
+        server.start(background=True)
+        _sail_servers[endpoint] = server
+    host, port = _sail_servers[endpoint].listening_address
+    return f"sc://{host}:{port}"

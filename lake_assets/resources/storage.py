@@ -1,0 +1,159 @@
+"""S3 access for every part of `lake`: boto3 clients, delta-rs storage options, engine env.
+
+`LakeStorage` is a Dagster resource. With no endpoint configured it starts (or reuses) the
+embedded SeaweedFS server for the duration of a run; with one it talks to that endpoint
+(MinIO, AWS S3, ...). Credentials come from the environment when a client is built.
+"""
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import dagster as dg
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import PrivateAttr
+
+from lake_assets.resources.embedded_s3 import embedded_s3
+from lake_assets.settings import LakeSettings, s3_credentials
+
+
+class StorageUnavailable(RuntimeError):
+    """The object store cannot be reached or refused us."""
+
+
+class LakeStorage(dg.ConfigurableResource):
+    """The lake's object store: one bucket holding `raw/`, `staging/` and `curated/`."""
+
+    endpoint: str = ""
+    bucket: str = "lake"
+    region: str = "us-east-1"
+    home: str = ".lake"
+    embedded_port: int = 8333
+
+    _resolved_endpoint: str = PrivateAttr(default="")
+
+    @classmethod
+    def from_settings(cls, settings: LakeSettings) -> "LakeStorage":
+        return cls(
+            endpoint=settings.s3_endpoint, bucket=settings.s3_bucket, region=settings.s3_region,
+            home=str(settings.home), embedded_port=settings.s3_port,
+        )
+
+    @property
+    def embedded(self) -> bool:
+        return not self.endpoint
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator["LakeStorage"]:
+        """This storage with a reachable endpoint: the embedded server is started if needed."""
+        if not self.embedded:
+            yield self.with_endpoint(self.endpoint)
+            return
+        key, secret = s3_credentials(embedded=True)
+        with embedded_s3(Path(self.home), self.embedded_port, key, secret) as endpoint:
+            yield self.with_endpoint(endpoint)
+
+    def with_endpoint(self, endpoint: str) -> "LakeStorage":
+        resolved = self.model_copy()
+        resolved._resolved_endpoint = endpoint
+        return resolved
+
+    @contextlib.contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["LakeStorage"]:
+        with self.running() as storage:
+            storage.ensure_bucket()
+            yield storage
+
+    # --- clients and options -------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        if not self._resolved_endpoint:
+            raise RuntimeError("LakeStorage used outside `running()`: no endpoint resolved")
+        return self._resolved_endpoint
+
+    def get_client(self):  # noqa: ANN201 - boto3's client type is generated at run time
+        key, secret = s3_credentials(self.embedded)
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,
+            region_name=self.region,
+            config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=60,
+                          retries={"max_attempts": 2, "mode": "standard"}),
+        )
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def delta_storage_options(self) -> dict[str, str]:
+        """Options for delta-rs (object_store) to read and commit to tables in this bucket."""
+        key, secret = s3_credentials(self.embedded)
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": key,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_REGION": self.region,
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+            "conditional_put": "etag",
+        }
+
+    def engine_environment(self) -> dict[str, str]:
+        """Environment the embedded Sail engine reads to reach this bucket over `s3://`."""
+        key, secret = s3_credentials(self.embedded)
+        return {
+            "AWS_ENDPOINT": self.endpoint_url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+            "AWS_ACCESS_KEY_ID": key,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_REGION": self.region,
+        }
+
+    # --- bucket operations ---------------------------------------------------------
+
+    def ensure_bucket(self) -> None:
+        client = self.get_client()
+        try:
+            client.head_bucket(Bucket=self.bucket)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket"):
+                raise self.unavailable(error) from error
+            client.create_bucket(Bucket=self.bucket)
+        except BotoCoreError as error:
+            raise self.unavailable(error) from error
+
+    def list_objects(self, prefix: str) -> list[dict]:
+        """Objects under `prefix`, sorted by key; zero-byte "directory" keys are left out."""
+        client = self.get_client()
+        objects: list[dict] = []
+        try:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                objects.extend(o for o in page.get("Contents", []) if not o["Key"].endswith("/"))
+        except (BotoCoreError, ClientError) as error:
+            raise self.unavailable(error) from error
+        return sorted(objects, key=lambda o: o["Key"])
+
+    def get_bytes(self, key: str) -> tuple[bytes, str]:
+        """The object's content and its ETag (without quotes)."""
+        try:
+            response = self.get_client().get_object(Bucket=self.bucket, Key=key)
+            return response["Body"].read(), response["ETag"].strip('"')
+        except (BotoCoreError, ClientError) as error:
+            raise self.unavailable(error) from error
+
+    def put_bytes(self, key: str, body: bytes) -> str:
+        try:
+            return self.get_client().put_object(Bucket=self.bucket, Key=key, Body=body)["ETag"].strip('"')
+        except (BotoCoreError, ClientError) as error:
+            raise self.unavailable(error) from error
+
+    def delete_prefix(self, prefix: str) -> None:
+        client = self.get_client()
+        keys = [{"Key": o["Key"]} for o in self.list_objects(prefix)]
+        for start in range(0, len(keys), 1000):
+            client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[start:start + 1000]})
+
+    def unavailable(self, error: Exception) -> StorageUnavailable:
+        return StorageUnavailable(f"S3 at {self._resolved_endpoint or self.endpoint} (bucket {self.bucket}): {error}")

@@ -1,0 +1,40 @@
+"""The lake's tables by name: where each lives in the bucket and what it holds.
+
+`lake query` resolves table names through this registry; new domains add their tables here.
+"""
+
+from dataclasses import dataclass
+
+from lake_assets.resources.storage import LakeStorage
+
+
+@dataclass(frozen=True)
+class LakeTable:
+    name: str
+    prefix: str  # key prefix of the table in the bucket
+    description: str
+    format: str = "delta"
+
+    def uri(self, storage: LakeStorage) -> str:
+        return storage.uri(self.prefix)
+
+
+INSURANCE = LakeTable("insurance", "curated/insurance", "curated insurance policies (full load + CDC)")
+INSURANCE_QUARANTINE = LakeTable(
+    "insurance_quarantine", "curated/insurance_quarantine", "raw rows that could not be applied, with the reason"
+)
+LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run")
+
+TABLES: dict[str, LakeTable] = {t.name: t for t in (INSURANCE, INSURANCE_QUARANTINE, LEDGER)}
+
+
+class UnknownTable(KeyError):
+    def __str__(self) -> str:
+        return f"unknown table {self.args[0]!r}; known tables: {', '.join(sorted(TABLES))}"
+
+
+def table(name: str) -> LakeTable:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise UnknownTable(name) from None
