@@ -18,6 +18,8 @@ def open_table(storage: LakeStorage, table: LakeTable, version: int | None = Non
         return DeltaTable(table.uri(storage), version=version, storage_options=storage.delta_storage_options())
     except TableNotFoundError:
         return None
+    except OSError as error:  # delta-rs reports an unreachable or refusing object store so
+        raise storage.unavailable(error) from error
 
 
 def current_version(storage: LakeStorage, table: LakeTable) -> int | None:

@@ -10,6 +10,7 @@ when there is one) is 1, blank lines are not records.
 """
 
 import io
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,13 +63,13 @@ class ParsedFile:
         Without quotes or blank lines a record is a line, so no scan is needed.
         """
         if b'"' not in self.data and b"\n\n" not in self.data and b"\n\r\n" not in self.data \
-                and not self.data.startswith((b"\n", b"\r\n")):
+                and b"\r\r" not in self.data and not self.data.startswith((b"\n", b"\r")):
             return records.astype(np.int64)
         return self.lines().line_numbers(records)
 
     def lines(self) -> "RecordLines":
         if self._lines is None:
-            self._lines = RecordLines(self.data)
+            self._lines = RecordLines(self.data, records=self.record_count + (self.header is not None))
         return self._lines
 
 
@@ -136,10 +137,16 @@ class RecordLines:
 
     Computed only for files with rejected rows. Newlines inside quoted values do not end a
     record (an odd number of quote characters before a newline means we are inside one).
+    That fast scan is wrong for a quote inside an unquoted value (`5" pipe`) or lone CR line
+    ends; when it disagrees with the parser's count of `records`, an exact scan is used.
     """
 
-    def __init__(self, data: bytes, quoted: bool = True) -> None:
+    def __init__(self, data: bytes, quoted: bool = True, records: int | None = None) -> None:
         self._data = data
+        if self._vectorised(data, quoted) != records and records is not None and quoted:
+            self._scan(data)
+
+    def _vectorised(self, data: bytes, quoted: bool) -> int:
         buffer = np.frombuffer(data, dtype=np.uint8)
         newlines = np.flatnonzero(buffer == 10)
         ends = newlines
@@ -154,6 +161,37 @@ class RecordLines:
         self._starts = starts[~blank]
         self._stops = stops[~blank]
         self._line_of_start = np.searchsorted(newlines, self._starts) + 1
+        return len(self._starts)
+
+    def _scan(self, data: bytes) -> None:
+        """Record boundaries the way the CSV reader finds them: a quote opens a quoted value
+        only at the start of a field, `""` inside one is a quote, and \\n, \\r\\n or \\r end a line."""
+        starts, stops, lines = [], [], []
+        line, start, field_start, quoted, skip = 1, 0, 0, False, -1
+        for token in re.finditer(rb'"|,|\r\n|\n|\r', data):
+            at, text = token.start(), token.group()
+            if at == skip:
+                continue
+            if quoted:
+                if text == b'"':
+                    if data[at + 1:at + 2] == b'"':
+                        skip = at + 1
+                    else:
+                        quoted = False
+                elif text != b",":
+                    line += 1
+            elif text == b'"':
+                quoted = at == field_start
+            elif text == b",":
+                field_start = at + 1
+            else:
+                if at > start:
+                    starts.append(start), stops.append(at), lines.append(line)
+                line, start, field_start = line + 1, token.end(), token.end()
+        if len(data) > start:
+            starts.append(start), stops.append(len(data)), lines.append(line)
+        self._starts, self._stops = np.array(starts, np.int64), np.array(stops, np.int64)
+        self._line_of_start = np.array(lines, np.int64)
 
     @property
     def count(self) -> int:

@@ -79,7 +79,7 @@ def _rules(values: dict[str, pa.Array], ops: pa.Array, is_delete: pa.Array, chec
 
 def _is_int32(values: pa.Array) -> pa.Array:
     shaped = pc.match_substring_regex(values, INTEGER_PATTERN)
-    numbers = pc.cast(pc.if_else(shaped, values, "0"), pa.int64())
+    numbers = pc.cast(pc.if_else(shaped, _without_plus(values), "0"), pa.int64())
     in_range = pc.and_(pc.greater_equal(numbers, INT32_MIN), pc.less_equal(numbers, INT32_MAX))
     return pc.and_(shaped, in_range)
 
@@ -105,4 +105,9 @@ def _typed(values: pa.Array, arrow_type: pa.DataType) -> pa.Array:
         safe = pc.if_else(_is_date(pc.fill_null(nullable, "")), nullable, pa.scalar(None, pa.string()))
         return pc.cast(pc.strptime(safe, format="%Y-%m-%d", unit="s", error_is_null=True), pa.date32())
     safe = pc.if_else(_is_int32(pc.fill_null(nullable, "")), nullable, pa.scalar(None, pa.string()))
-    return pc.cast(safe, arrow_type)
+    return pc.cast(_without_plus(safe), arrow_type)
+
+
+def _without_plus(values: pa.Array) -> pa.Array:
+    """Arrow's string-to-int cast refuses a leading '+', which INTEGER_PATTERN allows."""
+    return pc.replace_substring_regex(values, pattern=r"^\+", replacement="")

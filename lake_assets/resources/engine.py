@@ -122,6 +122,7 @@ def _sail_url(storage: LakeStorage) -> str:
 
         # Sail's object store reads its S3 settings from the process environment.
         os.environ.update(storage.engine_environment())
+        os.environ.setdefault("RUST_LOG", "warn")
         server = SparkConnectServer(ip="127.0.0.1", port=0)
         server.start(background=True)
         _sail_servers[endpoint] = server

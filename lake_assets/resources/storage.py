@@ -15,7 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import PrivateAttr
 
-from lake_assets.resources.embedded_s3 import embedded_s3
+from lake_assets.resources.embedded_s3 import embedded_s3, running_server
 from lake_assets.settings import LakeSettings, s3_credentials
 
 
@@ -54,6 +54,13 @@ class LakeStorage(dg.ConfigurableResource):
         key, secret = s3_credentials(embedded=True)
         with embedded_s3(Path(self.home), self.embedded_port, key, secret) as endpoint:
             yield self.with_endpoint(endpoint)
+
+    def attached(self) -> "LakeStorage | None":
+        """This storage if its endpoint is up already, without starting anything (for sensors)."""
+        if not self.embedded:
+            return self.with_endpoint(self.endpoint)
+        server = running_server(Path(self.home))
+        return self.with_endpoint(server.endpoint) if server else None
 
     def with_endpoint(self, endpoint: str) -> "LakeStorage":
         resolved = self.model_copy()

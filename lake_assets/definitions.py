@@ -1,0 +1,30 @@
+"""The Dagster code location: wires assets, checks, jobs, sensors, schedules and resources."""
+
+import dagster as dg
+
+from lake_assets.insurance.assets import insurance_tables, raw_insurance_cdc, raw_insurance_fullload
+from lake_assets.insurance.checks import INSURANCE_CHECKS
+from lake_assets.jobs import apply_insurance_job
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.schedules.maintenance import delta_maintenance_job, nightly_maintenance
+from lake_assets.sensors.raw_files import raw_insurance_sensor
+from lake_assets.settings import LakeSettings
+
+
+def build_definitions(settings: LakeSettings) -> dg.Definitions:
+    return dg.Definitions(
+        assets=[raw_insurance_fullload, raw_insurance_cdc, insurance_tables],
+        asset_checks=INSURANCE_CHECKS,
+        jobs=[apply_insurance_job, delta_maintenance_job],
+        sensors=[raw_insurance_sensor],
+        schedules=[nightly_maintenance],
+        resources={
+            "storage": LakeStorage.from_settings(settings),
+            "engine": SparkEngine.from_settings(settings),
+        },
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions(LakeSettings.from_env())

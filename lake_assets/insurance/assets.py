@@ -1,0 +1,99 @@
+"""The insurance domain's assets: the raw drops (observed) and the curated Delta tables."""
+
+import hashlib
+
+import dagster as dg
+
+from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, TABLE_COLUMNS
+from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, ApplyReport, apply_pending
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+
+OWNERS = ["team:data-engineering"]
+RAW_FULLLOAD_KEY = dg.AssetKey(["raw", "insurance_fullload"])
+RAW_CDC_KEY = dg.AssetKey(["raw", "insurance_cdc"])
+
+
+def _observe(storage: LakeStorage, prefix: str) -> dg.ObserveResult:
+    with storage.running() as running:
+        objects = running.list_objects(prefix)
+    fingerprint = hashlib.sha256("".join(f"{o['Key']}@{o['ETag']}" for o in objects).encode()).hexdigest()
+    return dg.ObserveResult(
+        data_version=dg.DataVersion(fingerprint[:16]),
+        metadata={"objects": len(objects), "bytes": sum(int(o["Size"]) for o in objects),
+                  "latest_object": objects[-1]["Key"] if objects else ""},
+    )
+
+
+@dg.observable_source_asset(
+    key=RAW_FULLLOAD_KEY, group_name="raw", owners=OWNERS,
+    description=f"Full-load CSV snapshots of the policy system (with header) under s3://<bucket>/{RAW_FULLLOAD}.",
+)
+def raw_insurance_fullload(storage: LakeStorage) -> dg.ObserveResult:
+    return _observe(storage, RAW_FULLLOAD)
+
+
+@dg.observable_source_asset(
+    key=RAW_CDC_KEY, group_name="raw", owners=OWNERS,
+    description=f"AWS DMS style CDC files (no header, operation I/U/D first) under s3://<bucket>/{RAW_CDC}.",
+)
+def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
+    return _observe(storage, RAW_CDC)
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            TABLE, deps=[RAW_FULLLOAD_KEY, RAW_CDC_KEY], group_name="insurance", owners=OWNERS,
+            kinds={"delta", "spark", "s3"},
+            description="Curated insurance policies: full loads replace the contents, CDC files are "
+                        "MERGEd in key order (I/U upsert, D delete), with audit columns.",
+        ),
+        dg.AssetSpec(
+            QUARANTINE_TABLE, deps=[RAW_FULLLOAD_KEY, RAW_CDC_KEY], group_name="insurance", owners=OWNERS,
+            kinds={"delta", "s3"},
+            description="Every raw row that could not be applied: reason, source file, line number, raw text.",
+        ),
+    ],
+    can_subset=False,
+)
+def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine):
+    """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger."""
+    report = apply_pending(storage, engine.session(storage), context.run_id)
+    context.log.info(
+        f"applied {len(report.files)} file(s): version {report.version_before} -> {report.version_after}, "
+        f"{report.rows_before} -> {report.rows_after} rows"
+    )
+    yield dg.MaterializeResult(asset_key=TABLE, metadata=insurance_metadata(report, storage))
+    yield dg.MaterializeResult(asset_key=QUARANTINE_TABLE, metadata={
+        "rows_quarantined": report.file_total("rows_quarantined"),
+        "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),
+        "table_uri": INSURANCE_QUARANTINE.uri(storage),
+    })
+
+
+def insurance_metadata(report: ApplyReport, storage: LakeStorage) -> dict:
+    return {
+        "delta_version": report.version_after if report.version_after is not None else -1,
+        "delta_version_before": report.version_before if report.version_before is not None else -1,
+        "rows_before": report.rows_before,
+        "rows_after": report.rows_after,
+        "dagster/row_count": report.rows_after,
+        "rows_inserted": report.total("inserted"),
+        "rows_updated": report.total("updated"),
+        "rows_deleted": report.total("deleted"),
+        "rows_quarantined": report.file_total("rows_quarantined"),
+        "rows_superseded": report.file_total("rows_superseded"),
+        "commits": dg.MetadataValue.json([vars(c) for c in report.commits]),
+        "source_files": dg.MetadataValue.json([
+            {"file": f.source_file, "status": f.status, "rows": f.rows_in_file, "applied": f.rows_applied,
+             "superseded": f.rows_superseded, "quarantined": f.rows_quarantined, "version": f.table_version}
+            for f in report.files
+        ]),
+        "duration_seconds": round(report.duration_seconds, 3),
+        "dagster/column_schema": dg.TableSchema(
+            columns=[dg.TableColumn(name, sql_type.lower()) for name, _, sql_type in TABLE_COLUMNS]
+        ),
+        "table_uri": INSURANCE.uri(storage),
+    }

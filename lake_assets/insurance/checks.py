@@ -1,0 +1,141 @@
+"""Asset checks on `insurance`, run after each materialization in the same job.
+
+Each check verifies the table independently of the code that wrote it: delta-rs reads the
+log and data files (a second reader), Python's csv module recounts the raw files.
+"""
+
+import csv
+import io
+import json
+
+import dagster as dg
+import pyarrow.compute as pc
+
+from lake_assets.delta import open_table
+from lake_assets.insurance.contract import KEY, TABLE, TABLE_COLUMNS
+from lake_assets.ledger import Ledger
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+
+DELTA_TYPES = {"INT": "integer", "BIGINT": "long", "DATE": "date", "STRING": "string", "TIMESTAMP": "timestamp"}
+
+
+def _latest_metadata(context: dg.AssetCheckExecutionContext) -> dict:
+    event = context.instance.get_latest_materialization_event(dg.AssetKey(TABLE))
+    if event is None or event.asset_materialization is None:
+        return {}
+    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+@dg.asset_check(asset=TABLE, blocking=True, description="The Delta schema equals the declared contract.")
+def insurance_schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResult:
+    delta = open_table(storage, INSURANCE)
+    if delta is None:
+        return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
+    actual = [(f["name"], f["type"]) for f in json.loads(delta.schema().to_json())["fields"]]
+    expected = [(name, DELTA_TYPES[sql_type]) for name, _, sql_type in TABLE_COLUMNS]
+    return dg.AssetCheckResult(
+        passed=actual == expected,
+        metadata={"expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual)},
+    )
+
+
+@dg.asset_check(asset=TABLE, blocking=True, description=f"`{KEY}` is unique and never null.")
+def insurance_key_unique_not_null(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    if open_table(storage, INSURANCE) is None:
+        return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
+    row = engine.session(storage).sql(
+        f"SELECT count(*) AS n, count({KEY}) AS keyed, count(DISTINCT {KEY}) AS distinct_keys "
+        f"FROM delta.`{INSURANCE.uri(storage)}`"
+    ).collect()[0]
+    return dg.AssetCheckResult(
+        passed=row["n"] == row["keyed"] == row["distinct_keys"],
+        metadata={"rows": row["n"], "null_keys": row["n"] - row["keyed"], "duplicate_keys": row["keyed"] - row["distinct_keys"]},
+    )
+
+
+@dg.asset_check(
+    asset=TABLE, blocking=True,
+    description="For every commit of the run: rows before + inserted - deleted = rows after, counted by delta-rs.",
+)
+def insurance_row_count_reconciles(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
+    metadata = _latest_metadata(context)
+    commits = metadata.get("commits") or []
+    problems, previous = [], metadata.get("rows_before", 0)
+    for commit in commits:
+        version = commit["version"]
+        before = _count(storage, version - 1) if version > 0 else 0
+        after = _count(storage, version)
+        if before + commit["inserted"] - commit["deleted"] != after:
+            problems.append(f"v{version}: {before} + {commit['inserted']} - {commit['deleted']} != {after}")
+        previous = after
+    return dg.AssetCheckResult(
+        passed=not problems and previous == metadata.get("rows_after", previous),
+        metadata={"commits_checked": len(commits), "problems": dg.MetadataValue.json(problems)},
+    )
+
+
+def _count(storage: LakeStorage, version: int) -> int:
+    delta = open_table(storage, INSURANCE, version=version)
+    return delta.to_pyarrow_dataset().count_rows() if delta else 0
+
+
+@dg.asset_check(
+    asset=TABLE, blocking=True,
+    description="Every raw row of the run's files is applied, superseded or quarantined; "
+                "the quarantine table holds exactly the quarantined ones.",
+)
+def insurance_rows_conserved(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
+    entries = Ledger(storage).entries(TABLE)
+    entries = entries.filter(pc.equal(entries["run_id"], context.run.run_id)).to_pylist()
+    quarantine = open_table(storage, INSURANCE_QUARANTINE)
+    quarantined = {}
+    if quarantine is not None:
+        for row in quarantine.to_pyarrow_dataset().to_table(columns=["source_file", "source_etag"]).to_pylist():
+            quarantined[(row["source_file"], row["source_etag"])] = quarantined.get(
+                (row["source_file"], row["source_etag"]), 0) + 1
+    problems = []
+    for entry in entries:
+        accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
+        in_quarantine = quarantined.get((entry["source_file"], entry["source_etag"]), 0)
+        recount = _independent_record_count(storage, entry["source_file"], entry["source_kind"],
+                                            entry["source_size"])
+        if accounted != entry["rows_in_file"] or in_quarantine != entry["rows_quarantined"] \
+                or (recount is not None and recount != entry["rows_in_file"]):
+            problems.append({"file": entry["source_file"], "rows_in_file": entry["rows_in_file"],
+                             "independent_count": recount, "accounted": accounted, "in_quarantine": in_quarantine})
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={"files_checked": len(entries), "problems": dg.MetadataValue.json(problems)},
+    )
+
+
+RECOUNT_LIMIT_BYTES = 64 << 20
+
+
+def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: int) -> int | None:
+    """Records in the raw object per Python's csv module.
+
+    None when it is not UTF-8 text, or too large to recount in pure Python quickly.
+    """
+    if size > RECOUNT_LIMIT_BYTES:
+        return None
+    data, _ = storage.get_bytes(key)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    try:
+        records = sum(1 for row in csv.reader(io.StringIO(text, newline="")) if row)
+    except csv.Error:
+        return None
+    return records - 1 if kind == "fullload" and records else records
+
+
+INSURANCE_CHECKS = [
+    insurance_schema_matches_contract,
+    insurance_key_unique_not_null,
+    insurance_row_count_reconciles,
+    insurance_rows_conserved,
+]

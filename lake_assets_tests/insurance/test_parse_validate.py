@@ -1,0 +1,244 @@
+"""Unit tests of the tolerant CSV parser and the contract rules (no S3, no engine)."""
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason
+from lake_assets.insurance.parse import RECORD, RecordLines, parse_csv
+from lake_assets.insurance.validate import validate
+
+HEADER = ",".join(DATA_COLUMN_NAMES)
+GOOD = "2024-01-31,Urban,CA,West,1000,Retail,N,Y"  # every data field after the key
+
+
+def cdc(text: str | bytes):
+    data = text.encode() if isinstance(text, str) else text
+    return parse_csv("raw/cdcload/f.csv", "etag", data, CDC_COLUMN_NAMES, has_header=False)
+
+
+def full(text: str | bytes):
+    data = text.encode() if isinstance(text, str) else text
+    return parse_csv("raw/fullload/f.csv", "etag", data, DATA_COLUMN_NAMES, has_header=True)
+
+
+def check_cdc(text: str):
+    """Parse and validate a CDC file: (valid rows as dicts, {record: reason}, parsed)."""
+    parsed = cdc(text)
+    valid, invalid = validate(parsed.rows, None)
+    rejected = parsed.rejected + invalid
+    reasons = dict(zip(rejected.records.tolist(), rejected.reasons))
+    # nothing is dropped: every record is valid or rejected, exactly once
+    assert sorted(valid[RECORD].to_pylist() + list(reasons)) == list(range(1, parsed.record_count + 1))
+    assert len(reasons) == len(rejected)
+    return valid.to_pylist(), reasons, parsed
+
+
+def reason_of(line: str) -> str | None:
+    _, reasons, _ = check_cdc(line + "\n")
+    return reasons.get(1)
+
+
+# --- one reason per bad-row class --------------------------------------------------
+
+@pytest.mark.parametrize(("line", "reason"), [
+    ("U,1,2024-01-31,Urban,CA", Reason.WRONG_FIELD_COUNT),
+    ("U,1,2024-01-31,Urban,CA,West,1000,Retail,N,Y,extra", Reason.WRONG_FIELD_COUNT),
+    ("U,,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.EMPTY_KEY),
+    ("U,   ,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.EMPTY_KEY),
+    ("U,abc,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,2147483648,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,1,2024-01-31,Urban,CA,West,lots,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,1,2024-01-31,Urban,CA,West,1.5,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,1,2024-01-31,Urban,CA,West,2147483648,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,1,2024-01-31,Urban,CA,West,-2147483649,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,1,2024-01-31,Urban,CA,West,99999999999,Retail,N,Y", Reason.BAD_INTEGER),
+    ("U,1,2024-02-30,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_DATE),
+    ("U,1,2024-13-45,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_DATE),
+    ("U,1,2023-02-29,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_DATE),
+    ("U,1,31/01/2024,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_DATE),
+    ("U,1,tomorrow,Urban,CA,West,1000,Retail,N,Y", Reason.BAD_DATE),
+    ("U,1,2024-01-31,Urban,CA,West,1000,Retail,maybe,Y", Reason.BAD_FLAG),
+    ("U,1,2024-01-31,Urban,CA,West,1000,Retail,N,", Reason.BAD_FLAG),
+    ("U,1,2024-01-31,Urban,CA,West,1000,Retail,N,YES", Reason.BAD_FLAG),
+    ("X,1,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.UNKNOWN_OPERATION),
+    (",1,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.UNKNOWN_OPERATION),
+    ("Insert,1,2024-01-31,Urban,CA,West,1000,Retail,N,Y", Reason.UNKNOWN_OPERATION),
+])
+def test_each_bad_row_class_gets_its_reason(line: str, reason: Reason) -> None:
+    assert reason_of(line) == reason.value
+
+
+@pytest.mark.parametrize("line", [
+    "U,1,2024-01-31,Urban,CA,West,1000,Retail,N,Y",
+    "I,2147483647,2024-02-29,Urban,CA,West,-2147483648,Retail,y,n",  # int32 bounds, leap day
+    "u, 7 ,2024-01-31, Urban ,CA,West,+5,Retail, N , Y ",  # lower-case op, padded values
+    "U,1,,,,,,,N,N",  # optional values may be empty
+    "I,+7,2024-01-31,Urban,CA,West,007,Retail,N,Y",  # explicit sign, leading zeros
+])
+def test_good_rows_pass(line: str) -> None:
+    assert reason_of(line) is None
+
+
+def test_first_failing_rule_wins_and_detail_names_the_value() -> None:
+    parsed = cdc("U,1,2024-02-30,Urban,CA,West,lots,Retail,Q,Y\n")
+    _, invalid = validate(parsed.rows, None)
+    assert invalid.reasons == [Reason.BAD_INTEGER.value]
+    assert invalid.details == ["insured_value=lots"]
+
+
+def test_valid_rows_are_typed_trimmed_and_flags_upper_cased() -> None:
+    valid, reasons, _ = check_cdc("u, 7 ,2024-02-29, Urban ,CA,West,+5,Retail,y,n\nI,8,,,,,,,N,N\n")
+    assert reasons == {}
+    assert valid[0] == {
+        "policy_id": 7, "expiry_date": dt.date(2024, 2, 29), "location_name": "Urban", "state_code": "CA",
+        "region_name": "West", "insured_value": 5, "business_type": "Retail",
+        "earthquake_coverage": "Y", "flood_coverage": "N", "_operation": "U", RECORD: 1,
+    }
+    # empty optional values become NULL
+    assert valid[1]["expiry_date"] is None and valid[1]["insured_value"] is None
+    assert valid[1]["location_name"] is None and valid[1]["_operation"] == "I"
+
+
+def test_delete_rows_only_need_a_valid_key() -> None:
+    valid, reasons, _ = check_cdc(
+        "D,1,,,,,,,,\n"                                   # nothing but the key
+        "D,2,2024-13-45,x,y,z,lots,w,maybe,?\n"          # every other field invalid
+        "D,,2024-01-31,Urban,CA,West,1000,Retail,N,Y\n"  # no key
+        "D,x1,2024-01-31,Urban,CA,West,1000,Retail,N,Y\n"  # bad key
+        "D,3,2024-01-31\n"                                # wrong field count still applies
+    )
+    assert [(r["policy_id"], r["_operation"]) for r in valid] == [(1, "D"), (2, "D")]
+    assert reasons == {3: Reason.EMPTY_KEY.value, 4: Reason.BAD_INTEGER.value, 5: Reason.WRONG_FIELD_COUNT.value}
+
+
+def test_full_load_rows_take_the_fixed_operation() -> None:
+    parsed = full(f"{HEADER}\n1,{GOOD}\n2,2024-02-30,Urban,CA,West,1,Retail,N,Y\n")
+    assert parsed.header == DATA_COLUMN_NAMES
+    valid, invalid = validate(parsed.rows, "L")
+    assert valid["_operation"].to_pylist() == ["L"]
+    assert valid[RECORD].to_pylist() == [2]  # the header is record 1
+    assert invalid.records.tolist() == [3] and invalid.reasons == [Reason.BAD_DATE.value]
+
+
+def test_full_load_header_with_wrong_field_count_is_kept_as_header() -> None:
+    parsed = full(f"policy_id,expiry_date\n1,{GOOD}\n")
+    assert parsed.header == []  # not the contract's header: the pipeline rejects the file
+    assert len(parsed.rejected) == 0
+    assert parsed.rows[RECORD].to_pylist() == [2]
+    assert parsed.record_count == 1
+
+
+# --- CSV shapes ----------------------------------------------------------------------
+
+def test_quoted_fields_with_commas_and_newlines() -> None:
+    valid, reasons, _ = check_cdc(
+        'I,1,2024-01-31,"Urban, downtown",CA,West,1000,"Retail, ""big""",N,Y\n'
+        'I,2,2024-01-31,"two\nlines",CA,West,1000,Retail,N,Y\n'
+    )
+    assert reasons == {}
+    assert valid[0]["location_name"] == "Urban, downtown"
+    assert valid[0]["business_type"] == 'Retail, "big"'
+    assert valid[1]["location_name"] == "two\nlines"
+
+
+def test_crlf_and_blank_lines() -> None:
+    text = (f"\r\nI,1,{GOOD}\r\n\r\n\r\nI,2,{GOOD}\r\n\nU,3,2024-13-45,Urban,CA,West,1,Retail,N,Y\r\n")
+    valid, reasons, parsed = check_cdc(text)
+    assert [r["policy_id"] for r in valid] == [1, 2]
+    assert valid[0]["flood_coverage"] == "Y"  # no trailing \r in the last field
+    assert parsed.record_count == 3  # blank lines are not records
+    assert reasons == {3: Reason.BAD_DATE.value}
+    lines = parsed.lines()
+    assert lines.count == 3
+    assert parsed.line_numbers(np.array([1, 2, 3])).tolist() == [2, 5, 7]
+    assert lines.text(3) == "U,3,2024-13-45,Urban,CA,West,1,Retail,N,Y"
+
+
+def test_no_trailing_newline() -> None:
+    valid, reasons, parsed = check_cdc(f"I,1,{GOOD}\nI,2,{GOOD}")
+    assert [r["policy_id"] for r in valid] == [1, 2] and reasons == {}
+    assert parsed.lines().text(2) == f"I,2,{GOOD}"
+
+
+def test_record_lines_after_a_multi_line_quoted_record() -> None:
+    text = (
+        f"I,1,{GOOD}\n"                                            # line 1
+        'I,2,2024-01-31,"three\nline\nvalue",CA,West,1,Retail,N,Y\n'  # lines 2-4
+        "\n"                                                        # line 5 (blank)
+        "U,3,2024-02-30,Urban,CA,West,1,Retail,N,Y\n"               # line 6
+        'I,4,2024-01-31,"a ""quoted""\nvalue",CA\n'                  # lines 7-8, wrong field count
+        "I,5,2024-01-31,Urban,CA,West,1,Retail,maybe,Y\n"           # line 9
+    )
+    valid, reasons, parsed = check_cdc(text)
+    assert [r["policy_id"] for r in valid] == [1, 2]
+    assert reasons == {3: Reason.BAD_DATE.value, 4: Reason.WRONG_FIELD_COUNT.value, 5: Reason.BAD_FLAG.value}
+    lines = RecordLines(text.encode())
+    assert lines.count == 5
+    assert lines.line_numbers(np.array([1, 2, 3, 4, 5])).tolist() == [1, 2, 6, 7, 9]
+    assert parsed.line_numbers(np.array([3, 4, 5])).tolist() == [6, 7, 9]
+    assert lines.text(2) == 'I,2,2024-01-31,"three\nline\nvalue",CA,West,1,Retail,N,Y'
+    assert lines.text(3) == "U,3,2024-02-30,Urban,CA,West,1,Retail,N,Y"
+    assert lines.text(4) == 'I,4,2024-01-31,"a ""quoted""\nvalue",CA'
+    assert lines.line_number(5) == 9
+
+
+def test_record_lines_without_quotes_is_the_fast_path() -> None:
+    text = f"I,1,{GOOD}\nI,2,{GOOD}\nI,3,{GOOD}\n"
+    parsed = cdc(text)
+    assert parsed.line_numbers(np.array([1, 3])).tolist() == [1, 3]
+    assert RecordLines(text.encode()).line_numbers(np.array([1, 3])).tolist() == [1, 3]
+
+
+def test_non_utf8_file_is_unreadable_on_every_line() -> None:
+    data = (f"I,1,{GOOD}\n".encode() + b"I,2,2024-01-31,Caf\xe9,CA,West,1,Retail,N,Y\n\n"
+            + f"I,3,{GOOD}\n".encode())
+    parsed = cdc(data)
+    assert parsed.rows.num_rows == 0
+    assert parsed.record_count == 3
+    assert parsed.rejected.records.tolist() == [1, 2, 3]
+    assert set(parsed.rejected.reasons) == {Reason.UNREADABLE_FILE.value}
+    assert all("not readable" in d for d in parsed.rejected.details)
+    assert parsed.line_numbers(parsed.rejected.records).tolist() == [1, 2, 4]
+    assert parsed.lines().text(2) == "I,2,2024-01-31,Caf\ufffd,CA,West,1,Retail,N,Y"
+
+
+def test_non_utf8_full_load_leaves_out_the_header() -> None:
+    parsed = full(f"{HEADER}\n1,{GOOD}\n".encode() + b"2,2024-01-31,\xff\xfe,CA,West,1,Retail,N,Y\n")
+    assert parsed.header == []
+    assert parsed.rejected.records.tolist() == [2, 3]
+    assert set(parsed.rejected.reasons) == {Reason.UNREADABLE_FILE.value}
+    assert parsed.record_count == 2
+
+
+def test_text_that_is_not_csv_is_all_wrong_field_count() -> None:
+    valid, reasons, parsed = check_cdc("hello world\nthis is not a csv file\n")
+    assert valid == []
+    assert reasons == {1: Reason.WRONG_FIELD_COUNT.value, 2: Reason.WRONG_FIELD_COUNT.value}
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"\r\n\r\n\n"])
+def test_empty_file_has_no_records(data: bytes) -> None:
+    parsed = cdc(data)
+    assert parsed.record_count == 0 and parsed.rows.num_rows == 0 and len(parsed.rejected) == 0
+
+
+def test_stray_quote_inside_an_unquoted_value() -> None:
+    # a quote that does not start a field is a literal: it must not shift later line numbers
+    text = (f'I,1,2024-01-31,5" pipe,CA,West,1,Retail,N,Y\nI,2,{GOOD}\n'
+            'U,3,2024-02-30,Urban,CA,West,1,Retail,N,Y\n')
+    valid, reasons, parsed = check_cdc(text)
+    assert valid[0]["location_name"] == '5" pipe'
+    assert reasons == {3: Reason.BAD_DATE.value}
+    assert parsed.lines().line_number(3) == 3
+    assert parsed.lines().text(3) == "U,3,2024-02-30,Urban,CA,West,1,Retail,N,Y"
+
+
+def test_lone_cr_line_ends() -> None:
+    text = f"I,1,{GOOD}\rU,2,2024-02-30,Urban,CA,West,1,Retail,N,Y\r\rI,3,{GOOD}\r"
+    valid, reasons, parsed = check_cdc(text)
+    assert [r["policy_id"] for r in valid] == [1, 3]
+    assert reasons == {2: Reason.BAD_DATE.value}
+    assert parsed.line_numbers(np.array([1, 2, 3])).tolist() == [1, 2, 4]
+    assert parsed.lines().text(2) == "U,2,2024-02-30,Urban,CA,West,1,Retail,N,Y"
