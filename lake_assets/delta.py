@@ -18,7 +18,7 @@ def open_table(storage: LakeStorage, table: LakeTable, version: int | None = Non
         return DeltaTable(table.uri(storage), version=version, storage_options=storage.delta_storage_options())
     except TableNotFoundError:
         return None
-    except OSError as error:  # delta-rs reports an unreachable or refusing object store so
+    except OSError as error:  # delta-rs: the object store cannot be reached or refused us
         raise storage.unavailable(error) from error
 
 

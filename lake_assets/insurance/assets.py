@@ -60,7 +60,8 @@ def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
 )
 def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine):
     """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger."""
-    report = apply_pending(storage, engine.session(storage), context.run_id)
+    with storage.running() as running:
+        report = apply_pending(running, engine.session(running), context.run_id)
     context.log.info(
         f"applied {len(report.files)} file(s): version {report.version_before} -> {report.version_after}, "
         f"{report.rows_before} -> {report.rows_after} rows"

@@ -30,6 +30,11 @@ def _latest_metadata(context: dg.AssetCheckExecutionContext) -> dict:
 
 @dg.asset_check(asset=TABLE, blocking=True, description="The Delta schema equals the declared contract.")
 def insurance_schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return _schema_matches_contract(running)
+
+
+def _schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResult:
     delta = open_table(storage, INSURANCE)
     if delta is None:
         return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
@@ -43,6 +48,11 @@ def insurance_schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResu
 
 @dg.asset_check(asset=TABLE, blocking=True, description=f"`{KEY}` is unique and never null.")
 def insurance_key_unique_not_null(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return _key_unique_not_null(running, engine)
+
+
+def _key_unique_not_null(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
     if open_table(storage, INSURANCE) is None:
         return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
     row = engine.session(storage).sql(
@@ -60,7 +70,11 @@ def insurance_key_unique_not_null(storage: LakeStorage, engine: SparkEngine) -> 
     description="For every commit of the run: rows before + inserted - deleted = rows after, counted by delta-rs.",
 )
 def insurance_row_count_reconciles(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
-    metadata = _latest_metadata(context)
+    with storage.running() as running:
+        return _row_count_reconciles(_latest_metadata(context), running)
+
+
+def _row_count_reconciles(metadata: dict, storage: LakeStorage) -> dg.AssetCheckResult:
     commits = metadata.get("commits") or []
     problems, previous = [], metadata.get("rows_before", 0)
     for commit in commits:
@@ -87,8 +101,13 @@ def _count(storage: LakeStorage, version: int) -> int:
                 "the quarantine table holds exactly the quarantined ones.",
 )
 def insurance_rows_conserved(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return _rows_conserved(context.run.run_id, running)
+
+
+def _rows_conserved(run_id: str, storage: LakeStorage) -> dg.AssetCheckResult:
     entries = Ledger(storage).entries(TABLE)
-    entries = entries.filter(pc.equal(entries["run_id"], context.run.run_id)).to_pylist()
+    entries = entries.filter(pc.equal(entries["run_id"], run_id)).to_pylist()
     quarantine = open_table(storage, INSURANCE_QUARANTINE)
     quarantined = {}
     if quarantine is not None:

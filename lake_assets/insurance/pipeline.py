@@ -107,8 +107,9 @@ def raw_objects(storage: LakeStorage) -> list[RawObject]:
 
 
 def pending_objects(storage: LakeStorage, ledger: Ledger) -> list[RawObject]:
+    objects = raw_objects(storage)  # first: boto3 fails fast when S3 is unreachable
     done = ledger.done(TABLE)
-    return [o for o in raw_objects(storage) if (o.key, o.etag) not in done]
+    return [o for o in objects if (o.key, o.etag) not in done]
 
 
 def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str) -> ApplyReport:

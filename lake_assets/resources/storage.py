@@ -1,8 +1,8 @@
 """S3 access for every part of `lake`: boto3 clients, delta-rs storage options, engine env.
 
-`LakeStorage` is a Dagster resource. With no endpoint configured it starts (or reuses) the
-embedded SeaweedFS server for the duration of a run; with one it talks to that endpoint
-(MinIO, AWS S3, ...). Credentials come from the environment when a client is built.
+`LakeStorage` is a Dagster resource. With no endpoint configured, `running()` reuses the
+embedded SeaweedFS server or starts it for the duration of a step; with one it talks to
+that endpoint (MinIO, AWS S3, ...). Credentials come from the environment when a client is built.
 """
 
 import contextlib
@@ -47,13 +47,21 @@ class LakeStorage(dg.ConfigurableResource):
 
     @contextlib.contextmanager
     def running(self) -> Iterator["LakeStorage"]:
-        """This storage with a reachable endpoint: the embedded server is started if needed."""
+        """This storage with a reachable endpoint and bucket.
+
+        The embedded server is reused if one is up (e.g. `lake dev`'s), else started for
+        the block. Sensors use `attached()` instead, which never starts anything.
+        """
         if not self.embedded:
-            yield self.with_endpoint(self.endpoint)
+            resolved = self.with_endpoint(self.endpoint)
+            resolved.ensure_bucket()
+            yield resolved
             return
         key, secret = s3_credentials(embedded=True)
         with embedded_s3(Path(self.home), self.embedded_port, key, secret) as endpoint:
-            yield self.with_endpoint(endpoint)
+            resolved = self.with_endpoint(endpoint)
+            resolved.ensure_bucket()
+            yield resolved
 
     def attached(self) -> "LakeStorage | None":
         """This storage if its endpoint is up already, without starting anything (for sensors)."""
@@ -66,12 +74,6 @@ class LakeStorage(dg.ConfigurableResource):
         resolved = self.model_copy()
         resolved._resolved_endpoint = endpoint
         return resolved
-
-    @contextlib.contextmanager
-    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator["LakeStorage"]:
-        with self.running() as storage:
-            storage.ensure_bucket()
-            yield storage
 
     # --- clients and options -------------------------------------------------------
 

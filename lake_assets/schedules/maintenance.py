@@ -20,6 +20,11 @@ class MaintenanceConfig(dg.Config):
 
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
 def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
+    with storage.running() as running:
+        _maintain(context, config, running)
+
+
+def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
     for table in TABLES.values():
         delta = open_table(storage, table)
         if delta is None:
@@ -40,6 +45,6 @@ def delta_maintenance_job() -> None:
 
 
 nightly_maintenance = dg.ScheduleDefinition(
-    job=delta_maintenance_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
+    name="nightly_maintenance", job=delta_maintenance_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )

@@ -16,6 +16,10 @@ from lake_assets.settings import LakeSettings
 CURSOR_OVERLAP = dt.timedelta(seconds=2)
 
 
+def _run_key(obj: dict) -> str:
+    return f"{obj['Key']}@{obj['ETag'].strip(chr(34))}"
+
+
 @dg.sensor(
     job=apply_insurance_job,
     minimum_interval_seconds=LakeSettings.from_env().sensor_interval_seconds,
@@ -23,25 +27,25 @@ CURSOR_OVERLAP = dt.timedelta(seconds=2)
     description=f"Lists {RAW_FULLLOAD} and {RAW_CDC}; one run per new (key, ETag).",
 )
 def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: LakeStorage) -> dg.SensorResult | dg.SkipReason:
+    """Cursor: the newest LastModified seen, and the run keys seen in the overlap before it."""
     attached = storage.attached()
     if attached is None:
         return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
-    since = dt.datetime.fromisoformat(json.loads(context.cursor)["last_modified"]) - CURSOR_OVERLAP \
-        if context.cursor else None
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    since = dt.datetime.fromisoformat(cursor["last_modified"]) - CURSOR_OVERLAP if cursor else None
+    seen = set(cursor.get("recent", []))
     client = attached.get_client()
-    objects = [
+    listed = [
         o for prefix in (RAW_FULLLOAD, RAW_CDC)
         for o in get_objects(attached.bucket, prefix, since_last_modified=since, client=client)
         if not o["Key"].endswith("/")
     ]
-    if not objects:
+    new = sorted((o for o in listed if _run_key(o) not in seen), key=lambda o: o["Key"])
+    if not new:
         return dg.SkipReason("no new raw objects")
-    objects.sort(key=lambda o: o["Key"])
-    newest = max(o["LastModified"] for o in objects)
+    newest = max(o["LastModified"] for o in listed)
+    recent = [_run_key(o) for o in listed if o["LastModified"] > newest - CURSOR_OVERLAP - CURSOR_OVERLAP]
     return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(run_key=f"{o['Key']}@{o['ETag'].strip(chr(34))}", tags={"lake/object": o["Key"]})
-            for o in objects
-        ],
-        cursor=json.dumps({"last_modified": newest.isoformat()}),
+        run_requests=[dg.RunRequest(run_key=_run_key(o), tags={"lake/object": o["Key"]}) for o in new],
+        cursor=json.dumps({"last_modified": newest.isoformat(), "recent": recent}),
     )

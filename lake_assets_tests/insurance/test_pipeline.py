@@ -1,0 +1,542 @@
+"""The insurance pipeline end to end: raw objects on a real S3 server -> Sail -> Delta.
+
+Every test gets a fresh bucket (see conftest.py); the tables are read back both through
+the engine (Spark) and independently (delta-rs, DuckDB).
+"""
+
+import datetime as dt
+import importlib.util
+import random
+import uuid
+from pathlib import Path
+
+import duckdb
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql import SparkSession
+
+from lake_assets.delta import current_version, open_table, to_arrow
+from lake_assets.insurance import merge
+from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
+from lake_assets.insurance.pipeline import (
+    CDCLOAD,
+    FULLLOAD,
+    STAGING,
+    apply_pending,
+    pending_objects,
+    raw_objects,
+)
+from lake_assets.ledger import APPLIED, REJECTED, Ledger
+from lake_assets.resources.embedded_s3 import free_port
+from lake_assets.resources.storage import LakeStorage, StorageUnavailable
+from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets_tests.conftest import DATA, make_storage
+
+HEADER = ",".join(DATA_COLUMN_NAMES)
+SEED_KEYS = (100462, 100463, 100475, 110001, 110002)
+CDC_1, CDC_2 = "raw/cdcload/20240401-090000000.csv", "raw/cdcload/20240402-090000000.csv"
+FULL = "raw/fullload/full-load.csv"
+
+
+# --- helpers -------------------------------------------------------------------------
+
+def put(storage: LakeStorage, key: str, body: str | bytes) -> str:
+    return storage.put_bytes(key, body.encode() if isinstance(body, str) else body)
+
+
+def put_seed(storage: LakeStorage, *keys: str) -> None:
+    for key in keys:
+        put(storage, key, (DATA / key.removeprefix("raw/")).read_bytes())
+
+
+def row(policy_id: int, value: int = 1000, flood: str = "N", date: str = "2024-01-31") -> str:
+    """The data fields of one policy (no operation), with a recognisable insured value."""
+    return f"{policy_id},{date},Urban,CA,West,{value},Retail,N,{flood}"
+
+
+def full_load(*rows: str) -> str:
+    return "\n".join([HEADER, *rows]) + "\n"
+
+
+def cdc(*rows: str) -> str:
+    return "\n".join(rows) + "\n"
+
+
+def table(storage: LakeStorage) -> dict[int, dict]:
+    """The table's data columns by key, read by delta-rs."""
+    delta = open_table(storage, INSURANCE)
+    if delta is None:
+        return {}
+    rows = to_arrow(delta).select(DATA_COLUMN_NAMES).to_pylist()
+    keyed = {r["policy_id"]: r for r in rows}
+    assert len(keyed) == len(rows), "duplicate keys in the table"
+    return keyed
+
+
+def values(storage: LakeStorage) -> dict[int, int]:
+    return {k: r["insured_value"] for k, r in table(storage).items()}
+
+
+def engine_rows(spark: SparkSession, storage: LakeStorage, keys=None) -> list[tuple]:
+    frame = spark.read.format("delta").load(INSURANCE.uri(storage))
+    if keys is not None:
+        frame = frame.where(frame.policy_id.isin(list(keys)))
+    return [tuple(r) for r in frame.select(*DATA_COLUMN_NAMES).orderBy("policy_id").collect()]
+
+
+def version(storage: LakeStorage) -> int | None:
+    return current_version(storage, INSURANCE)
+
+
+def ledger(storage: LakeStorage) -> dict[str, dict]:
+    """Ledger entries by source file (the latest entry wins)."""
+    return {e["source_file"]: e for e in Ledger(storage).entries("insurance").to_pylist()}
+
+
+def quarantine(storage: LakeStorage) -> list[dict]:
+    delta = open_table(storage, INSURANCE_QUARANTINE)
+    if delta is None:
+        return []
+    return to_arrow(delta).sort_by([("source_file", "ascending"), ("line_number", "ascending")]).to_pylist()
+
+
+def assert_conserved(storage: LakeStorage) -> None:
+    """Every ledger entry accounts for each row of its file, and its quarantine rows exist."""
+    parked = quarantine(storage)
+    for entry in Ledger(storage).entries("insurance").to_pylist():
+        assert entry["rows_in_file"] == entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"], entry
+        mine = [q for q in parked if q["source_file"] == entry["source_file"] and q["source_etag"] == entry["source_etag"]]
+        assert len(mine) == entry["rows_quarantined"], entry
+        assert entry["status"] == (REJECTED if entry["rows_quarantined"] and not entry["rows_applied"]
+                                   and not entry["rows_superseded"] else APPLIED), entry
+
+
+def run(storage: LakeStorage, spark: SparkSession):
+    report = apply_pending(storage, spark, f"run-{uuid.uuid4().hex[:8]}")
+    assert_conserved(storage)
+    assert storage.list_objects(STAGING) == []  # staged batches are cleaned up
+    return report
+
+
+def closed_endpoint() -> str:
+    return f"http://127.0.0.1:{free_port()}"  # nothing listens there
+
+
+def duckdb_rows(storage: LakeStorage, tmp_path: Path) -> list[tuple]:
+    """The table read by DuckDB's delta extension: an engine that shares no code with ours."""
+    con = duckdb.connect()
+    con.execute(f"LOAD '{_extension('duckdb_extension_delta')}'")
+    httpfs = _extension("duckdb_extension_httpfs")
+    if httpfs:
+        options = storage.delta_storage_options()
+        con.execute(f"LOAD '{httpfs}'")
+        con.execute(
+            f"CREATE SECRET (TYPE s3, KEY_ID '{options['AWS_ACCESS_KEY_ID']}', "
+            f"SECRET '{options['AWS_SECRET_ACCESS_KEY']}', ENDPOINT '{storage.endpoint_url.split('://', 1)[1]}', "
+            "URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')")
+        location = INSURANCE.uri(storage)
+    else:
+        # DuckDB's S3 secrets live in the httpfs extension, which it would download at run time
+        # (impossible offline) unless the `duckdb-extension-httpfs` wheel is installed. Without
+        # it, DuckDB reads a byte-for-byte copy of the table's objects (log and data files)
+        # taken from the bucket: still an independent reader of exactly what is in S3.
+        location = tmp_path / "insurance-copy"
+        prefix = INSURANCE.prefix + "/"
+        for obj in storage.list_objects(prefix):
+            target = location / obj["Key"].removeprefix(prefix)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(storage.get_bytes(obj["Key"])[0])
+    columns = ", ".join(DATA_COLUMN_NAMES)
+    return con.execute(f"SELECT {columns} FROM delta_scan('{location}') ORDER BY policy_id").fetchall()
+
+
+def _extension(package: str) -> str | None:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = sorted(Path(spec.submodule_search_locations[0]).rglob("*.duckdb_extension"))
+    return str(found[0]) if found else None
+
+
+# --- the seed's scenario ---------------------------------------------------------------
+
+SEED_BEFORE = [
+    (100462, dt.date(2023, 4, 28), "Urban", "MA", "Northeast", 3217600, "Retail", "N", "Y"),
+    (100463, dt.date(2023, 3, 27), "Urban", "NY", "East", 15480000, "Office Bldg", "Y", "Y"),
+    (100475, dt.date(2023, 5, 2), "Rural", "LA", "South", 512800, "Farming", "N", "N"),
+]
+SEED_AFTER = [
+    (100462, dt.date(2024, 12, 31), "Urban", "MA", "Northeast", 3217600, "Retail", "N", "Y"),
+    (100463, dt.date(2023, 3, 27), "Urban", "NY", "East", 1000000, "Office Bldg", "Y", "Y"),
+    (100475, dt.date(2023, 5, 2), "Rural", "LA", "South", 512800, "Farming", "N", "Y"),
+    (110001, dt.date(2024, 3, 31), "Urban", "CA", "WEST", 210000, "Office Bldg", "N", "N"),
+    (110002, dt.date(2024, 5, 31), "Urban", "TX", "South", 345000, "Retail", "N", "Y"),
+]
+ROW_100580 = (100580, dt.date(2023, 3, 30), "Urban", "NH", "Northeast", 97920, "Office Bldg", "Y", "Y")
+ROW_100617 = (100617, dt.date(2023, 3, 27), "Urban", "VT", "Northeast", 8861500, "Office Bldg", "N", "N")
+
+
+def test_seed_full_load_then_cdc_batches(storage: LakeStorage, spark: SparkSession, tmp_path: Path) -> None:
+    put_seed(storage, FULL)
+    report = run(storage, spark)
+    assert (report.version_before, report.version_after, report.rows_after) == (None, 0, 25)
+    assert len(table(storage)) == 25
+    assert engine_rows(spark, storage, SEED_KEYS) == SEED_BEFORE
+    entry = ledger(storage)[FULL]
+    assert (entry["status"], entry["source_kind"], entry["rows_in_file"], entry["rows_applied"],
+            entry["table_version"]) == (APPLIED, FULLLOAD, 25, 25, 0)
+
+    put_seed(storage, CDC_1)  # the blog post's batch
+    report = run(storage, spark)
+    assert (report.version_before, report.version_after, report.rows_after) == (0, 1, 27)
+    assert (report.total("inserted"), report.total("updated"), report.total("deleted")) == (2, 3, 0)
+    assert engine_rows(spark, storage, SEED_KEYS) == SEED_AFTER
+
+    put_seed(storage, CDC_2)  # the later batch: a delete, an update and one bad row
+    report = run(storage, spark)
+    assert (report.version_before, report.version_after, report.rows_after) == (1, 2, 26)
+    after = engine_rows(spark, storage)
+    assert len(after) == 26
+    keyed = {r[0]: r for r in after}
+    assert 100617 not in keyed and ROW_100617 in SEED_BEFORE + [ROW_100617]
+    assert keyed[100580] == ROW_100580  # its update had an impossible date: not applied
+    assert keyed[110002][-1] == "N"  # dropped flood coverage
+    assert [keyed[k] for k in SEED_KEYS[:4]] == SEED_AFTER[:4]
+
+    parked = quarantine(storage)
+    assert len(parked) == 1
+    assert (parked[0]["source_file"], parked[0]["reason"], parked[0]["line_number"], parked[0]["raw_text"]) == (
+        CDC_2, Reason.BAD_DATE.value, 3, "U,100580,2024-13-45,Urban,NH,Northeast,97920,Office Bldg,Y,Y")
+    assert parked[0]["detail"] == "expiry_date=2024-13-45"
+
+    entries = ledger(storage)
+    assert [(entries[k]["rows_in_file"], entries[k]["rows_applied"], entries[k]["rows_superseded"],
+             entries[k]["rows_quarantined"], entries[k]["table_version"]) for k in (CDC_1, CDC_2)] == [
+        (5, 5, 0, 0, 1), (3, 2, 0, 1, 2)]
+
+    # the audit columns say where each row came from
+    audit = {r["policy_id"]: r for r in to_arrow(open_table(storage, INSURANCE)).to_pylist()}
+    assert (audit[110002]["_operation"], audit[110002]["_source_file"], audit[110002]["_source_line"]) == ("U", CDC_2, 2)
+    assert (audit[100462]["_operation"], audit[100462]["_source_file"], audit[100462]["_source_line"]) == ("U", CDC_1, 1)
+    assert (audit[200358]["_operation"], audit[200358]["_source_file"], audit[200358]["_source_line"]) == ("L", FULL, 2)
+
+    # a second, independent reader sees exactly what the engine sees
+    assert duckdb_rows(storage, tmp_path) == after
+    assert sorted(tuple(r.values()) for r in table(storage).values()) == after
+
+
+def test_seed_cdc_batches_in_one_run_supersede_across_files(storage: LakeStorage, spark: SparkSession) -> None:
+    put_seed(storage, FULL, CDC_1, CDC_2)
+    report = run(storage, spark)
+    assert [c.operation for c in report.commits] == ["full load", "merge"]
+    assert report.rows_after == 26
+    entries = ledger(storage)
+    # 110002's insert (file 1, line 5) is superseded by its update in file 2
+    assert (entries[CDC_1]["rows_applied"], entries[CDC_1]["rows_superseded"]) == (4, 1)
+    assert (entries[CDC_2]["rows_applied"], entries[CDC_2]["rows_quarantined"]) == (2, 1)
+    assert entries[CDC_1]["table_version"] == entries[CDC_2]["table_version"] == 1
+    rows = table(storage)
+    assert rows[110002]["flood_coverage"] == "N" and 100617 not in rows
+    assert rows[100462]["expiry_date"] == dt.date(2024, 12, 31)
+
+
+# --- operations and ordering -----------------------------------------------------------
+
+def test_insert_update_delete(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
+    run(storage, spark)
+    put(storage, "raw/cdcload/001.csv", cdc(
+        f"I,{row(4, 40)}",
+        f"U,{row(2, 21, flood='Y')}",
+        "D,3,,,,,,,,",
+        "D,99,,,,,,,,",          # delete of an absent key: nothing to do
+        f"U,{row(5, 50)}",        # update of an absent key: an upsert
+        f"I,{row(1, 11)}",        # insert of a present key: an upsert
+    ))
+    report = run(storage, spark)
+    assert values(storage) == {1: 11, 2: 21, 4: 40, 5: 50}
+    assert table(storage)[2]["flood_coverage"] == "Y"
+    assert (report.total("inserted"), report.total("updated"), report.total("deleted")) == (2, 2, 1)
+    entry = ledger(storage)["raw/cdcload/001.csv"]
+    assert (entry["rows_in_file"], entry["rows_applied"], entry["status"]) == (6, 6, APPLIED)
+    assert report.version_after == report.version_before + 1
+
+
+def test_duplicate_keys_within_a_file_last_row_wins(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(1, 12), row(7, 70)))
+    run(storage, spark)
+    assert values(storage) == {1: 12, 2: 20, 7: 70}
+    entry = ledger(storage)["raw/fullload/a.csv"]
+    assert (entry["rows_in_file"], entry["rows_applied"], entry["rows_superseded"]) == (4, 3, 1)
+
+    put(storage, "raw/cdcload/001.csv", cdc(
+        f"I,{row(10, 1)}", f"U,{row(10, 2)}", f"U,{row(10, 3)}",  # 10 ends at 3
+        f"I,{row(11, 1)}", "D,11,,,,,,,,",                         # 11 inserted then deleted
+        "D,7,,,,,,,,", f"I,{row(7, 71)}",                          # 7 deleted then re-inserted
+        f"U,{row(2, 21)}", "D,2,,,,,,,,",                          # 2 updated then deleted
+    ))
+    run(storage, spark)
+    assert values(storage) == {1: 12, 7: 71, 10: 3}
+    entry = ledger(storage)["raw/cdcload/001.csv"]
+    assert (entry["rows_in_file"], entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]) == (
+        9, 4, 5, 0)
+
+
+def test_replayed_file_changes_nothing(storage: LakeStorage, spark: SparkSession) -> None:
+    body = cdc(f"I,{row(1, 10)}", f"I,{row(2, 20)}", "U,3,2024-02-30,Urban,CA,West,1,Retail,N,Y")
+    put(storage, "raw/cdcload/001.csv", body)
+    run(storage, spark)
+    before = (version(storage), values(storage), len(ledger(storage)), len(quarantine(storage)))
+    assert before[0] is not None and before[3] == 1
+    put(storage, "raw/cdcload/001.csv", body)  # the same bytes again: same key, same ETag
+    assert pending_objects(storage, Ledger(storage)) == []
+    report = run(storage, spark)
+    assert report.files == [] and report.commits == []
+    assert (version(storage), values(storage), len(ledger(storage)), len(quarantine(storage))) == before
+    assert len(Ledger(storage).entries("insurance")) == 1
+
+
+def test_files_put_out_of_key_order_apply_in_key_order(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/cdcload/20240502.csv", cdc(f"U,{row(1, 2)}", f"I,{row(2, 2)}"))
+    put(storage, "raw/cdcload/20240501.csv", cdc(f"I,{row(1, 1)}", "D,2,,,,,,,,", f"I,{row(3, 1)}"))
+    assert [o.key for o in raw_objects(storage)] == ["raw/cdcload/20240501.csv", "raw/cdcload/20240502.csv"]
+    run(storage, spark)
+    assert values(storage) == {1: 2, 2: 2, 3: 1}
+    entries = ledger(storage)
+    assert (entries["raw/cdcload/20240501.csv"]["rows_applied"], entries["raw/cdcload/20240501.csv"]["rows_superseded"]) == (1, 2)
+    assert (entries["raw/cdcload/20240502.csv"]["rows_applied"], entries["raw/cdcload/20240502.csv"]["rows_superseded"]) == (2, 0)
+
+
+def test_late_file_is_quarantined_whole(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/cdcload/20240502.csv", cdc(f"I,{row(1, 2)}"))
+    run(storage, spark)
+    applied_version = version(storage)
+    put(storage, "raw/cdcload/20240501.csv", cdc(f"U,{row(1, 1)}", f"I,{row(9, 9)}", "garbage"))
+    put(storage, "raw/cdcload/20240502.csv", cdc(f"U,{row(1, 3)}"))  # same name, new content
+    run(storage, spark)
+    assert version(storage) == applied_version
+    assert values(storage) == {1: 2}
+    entries = ledger(storage)
+    for key, count in (("raw/cdcload/20240501.csv", 3), ("raw/cdcload/20240502.csv", 1)):
+        assert (entries[key]["status"], entries[key]["rows_quarantined"], entries[key]["table_version"]) == (
+            REJECTED, count, None)
+    late = [q for q in quarantine(storage) if q["source_file"] == "raw/cdcload/20240501.csv"]
+    assert [(q["line_number"], q["reason"]) for q in late] == [(1, "late_file"), (2, "late_file"), (3, "late_file")]
+    assert late[2]["raw_text"] == "garbage"
+
+    put(storage, "raw/cdcload/20240503.csv", cdc(f"U,{row(1, 4)}"))  # a newer name still applies
+    run(storage, spark)
+    assert values(storage) == {1: 4}
+
+
+def test_full_load_replaces_the_contents(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 1), row(2, 1), row(3, 1)))
+    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(4, 1)}"))
+    run(storage, spark)
+    assert set(values(storage)) == {1, 2, 3, 4}
+    put(storage, "raw/fullload/b.csv", full_load(row(3, 2), row(5, 2)))
+    report = run(storage, spark)
+    assert values(storage) == {3: 2, 5: 2}
+    assert [(c.operation, c.inserted, c.deleted) for c in report.commits] == [("full load", 2, 4)]
+
+
+def test_raw_objects_lists_full_loads_then_cdc_in_key_order(storage: LakeStorage) -> None:
+    put(storage, "raw/cdcload/b.csv", "x")
+    put(storage, "raw/cdcload/a.csv", "y")
+    put(storage, "raw/fullload/z.csv", "z")
+    put(storage, "raw/cdcload/", b"")  # a zero-byte "directory" key
+    objects = raw_objects(storage)
+    assert [(o.key, o.kind, o.size) for o in objects] == [
+        ("raw/fullload/z.csv", FULLLOAD, 1), ("raw/cdcload/a.csv", CDCLOAD, 1), ("raw/cdcload/b.csv", CDCLOAD, 1)]
+    assert pending_objects(storage, Ledger(storage)) == objects
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+def test_every_bad_row_class_ends_in_quarantine(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(
+        row(1, 10), "2,2024-02-30,Urban,CA,West,1,Retail,N,Y", "3,2024-01-31,Urban", row(4, 40)))
+    body = (
+        f"I,{row(10, 1)}\n"                                        # line 1: good
+        "I,11,2024-01-31,Urban,CA\n"                               # 2: wrong field count
+        "I,,2024-01-31,Urban,CA,West,1,Retail,N,Y\n"              # 3: empty key
+        "I,abc,2024-01-31,Urban,CA,West,1,Retail,N,Y\n"           # 4: non-integer key
+        "I,12,2024-01-31,Urban,CA,West,2147483648,Retail,N,Y\n"   # 5: out of int32
+        "I,13,2024-02-30,Urban,CA,West,1,Retail,N,Y\n"            # 6: impossible date
+        "I,14,2024-13-45,Urban,CA,West,1,Retail,N,Y\n"            # 7: impossible date
+        "I,15,2024-01-31,Urban,CA,West,1,Retail,maybe,Y\n"        # 8: flag not Y/N
+        "X,16,2024-01-31,Urban,CA,West,1,Retail,N,Y\n"            # 9: unknown operation
+        "\r\n"                                                      # 10: blank
+        'I,17,2024-01-31,"two\nlines, quoted",CA,West,1,Retail,N,Y\r\n'  # 11-12: good
+        "I,18,2024-01-31,Urban,CA,West,lots,Retail,N,Y\r\n"       # 13: non-integer value
+        "D,1,2024-13-45,,,,lots,,maybe,\n"                         # 14: a delete needs only its key
+    )
+    put(storage, "raw/cdcload/001.csv", body)
+    run(storage, spark)
+
+    rows = table(storage)
+    assert set(rows) == {4, 10, 17}
+    assert rows[17]["location_name"] == "two\nlines, quoted"
+    parked = {(q["source_file"], q["line_number"]): q for q in quarantine(storage)}
+    expected = {
+        ("raw/fullload/a.csv", 3): Reason.BAD_DATE, ("raw/fullload/a.csv", 4): Reason.WRONG_FIELD_COUNT,
+        ("raw/cdcload/001.csv", 2): Reason.WRONG_FIELD_COUNT, ("raw/cdcload/001.csv", 3): Reason.EMPTY_KEY,
+        ("raw/cdcload/001.csv", 4): Reason.BAD_INTEGER, ("raw/cdcload/001.csv", 5): Reason.BAD_INTEGER,
+        ("raw/cdcload/001.csv", 6): Reason.BAD_DATE, ("raw/cdcload/001.csv", 7): Reason.BAD_DATE,
+        ("raw/cdcload/001.csv", 8): Reason.BAD_FLAG, ("raw/cdcload/001.csv", 9): Reason.UNKNOWN_OPERATION,
+        ("raw/cdcload/001.csv", 13): Reason.BAD_INTEGER,
+    }
+    assert {k: q["reason"] for k, q in parked.items()} == {k: v.value for k, v in expected.items()}
+    assert parked[("raw/cdcload/001.csv", 13)]["raw_text"] == "I,18,2024-01-31,Urban,CA,West,lots,Retail,N,Y"
+    assert parked[("raw/cdcload/001.csv", 13)]["detail"] == "insured_value=lots"
+    assert parked[("raw/fullload/a.csv", 4)]["raw_text"] == "3,2024-01-31,Urban"
+    assert all(q["source_etag"] and q["run_id"].startswith("run-") for q in parked.values())
+    entries = ledger(storage)
+    assert (entries["raw/cdcload/001.csv"]["rows_in_file"], entries["raw/cdcload/001.csv"]["rows_applied"],
+            entries["raw/cdcload/001.csv"]["rows_quarantined"]) == (13, 4, 9)
+    assert (entries["raw/fullload/a.csv"]["rows_in_file"], entries["raw/fullload/a.csv"]["rows_applied"]) == (4, 2)
+
+
+def test_a_file_that_is_not_csv_is_rejected(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
+    run(storage, spark)
+    before = version(storage)
+    noise = random.Random(7).randbytes(3000)
+    put(storage, "raw/cdcload/001.csv", noise)
+    put(storage, "raw/cdcload/002.csv", "This is not a CSV file.\nIt has prose, and no fields.\n\nThe end\n")
+    put(storage, "raw/cdcload/003.csv", b'{"policy_id": 1}\n{"policy_id": 2}\n')
+    report = run(storage, spark)
+    assert report.commits == []
+    assert version(storage) == before and values(storage) == {1: 10}
+    entries = ledger(storage)
+    lines = {"raw/cdcload/001.csv": len([x for x in noise.replace(b"\r\n", b"\n").split(b"\n") if x not in (b"", b"\r")]),
+             "raw/cdcload/002.csv": 3, "raw/cdcload/003.csv": 2}
+    for key, count in lines.items():
+        entry = entries[key]
+        assert (entry["status"], entry["rows_applied"], entry["table_version"]) == (REJECTED, 0, None), key
+        assert entry["rows_in_file"] == entry["rows_quarantined"] == count, key
+    reasons = {q["source_file"]: set() for q in quarantine(storage)}
+    for q in quarantine(storage):
+        reasons[q["source_file"]].add(q["reason"])
+    assert reasons == {"raw/cdcload/001.csv": {"unreadable_file"}, "raw/cdcload/002.csv": {"wrong_field_count"},
+                       "raw/cdcload/003.csv": {"wrong_field_count"}}
+    assert pending_objects(storage, Ledger(storage)) == []  # rejected files are done with
+
+
+def test_full_load_with_a_wrong_header_is_rejected(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
+    run(storage, spark)
+    before = version(storage)
+    put(storage, "raw/fullload/b.csv", "id,expiry,location,state,region,value,type,quake,flood\n"
+        + row(2, 20) + "\n" + row(3, 30) + "\n")
+    put(storage, "raw/fullload/c.csv", "policy_id,expiry_date\n" + row(4, 40) + "\n")
+    report = run(storage, spark)
+    assert report.commits == [] and version(storage) == before and values(storage) == {1: 10}
+    entries = ledger(storage)
+    assert (entries["raw/fullload/b.csv"]["status"], entries["raw/fullload/b.csv"]["rows_quarantined"]) == (REJECTED, 2)
+    assert (entries["raw/fullload/c.csv"]["status"], entries["raw/fullload/c.csv"]["rows_quarantined"]) == (REJECTED, 1)
+    parked = quarantine(storage)
+    assert [(q["source_file"], q["line_number"], q["reason"]) for q in parked] == [
+        ("raw/fullload/b.csv", 2, "bad_header"), ("raw/fullload/b.csv", 3, "bad_header"),
+        ("raw/fullload/c.csv", 2, "bad_header")]
+    assert "header must be policy_id,expiry_date," in parked[0]["detail"]
+
+
+def test_empty_cdc_file(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
+    run(storage, spark)
+    before = version(storage)
+    put(storage, "raw/cdcload/001.csv", b"")
+    put(storage, "raw/cdcload/002.csv", b"\n\r\n")
+    report = run(storage, spark)
+    assert report.commits == [] and version(storage) == before and values(storage) == {1: 10}
+    entries = ledger(storage)
+    for key in ("raw/cdcload/001.csv", "raw/cdcload/002.csv"):
+        assert (entries[key]["status"], entries[key]["rows_in_file"], entries[key]["rows_quarantined"]) == (APPLIED, 0, 0)
+    assert quarantine(storage) == []
+    assert pending_objects(storage, Ledger(storage)) == []
+
+
+def test_cdc_before_any_full_load_creates_the_table(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(1, 10)}", f"U,{row(2, 20)}", "D,3,,,,,,,,"))
+    report = run(storage, spark)
+    assert report.version_before is None and report.version_after is not None
+    assert values(storage) == {1: 10, 2: 20}
+    assert engine_rows(spark, storage)[0][:2] == (1, dt.date(2024, 1, 31))
+    schema = open_table(storage, INSURANCE).schema().to_arrow()
+    assert [f.name for f in schema][:len(DATA_COLUMN_NAMES)] == DATA_COLUMN_NAMES
+
+
+def test_only_deletes_before_any_table(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/cdcload/001.csv", cdc("D,1,,,,,,,,"))
+    run(storage, spark)
+    assert values(storage) == {}
+    assert ledger(storage)["raw/cdcload/001.csv"]["status"] == APPLIED
+
+
+# --- failures ------------------------------------------------------------------------------
+
+def test_unreachable_s3_raises_storage_unavailable(storage: LakeStorage, spark: SparkSession) -> None:
+    endpoint = closed_endpoint()
+    with pytest.raises(StorageUnavailable, match=endpoint.replace(".", r"\.")):
+        apply_pending(LakeStorage(bucket="x").with_endpoint(endpoint), spark, "run-down")
+
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
+    run(storage, spark)
+    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(2, 20)}"))
+    before = (version(storage), len(ledger(storage)), storage.list_objects("curated/"))
+    down = storage.with_endpoint(endpoint)  # the same bucket, behind a dead endpoint
+    with pytest.raises(StorageUnavailable, match=endpoint.replace(".", r"\.")) as raised:
+        apply_pending(down, spark, "run-down")
+    assert f"bucket {storage.bucket}" in str(raised.value)
+    assert (version(storage), len(ledger(storage)), storage.list_objects("curated/")) == before
+    run(storage, spark)  # once S3 is back the file is still pending and applies
+    assert values(storage) == {1: 10, 2: 20}
+
+
+def _failing_scenario(storage: LakeStorage) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
+
+
+def _failing_batches(storage: LakeStorage) -> None:
+    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(4, 40)}", "D,1,,,,,,,,", "U,2,2024-02-30,x,CA,West,1,Retail,N,Y"))
+    put(storage, "raw/cdcload/002.csv", cdc(f"U,{row(4, 41)}", "I,5,nope", f"U,{row(3, 31)}"))
+
+
+def test_failure_half_way_leaves_the_table_and_ledger_untouched(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    _failing_scenario(storage)
+    run(storage, spark)
+    version_before, rows_before = version(storage), values(storage)
+    _failing_batches(storage)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("engine lost half-way")
+
+    monkeypatch.setattr(merge, "merge_changes", broken)
+    with pytest.raises(RuntimeError, match="half-way"):
+        apply_pending(storage, spark, "run-broken")
+    assert version(storage) == version_before and values(storage) == rows_before
+    assert set(ledger(storage)) == {"raw/fullload/a.csv"}  # nothing recorded for the CDC files
+    assert len(quarantine(storage)) == 2  # the quarantine was written before the failure
+    assert storage.list_objects(STAGING) == []
+    assert [o.key for o in pending_objects(storage, Ledger(storage))] == ["raw/cdcload/001.csv", "raw/cdcload/002.csv"]
+
+    monkeypatch.undo()
+    run(storage, spark)
+    clean = make_storage(storage.endpoint_url, Path(storage.home), f"c-{uuid.uuid4().hex[:12]}")
+    _failing_scenario(clean)
+    run(clean, spark)
+    _failing_batches(clean)
+    run(clean, spark)
+
+    assert table(storage) == table(clean) and values(storage) == {2: 20, 3: 31, 4: 41}
+    parked = [(q["source_file"], q["line_number"], q["reason"]) for q in quarantine(storage)]
+    assert len(parked) == len(set(parked)) == 2  # the rerun added no duplicates
+    assert parked == [(q["source_file"], q["line_number"], q["reason"]) for q in quarantine(clean)]
+    assert {q["run_id"] for q in quarantine(storage)} == {"run-broken"}
+    entries, clean_entries = ledger(storage), ledger(clean)
+    counts = ("status", "rows_in_file", "rows_applied", "rows_superseded", "rows_quarantined")
+    assert {k: [e[c] for c in counts] for k, e in entries.items()} == {
+        k: [e[c] for c in counts] for k, e in clean_entries.items()}
+    assert pc.sum(Ledger(storage).entries("insurance")["rows_quarantined"]).as_py() == 2
