@@ -1,0 +1,74 @@
+"""`lake dev` end to end: UI up on 127.0.0.1, a CDC file put into S3 shows in `lake query`
+within seconds via the sensor and the daemon, and Ctrl-C stops everything it started."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from lake_assets.resources.embedded_s3 import free_port, running_server
+from lake_assets_tests.conftest import DATA
+
+BIN = Path(sys.executable).parent
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _web_up(port: int) -> bool:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2).status == 200
+    except OSError:
+        return False
+
+
+def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: Path) -> None:
+    web_port = free_port()
+    env = {**os.environ, "LAKE_HOME": str(tmp_path / "home"), "LAKE_S3_PORT": str(free_port()),
+           "LAKE_WEB_PORT": str(web_port), "LAKE_SENSOR_INTERVAL_SECONDS": "1"}
+    for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME"):
+        env.pop(name, None)
+    log = open(tmp_path / "dev.log", "wb")
+    dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                           start_new_session=True)
+    try:
+        _wait(lambda: _web_up(web_port), 120, "the Dagster webserver")
+        server = running_server(tmp_path / "home")
+        assert server is not None and server.endpoint.startswith("http://127.0.0.1:")
+
+        def lake(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([str(BIN / "lake"), *args], env=env, capture_output=True, text=True, timeout=120)
+
+        assert lake("put", str(DATA / "fullload" / "full-load.csv"), "--to", "fullload").returncode == 0
+        assert lake("put", str(DATA / "cdcload" / "20240401-090000000.csv"), "--to", "cdcload").returncode == 0
+        put_at = time.monotonic()
+
+        def applied() -> bool:
+            result = lake("query", "SELECT insured_value FROM insurance WHERE policy_id = 100463", "--format", "json")
+            return result.returncode == 0 and json.loads(result.stdout) == [{"insured_value": 1000000}]
+
+        _wait(applied, 150, "the CDC file to be applied by the sensor-launched run")
+        elapsed = time.monotonic() - put_at
+        print(f"put -> visible in lake query: {elapsed:.1f} s")
+        status = json.loads(lake("status", "--format", "json").stdout)
+        assert {row["status"] for row in status} == {"applied"}
+    finally:
+        os.killpg(dev.pid, signal.SIGINT)
+        try:
+            dev.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)
+            dev.wait()
+        log.close()
+    assert running_server(tmp_path / "home") is None, (tmp_path / "dev.log").read_text()[-3000:]
