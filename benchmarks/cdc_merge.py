@@ -148,6 +148,54 @@ def generate(rows: int, change_fraction: float, seed: int = 42) -> dict:
     }
 
 
+# --- where the time goes (--profile) ---------------------------------------------------------
+
+PHASES: dict[str, list[float]] = {}
+
+
+def profile_pipeline() -> None:
+    """Wrap the pipeline's steps with timers; nested steps are counted in both."""
+    import functools
+
+    from lake_assets import delta as delta_module
+    from lake_assets.insurance import merge, pipeline
+    from lake_assets.resources.storage import LakeStorage
+
+    def timed(owner, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                PHASES.setdefault(label, []).append(time.perf_counter() - started)
+        setattr(owner, name, wrapper)
+
+    for name in ("parse_csv", "validate", "_latest_per_key", "_with_audit", "_quarantine", "_commit",
+                 "open_table", "row_count", "pending_objects", "_latest_applied_cdc"):
+        if hasattr(pipeline, name):
+            timed(pipeline, name, name)
+    for name in ("stage", "replace_contents", "merge_changes", "rewrite_changes", "create_empty"):
+        if hasattr(merge, name):
+            timed(merge, name, f"merge.{name}")
+    timed(LakeStorage, "get_bytes", "s3 get_bytes")
+    timed(LakeStorage, "put_bytes", "s3 put_bytes")
+    timed(LakeStorage, "delete_prefix", "s3 delete_prefix")
+    for name in ("record",):
+        timed(pipeline.Ledger, name, f"ledger.{name}")
+    del delta_module
+
+
+def print_profile(label: str) -> None:
+    if not PHASES:
+        return
+    print(f"  {label}: " + ", ".join(f"{k} {sum(v):.2f}s" + (f"×{len(v)}" if len(v) > 1 else "")
+                                     for k, v in PHASES.items()), flush=True)
+    PHASES.clear()
+
+
 # --- through the assets -----------------------------------------------------------------
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -219,6 +267,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--change-fraction", type=float, default=0.1)
+    parser.add_argument("--strategies", default="merge,rewrite",
+                        help="CDC strategies to measure, each in its own bucket (merge, rewrite)")
+    parser.add_argument("--profile", action="store_true", help="print time per pipeline step")
     parser.add_argument("--keep-home", action="store_true", help="do not delete the temporary LAKE_HOME")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", module="dagster")
@@ -246,29 +297,43 @@ def main() -> None:
         from lake_assets.settings import LakeSettings
         from lake_assets.tables import INSURANCE
 
+        from lake_assets.insurance import merge as merge_module
+
         settings = LakeSettings.from_env()
-        storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
-        storage.ensure_bucket()
-        definitions = build_definitions(settings)
-
-        # Warm the engine once (its start is not what we measure), then the baseline first
-        # so that neither side benefits from the other's warm caches more than once.
-        spark = SparkEngine.from_settings(settings).session(storage)
+        spark_storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
+        if args.profile:
+            profile_pipeline()
+        # Warm the engine once (its start is not what we measure); then the baseline.
+        spark = SparkEngine.from_settings(settings).session(spark_storage)
         spark.sql("SELECT 1").collect()
-
         base_storage = LakeStorage(bucket="baseline", home=str(home)).with_endpoint(server.endpoint)
         base_storage.ensure_bucket()
         base = baseline(spark, base_storage, data)
         print(f"baseline: full load {base['full_s']:.2f} s, MERGE {base['merge_s']:.2f} s", flush=True)
 
-        storage.put_bytes("raw/fullload/policies_full.csv", data["full_csv"])
-        full = run_job(definitions, "full load")
-        print(f"ours: full load {full['asset_s']:.2f} s in the asset, {full['wall_s']:.2f} s job", flush=True)
-        storage.put_bytes("raw/cdcload/20260101-000000000.csv", data["cdc_csv"])
-        merge = run_job(definitions, "merge")
-        print(f"ours: MERGE {merge['asset_s']:.2f} s in the asset, {merge['wall_s']:.2f} s job", flush=True)
-
-        final_rows = row_count(open_table(storage, INSURANCE))
+        # Each CDC strategy gets its own bucket: full load, then the CDC batch, both through the job.
+        auto = "rewrite" if merge_module.prefers_rewrite(n_changes, args.rows) else "merge"
+        ours, final_rows = {}, {}
+        for strategy in args.strategies.split(","):
+            os.environ["LAKE_S3_BUCKET"] = f"lake-{strategy}"
+            settings = LakeSettings.from_env()
+            storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
+            storage.ensure_bucket()
+            definitions = build_definitions(settings)
+            merge_module.REWRITE_MIN_ROWS = 0 if strategy == "rewrite" else 10**15
+            merge_module.REWRITE_FRACTION = 0.0 if strategy == "rewrite" else 1e15
+            storage.put_bytes("raw/fullload/policies_full.csv", data["full_csv"])
+            full = run_job(definitions, "full load")
+            print(f"ours ({strategy} bucket): full load {full['asset_s']:.2f} s in the asset, "
+                  f"{full['wall_s']:.2f} s job", flush=True)
+            print_profile("full load")
+            storage.put_bytes("raw/cdcload/20260101-000000000.csv", data["cdc_csv"])
+            cdc = run_job(definitions, strategy)
+            print(f"ours: CDC by {strategy} {cdc['asset_s']:.2f} s in the asset, {cdc['wall_s']:.2f} s job",
+                  flush=True)
+            print_profile(strategy)
+            ours[strategy] = (full, cdc)
+            final_rows[strategy] = row_count(open_table(storage, INSURANCE))
     finally:
         stop_server(home, server)
         if not args.keep_home:
@@ -276,39 +341,45 @@ def main() -> None:
 
     expected = data["expected_rows"]
     problems = []
-    if full["rows_after"] != args.rows:
-        problems.append(f"after the full load the table has {full['rows_after']:,} rows, expected {args.rows:,}")
-    for name, got in (("insurance (delta-rs)", final_rows), ("insurance (metadata)", merge["rows_after"]),
-                      ("baseline", base["rows_after"])):
-        if got != expected:
-            problems.append(f"{name}: {got:,} rows after the MERGE, expected {expected:,}")
-    if (merge["inserted"], merge["updated"], merge["deleted"]) != (data["inserts"], data["updates"], data["deletes"]):
-        problems.append(f"commit metrics I/U/D {merge['inserted']}/{merge['updated']}/{merge['deleted']}, "
-                        f"expected {data['inserts']}/{data['updates']}/{data['deletes']}")
+    if base["rows_after"] != expected:
+        problems.append(f"baseline: {base['rows_after']:,} rows after the MERGE, expected {expected:,}")
+    for strategy, (full, cdc) in ours.items():
+        if full["rows_after"] != args.rows:
+            problems.append(f"{strategy}: {full['rows_after']:,} rows after the full load, expected {args.rows:,}")
+        for name, got in (("delta-rs", final_rows[strategy]), ("metadata", cdc["rows_after"])):
+            if got != expected:
+                problems.append(f"{strategy} ({name}): {got:,} rows after the CDC batch, expected {expected:,}")
+        if (cdc["inserted"], cdc["updated"], cdc["deleted"]) != (data["inserts"], data["updates"], data["deletes"]):
+            problems.append(f"{strategy}: commit metrics I/U/D {cdc['inserted']}/{cdc['updated']}/{cdc['deleted']}, "
+                            f"expected {data['inserts']}/{data['updates']}/{data['deletes']}")
 
     def rate(rows: int, seconds: float) -> str:
-        return f"{rows / seconds / 1e6:.2f} M/s"
+        return f"{rows / seconds / 1e6:.2f} M rows/s"
 
     n = args.rows
     print()
-    print(f"machine: {os.cpu_count()} cores; {n:,} rows, {n_changes:,} changes; "
-          f"peak RSS of the whole process {peak_rss_gib():.2f} GiB (Sail runs in it)")
+    print(f"machine: {os.cpu_count()} cores; {n:,} rows, {n_changes:,} changes; the pipeline's own choice "
+          f"for this batch: {auto}; peak RSS of the whole process {peak_rss_gib():.2f} GiB (Sail runs in it)")
     print()
-    print("| work | ours: asset | ours: job wall (with checks) | baseline: bare engine | ours/baseline (asset) "
-          "| ours/baseline (job) | rows/s (asset) | peak RSS ours / baseline |")
+    print("| work | ours: asset `duration_seconds` | ours: job wall (with checks) | baseline: bare engine "
+          "| ours/baseline (asset) | ours/baseline (job) | rows/s (asset) | peak RSS ours / baseline |")
     print("|---|---|---|---|---|---|---|---|")
+    full = next(iter(ours.values()))[0]
     print(f"| full load {n:,} rows CSV → Delta | {full['asset_s']:.2f} s | {full['wall_s']:.2f} s | "
           f"{base['full_s']:.2f} s | {full['asset_s'] / base['full_s']:.2f}× | {full['wall_s'] / base['full_s']:.2f}× | "
           f"{rate(n, full['asset_s'])} | {full['rss_gib']:.2f} / {base['full_rss_gib']:.2f} GiB |")
-    print(f"| MERGE {n_changes:,} CDC rows into {n:,} | {merge['asset_s']:.2f} s | {merge['wall_s']:.2f} s | "
-          f"{base['merge_s']:.2f} s | {merge['asset_s'] / base['merge_s']:.2f}× | "
-          f"{merge['wall_s'] / base['merge_s']:.2f}× | {rate(n_changes, merge['asset_s'])} | "
-          f"{merge['rss_gib']:.2f} / {base['merge_rss_gib']:.2f} GiB |")
+    for strategy, (_, cdc) in ours.items():
+        how = "one MERGE INTO" if strategy == "merge" else "one rewrite (anti-join ∪ upserts, overwrite)"
+        print(f"| CDC {n_changes:,} rows into {n:,}, {how}{' (auto)' if strategy == auto else ''} | "
+              f"{cdc['asset_s']:.2f} s | {cdc['wall_s']:.2f} s | {base['merge_s']:.2f} s | "
+              f"{cdc['asset_s'] / base['merge_s']:.2f}× | {cdc['wall_s'] / base['merge_s']:.2f}× | "
+              f"{rate(n_changes, cdc['asset_s'])} | {cdc['rss_gib']:.2f} / {base['merge_rss_gib']:.2f} GiB |")
     print()
     if problems:
         raise SystemExit("CORRECTNESS FAILED:\n  " + "\n  ".join(problems))
-    print(f"correct: {expected:,} rows = {n:,} + {data['inserts']:,} inserts − {data['deletes']:,} deletes; "
-          f"commit metrics match; {full['checks'] + merge['checks']} asset checks passed")
+    checks = sum(f["checks"] + c["checks"] for f, c in ours.values())
+    print(f"correct: {expected:,} rows = {n:,} + {data['inserts']:,} inserts − {data['deletes']:,} deletes "
+          f"(every strategy and the baseline); commit metrics match; {checks} asset checks passed")
 
 
 if __name__ == "__main__":

@@ -42,8 +42,11 @@ def make_storage(endpoint: str, lake_home: Path, bucket: str) -> LakeStorage:
 
 
 @pytest.fixture
-def storage(s3_server: EmbeddedS3, lake_home: Path) -> LakeStorage:
-    return make_storage(s3_server.endpoint, lake_home, f"t-{uuid.uuid4().hex[:12]}")
+def storage(s3_server: EmbeddedS3, lake_home: Path) -> Iterator[LakeStorage]:
+    storage = make_storage(s3_server.endpoint, lake_home, f"t-{uuid.uuid4().hex[:12]}")
+    yield storage
+    storage.delete_prefix("")  # frees the server's volumes for the next tests
+    storage.get_client().delete_bucket(Bucket=storage.bucket)
 
 
 @pytest.fixture

@@ -100,9 +100,9 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
 
 def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
     """Apply everything pending through the Dagster job (same assets and checks as the daemon)."""
-    from lake_assets.definitions import defs
+    from lake_assets.definitions import build_definitions
 
-    job = defs.resolve_job_def("apply_insurance")
+    job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
                                   tags={"lake/launched_by": "lake run"})

@@ -61,7 +61,7 @@ def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
 def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine):
     """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger."""
     with storage.running() as running:
-        report = apply_pending(running, engine.session(running), context.run_id)
+        report = apply_pending(running, engine.session(running), context.run.run_id)
     context.log.info(
         f"applied {len(report.files)} file(s): version {report.version_before} -> {report.version_after}, "
         f"{report.rows_before} -> {report.rows_after} rows"

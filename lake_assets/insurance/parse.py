@@ -80,7 +80,7 @@ def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_hea
         if bad:  # dirty file: parse again on one thread, which numbers the bad records
             table, bad = _read(data, column_names, use_threads=False)
     except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-        return _unreadable(key, etag, data, str(error), has_header)
+        return _unreadable(key, etag, data, str(error), column_names, has_header)
 
     bad_numbers = np.array([number for number, _ in bad], dtype=np.int64)
     total = table.num_rows + len(bad)
@@ -120,7 +120,8 @@ def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.T
     return table, bad
 
 
-def _unreadable(key: str, etag: str, data: bytes, error: str, has_header: bool) -> ParsedFile:
+def _unreadable(key: str, etag: str, data: bytes, error: str, column_names: list[str],
+                has_header: bool) -> ParsedFile:
     """A file the CSV reader refuses (e.g. not UTF-8): every non-blank line is rejected."""
     lines = RecordLines(data, quoted=False)
     numbers = np.arange(1, lines.count + 1, dtype=np.int64)
@@ -128,7 +129,7 @@ def _unreadable(key: str, etag: str, data: bytes, error: str, has_header: bool) 
         numbers = numbers[1:]
     detail = f"the file is not readable as CSV: {error}"[:500]
     rejected = Rejected(numbers, [Reason.UNREADABLE_FILE.value] * len(numbers), [detail] * len(numbers))
-    empty = pa.table({RECORD: pa.array([], pa.int64())})
+    empty = pa.table({**{c: pa.array([], pa.string()) for c in column_names}, RECORD: pa.array([], pa.int64())})
     return ParsedFile(key, etag, data, empty, rejected, header=[] if has_header else None, _lines=lines)
 
 

@@ -63,10 +63,11 @@ class FileBatch:
     valid: pa.Table  # typed rows, `_operation`, RECORD
     rejected: Rejected
     superseded: int = 0
+    refused: bool = False  # rejected whole (bad header, late), even when it has no records
 
     @property
     def status(self) -> str:
-        return REJECTED if self.valid.num_rows == 0 and len(self.rejected) else APPLIED
+        return REJECTED if self.refused or (self.valid.num_rows == 0 and len(self.rejected)) else APPLIED
 
 
 @dataclass
@@ -124,26 +125,27 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str) -> App
     batches = [_read_batch(storage, obj, latest_cdc) for obj in pending]
     full_loads = [b for b in batches if b.obj.kind == FULLLOAD]
     changes = [b for b in batches if b.obj.kind == CDCLOAD]
-    for batch in full_loads:
-        batch.valid = _latest_per_key([batch])[0]
+    full_winners = [_latest_per_key([batch])[0] for batch in full_loads]
     cdc_winners = _latest_per_key(changes)[0] if changes else None
 
     _quarantine(storage, batches, run_id, applied_at)
     versions: dict[str, int | None] = {}
     staging = f"{STAGING}{run_id}/"
     try:
-        for batch in full_loads:
+        for batch, winners in zip(full_loads, full_winners):
             if batch.status == APPLIED:
                 staged = merge.stage(storage, f"{staging}{len(versions)}.parquet",
-                                     _with_audit([batch], batch.valid, applied_at))
+                                     _with_audit([batch], winners, applied_at))
                 versions[batch.obj.key] = _commit(storage, spark, report, "full load",
                                                   lambda s=staged: merge.replace_contents(spark, INSURANCE.uri(storage), s))
         if cdc_winners is not None and cdc_winners.num_rows:
             if open_table(storage, INSURANCE) is None:
                 merge.create_empty(spark, INSURANCE.uri(storage))
             staged = merge.stage(storage, f"{staging}cdc.parquet", _with_audit(changes, cdc_winners, applied_at))
+            rewrite = merge.prefers_rewrite(cdc_winners.num_rows, _rows_now(report))
+            apply = merge.rewrite_changes if rewrite else merge.merge_changes
             version = _commit(storage, spark, report, "merge",
-                              lambda: merge.merge_changes(spark, INSURANCE.uri(storage), staged))
+                              lambda: apply(spark, INSURANCE.uri(storage), staged))
             versions.update({b.obj.key: version for b in changes if b.status == APPLIED})
     finally:
         storage.delete_prefix(staging)
@@ -185,13 +187,13 @@ def _read_batch(storage: LakeStorage, obj: RawObject, latest_cdc: str | None) ->
 def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str) -> FileBatch:
     records = np.sort(np.concatenate([parsed.rows[RECORD].to_numpy(), parsed.rejected.records]))
     rejected = Rejected(records, [reason.value] * len(records), [detail] * len(records))
-    return FileBatch(obj, parsed, pa.table({RECORD: pa.array([], pa.int64())}), rejected)
+    return FileBatch(obj, parsed, pa.table({RECORD: pa.array([], pa.int64())}), rejected, refused=True)
 
 
 def _latest_per_key(batches: list[FileBatch]) -> tuple[pa.Table, list[int]]:
     """Keep the last row per key across `batches` (in order) and count what was superseded."""
     tables = [b.valid.append_column("_file", pa.repeat(pa.scalar(i, pa.int64()), b.valid.num_rows))
-              for i, b in enumerate(batches) if b.valid.num_rows and KEY in b.valid.column_names]
+              for i, b in enumerate(batches) if KEY in b.valid.column_names]
     if not tables:
         return pa.table({KEY: pa.array([], pa.int32())}), [0] * len(batches)
     combined = pa.concat_tables(tables)
@@ -226,9 +228,10 @@ def _commit(storage: LakeStorage, spark: SparkSession, report: ApplyReport, oper
     """Run one table commit; record its version and the engine's own row metrics."""
     previous = open_table(storage, INSURANCE)
     rows_before = row_count(previous) if previous else 0
-    write()
+    metrics = write()  # a write that is not a MERGE returns a MERGE's metrics itself
     delta = open_table(storage, INSURANCE)
-    metrics = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
+    if metrics is None:
+        metrics = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
     rows_after = row_count(delta)
     if operation == "merge":
         commit = Commit(delta.version(), operation, int(metrics.get("numTargetRowsInserted", 0)),
@@ -238,6 +241,11 @@ def _commit(storage: LakeStorage, spark: SparkSession, report: ApplyReport, oper
         commit = Commit(delta.version(), operation, rows_after, 0, rows_before, rows_after)
     report.commits.append(commit)
     return commit.version
+
+
+def _rows_now(report: ApplyReport) -> int:
+    """Rows in the table now: after this run's last commit, else as the run found it."""
+    return report.commits[-1].rows_after if report.commits else report.rows_before
 
 
 def _quarantine(storage: LakeStorage, batches: list[FileBatch], run_id: str, at: dt.datetime) -> None:

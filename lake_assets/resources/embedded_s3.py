@@ -100,7 +100,7 @@ def start_server(home: Path, port: int, access_key: str, secret_key: str) -> Emb
         f"-s3.port={port}", f"-filer.port={ports[0]}", f"-master.port={ports[1]}",
         f"-volume.port={ports[2]}", f"-s3.port.iceberg={ports[3]}",
         f"-admin.port={ports[4]}", f"-admin.port.grpc={ports[4] + 1}", f"-metricsPort={ports[5]}",
-        f"-s3.metricsPort={ports[6]}",
+        f"-s3.metricsPort={ports[6]}", f"-s3.port.lance={ports[6] + 1}", "-volume.max=10000",
     ]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
     log = open(home / "s3-server.log", "ab")

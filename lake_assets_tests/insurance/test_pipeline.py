@@ -7,6 +7,7 @@ the engine (Spark) and independently (delta-rs, DuckDB).
 import datetime as dt
 import importlib.util
 import random
+import re
 import uuid
 from pathlib import Path
 
@@ -107,8 +108,12 @@ def assert_conserved(storage: LakeStorage) -> None:
         assert entry["rows_in_file"] == entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"], entry
         mine = [q for q in parked if q["source_file"] == entry["source_file"] and q["source_etag"] == entry["source_etag"]]
         assert len(mine) == entry["rows_quarantined"], entry
-        assert entry["status"] == (REJECTED if entry["rows_quarantined"] and not entry["rows_applied"]
-                                   and not entry["rows_superseded"] else APPLIED), entry
+        if entry["rows_applied"] or entry["rows_superseded"]:
+            assert entry["status"] == APPLIED, entry
+        elif entry["rows_quarantined"]:
+            assert entry["status"] == REJECTED, entry
+        else:  # a file without records: applied, unless refused whole (no header, late)
+            assert entry["status"] in (APPLIED, REJECTED), entry
 
 
 def run(storage: LakeStorage, spark: SparkSession):
@@ -116,6 +121,15 @@ def run(storage: LakeStorage, spark: SparkSession):
     assert_conserved(storage)
     assert storage.list_objects(STAGING) == []  # staged batches are cleaned up
     return report
+
+
+def drop_bucket(storage: LakeStorage) -> None:
+    """Remove a bucket a test made for itself (SeaweedFS gives each bucket its own volumes)."""
+    try:
+        storage.delete_prefix("")
+        storage.get_client().delete_bucket(Bucket=storage.bucket)
+    except Exception:  # noqa: BLE001 - best effort: a leftover bucket only costs disk
+        pass
 
 
 def closed_endpoint() -> str:
@@ -182,6 +196,7 @@ def test_seed_full_load_then_cdc_batches(storage: LakeStorage, spark: SparkSessi
     assert (report.version_before, report.version_after, report.rows_after) == (None, 0, 25)
     assert len(table(storage)) == 25
     assert engine_rows(spark, storage, SEED_KEYS) == SEED_BEFORE
+    assert engine_rows(spark, storage, (100580, 100617)) == [ROW_100580, ROW_100617]
     entry = ledger(storage)[FULL]
     assert (entry["status"], entry["source_kind"], entry["rows_in_file"], entry["rows_applied"],
             entry["table_version"]) == (APPLIED, FULLLOAD, 25, 25, 0)
@@ -198,7 +213,7 @@ def test_seed_full_load_then_cdc_batches(storage: LakeStorage, spark: SparkSessi
     after = engine_rows(spark, storage)
     assert len(after) == 26
     keyed = {r[0]: r for r in after}
-    assert 100617 not in keyed and ROW_100617 in SEED_BEFORE + [ROW_100617]
+    assert 100617 not in keyed  # deleted
     assert keyed[100580] == ROW_100580  # its update had an impossible date: not applied
     assert keyed[110002][-1] == "N"  # dropped flood coverage
     assert [keyed[k] for k in SEED_KEYS[:4]] == SEED_AFTER[:4]
@@ -393,10 +408,13 @@ def test_every_bad_row_class_ends_in_quarantine(storage: LakeStorage, spark: Spa
     assert all(q["source_etag"] and q["run_id"].startswith("run-") for q in parked.values())
     entries = ledger(storage)
     assert (entries["raw/cdcload/001.csv"]["rows_in_file"], entries["raw/cdcload/001.csv"]["rows_applied"],
-            entries["raw/cdcload/001.csv"]["rows_quarantined"]) == (13, 4, 9)
+            entries["raw/cdcload/001.csv"]["rows_quarantined"]) == (12, 3, 9)
     assert (entries["raw/fullload/a.csv"]["rows_in_file"], entries["raw/fullload/a.csv"]["rows_applied"]) == (4, 2)
 
 
+# pyarrow cannot decode a non-UTF-8 bad row for `invalid_row_handler` and reports that as an
+# "exception ignored" before failing the read, which parse.py turns into `unreadable_file`.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_file_that_is_not_csv_is_rejected(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
     run(storage, spark)
@@ -442,6 +460,29 @@ def test_full_load_with_a_wrong_header_is_rejected(storage: LakeStorage, spark: 
     assert "header must be policy_id,expiry_date," in parked[0]["detail"]
 
 
+def test_header_only_full_load_empties_the_table(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20)))
+    run(storage, spark)
+    put(storage, "raw/fullload/b.csv", full_load())  # the source table is empty now
+    report = run(storage, spark)
+    assert values(storage) == {} and report.rows_after == 0
+    entry = ledger(storage)["raw/fullload/b.csv"]
+    assert (entry["status"], entry["rows_in_file"], entry["table_version"]) == (APPLIED, 0, report.version_after)
+
+
+@pytest.mark.parametrize("body", [b"", b"\n\n"])
+def test_full_load_without_a_header_is_rejected_and_keeps_the_table(
+        storage: LakeStorage, spark: SparkSession, body: bytes) -> None:
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20)))
+    run(storage, spark)
+    before = version(storage)
+    put(storage, "raw/fullload/b.csv", body)  # e.g. an upload that failed half-way
+    report = run(storage, spark)
+    assert report.commits == [] and version(storage) == before and values(storage) == {1: 10, 2: 20}
+    entry = ledger(storage)["raw/fullload/b.csv"]
+    assert (entry["status"], entry["rows_in_file"], entry["table_version"]) == (REJECTED, 0, None)
+
+
 def test_empty_cdc_file(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
     run(storage, spark)
@@ -478,7 +519,7 @@ def test_only_deletes_before_any_table(storage: LakeStorage, spark: SparkSession
 
 def test_unreachable_s3_raises_storage_unavailable(storage: LakeStorage, spark: SparkSession) -> None:
     endpoint = closed_endpoint()
-    with pytest.raises(StorageUnavailable, match=endpoint.replace(".", r"\.")):
+    with pytest.raises(StorageUnavailable, match=re.escape(endpoint)):
         apply_pending(LakeStorage(bucket="x").with_endpoint(endpoint), spark, "run-down")
 
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
@@ -486,7 +527,7 @@ def test_unreachable_s3_raises_storage_unavailable(storage: LakeStorage, spark: 
     put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(2, 20)}"))
     before = (version(storage), len(ledger(storage)), storage.list_objects("curated/"))
     down = storage.with_endpoint(endpoint)  # the same bucket, behind a dead endpoint
-    with pytest.raises(StorageUnavailable, match=endpoint.replace(".", r"\.")) as raised:
+    with pytest.raises(StorageUnavailable, match=re.escape(endpoint)) as raised:
         apply_pending(down, spark, "run-down")
     assert f"bucket {storage.bucket}" in str(raised.value)
     assert (version(storage), len(ledger(storage)), storage.list_objects("curated/")) == before
@@ -514,6 +555,8 @@ def test_failure_half_way_leaves_the_table_and_ledger_untouched(
         raise RuntimeError("engine lost half-way")
 
     monkeypatch.setattr(merge, "merge_changes", broken)
+    if hasattr(merge, "rewrite_changes"):  # the other way a CDC batch may be committed
+        monkeypatch.setattr(merge, "rewrite_changes", broken)
     with pytest.raises(RuntimeError, match="half-way"):
         apply_pending(storage, spark, "run-broken")
     assert version(storage) == version_before and values(storage) == rows_before
@@ -525,11 +568,17 @@ def test_failure_half_way_leaves_the_table_and_ledger_untouched(
     monkeypatch.undo()
     run(storage, spark)
     clean = make_storage(storage.endpoint_url, Path(storage.home), f"c-{uuid.uuid4().hex[:12]}")
-    _failing_scenario(clean)
-    run(clean, spark)
-    _failing_batches(clean)
-    run(clean, spark)
+    try:
+        _failing_scenario(clean)
+        run(clean, spark)
+        _failing_batches(clean)
+        run(clean, spark)
+        _compare_with_clean_run(storage, clean)
+    finally:
+        drop_bucket(clean)
 
+
+def _compare_with_clean_run(storage: LakeStorage, clean: LakeStorage) -> None:
     assert table(storage) == table(clean) and values(storage) == {2: 20, 3: 31, 4: 41}
     parked = [(q["source_file"], q["line_number"], q["reason"]) for q in quarantine(storage)]
     assert len(parked) == len(set(parked)) == 2  # the rerun added no duplicates

@@ -22,4 +22,3 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
     assert len(after.file_uris()) < files_before
     assert sorted(r["policy_id"] for r in spark.read.format("delta").load(uri).collect()) == list(range(50))
     assert any(h["operation"] == "OPTIMIZE" for h in after.history())
-    assert after.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True) == []
