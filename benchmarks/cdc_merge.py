@@ -291,11 +291,11 @@ def main() -> None:
     os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port)})
     try:
         from lake_assets.definitions import build_definitions
-        from lake_assets.delta import open_table, row_count
+        from lake_assets.core.formats.delta import open_table, row_count
         from lake_assets.resources.engine import SparkEngine
         from lake_assets.resources.storage import LakeStorage
         from lake_assets.settings import LakeSettings
-        from lake_assets.tables import INSURANCE
+        from lake_assets.core.tables import INSURANCE
 
         from lake_assets.insurance import merge as merge_module
 

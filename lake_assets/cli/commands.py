@@ -18,15 +18,15 @@ from pyspark.errors import PySparkException
 
 from lake_assets.cli.output import Format, console, errors, render
 from lake_assets.cli.session import REPO_ROOT, LakeSession, lake_session, prepare_dagster_home
-from lake_assets.delta import open_table
+from lake_assets.core.formats.delta import open_table
 from lake_assets.insurance.contract import TABLE
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
-from lake_assets.ledger import Ledger
-from lake_assets.resources.embedded_s3 import EmbeddedS3Error, embedded_s3
-from lake_assets.resources.engine import EngineUnavailable
-from lake_assets.resources.storage import LakeStorage, StorageUnavailable
+from lake_assets.core.ledger import Ledger
+from lake_assets.core.errors import LakeError, UsageError
+from lake_assets.resources.embedded_s3 import embedded_s3
+from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings, s3_credentials
-from lake_assets.tables import TABLES, UnknownTable, table
+from lake_assets.core.tables import TABLES, table
 
 app = typer.Typer(help="lake: a Dagster-orchestrated lakehouse on Delta Lake.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -36,23 +36,27 @@ SEED_QUERY = ("SELECT * FROM insurance WHERE policy_id IN (100462,100463,100475,
 ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
 
 
-class UsageError(Exception):
-    """A mistake of the user's, reported without a traceback."""
-
-
 def friendly(command):
     """Turn expected failures into a clear message and a non-zero exit code."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (UsageError, UnknownTable, FileNotFoundError) as error:
+        except FileNotFoundError as error:
             errors.print(f"[red]error:[/red] {error}")
             raise typer.Exit(2) from None
-        except (StorageUnavailable, EmbeddedS3Error, EngineUnavailable, PySparkException) as error:
-            errors.print(f"[red]error:[/red] {str(error).strip().splitlines()[0] if str(error).strip() else error}")
+        except LakeError as error:
+            errors.print(f"[red]error:[/red] {_first_line(error)}")
+            raise typer.Exit(error.exit_code) from None
+        except PySparkException as error:
+            errors.print(f"[red]error:[/red] {_first_line(error)}")
             raise typer.Exit(1) from None
     return wrapper
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 # --- lake put / status ------------------------------------------------------------------

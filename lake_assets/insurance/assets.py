@@ -8,7 +8,7 @@ from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, TABLE_COLUMN
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, ApplyReport, apply_pending
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
 OWNERS = ["team:data-engineering"]
 RAW_FULLLOAD_KEY = dg.AssetKey(["raw", "insurance_fullload"])

@@ -11,12 +11,12 @@ import json
 import dagster as dg
 import pyarrow.compute as pc
 
-from lake_assets.delta import open_table
+from lake_assets.core.formats.delta import open_table
 from lake_assets.insurance.contract import KEY, TABLE, TABLE_COLUMNS
-from lake_assets.ledger import Ledger
+from lake_assets.core.ledger import Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
 DELTA_TYPES = {"INT": "integer", "BIGINT": "long", "DATE": "date", "STRING": "string", "TIMESTAMP": "timestamp"}
 

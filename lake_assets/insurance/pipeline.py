@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from lake_assets.delta import current_version, open_table, row_count
+from lake_assets.core.formats.delta import current_version, open_table, row_count
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import (
     CDC_COLUMN_NAMES,
@@ -36,9 +36,9 @@ from lake_assets.insurance.contract import (
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, parse_csv
 from lake_assets.insurance.validate import validate
-from lake_assets.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
 RAW_FULLLOAD = "raw/fullload/"
 RAW_CDC = "raw/cdcload/"

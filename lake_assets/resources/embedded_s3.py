@@ -21,13 +21,11 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
+from lake_assets.core.errors import EmbeddedS3Error
+
 STATE_FILE = "s3-server.json"
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 15.0
-
-
-class EmbeddedS3Error(RuntimeError):
-    """The embedded S3 server could not be started."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from lake_assets.core.errors import EngineUnavailable
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings, s3_credentials
 
@@ -34,10 +35,6 @@ DEFAULT_PACKAGES = "io.delta:delta-spark_2.12:3.3.2,org.apache.hadoop:hadoop-aws
 _sessions: dict[tuple[str, str], SparkSession] = {}
 _sail_servers: dict[str, object] = {}
 _lock = threading.Lock()
-
-
-class EngineUnavailable(RuntimeError):
-    """The configured engine cannot be started or reached."""
 
 
 class SparkEngine(dg.ConfigurableResource):

@@ -15,12 +15,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import PrivateAttr
 
+from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
 from lake_assets.settings import LakeSettings, s3_credentials
-
-
-class StorageUnavailable(RuntimeError):
-    """The object store cannot be reached or refused us."""
 
 
 class LakeStorage(dg.ConfigurableResource):

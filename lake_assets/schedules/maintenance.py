@@ -6,10 +6,10 @@ readers that started before it keep working.
 
 import dagster as dg
 
-from lake_assets.delta import open_table
+from lake_assets.core.formats.delta import open_table
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import TABLES
+from lake_assets.core.tables import TABLES
 
 VACUUM_RETENTION_HOURS = 168
 

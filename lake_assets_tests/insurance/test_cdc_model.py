@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from lake_assets.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
 from lake_assets.insurance.pipeline import apply_pending
-from lake_assets.ledger import APPLIED, REJECTED, Ledger
+from lake_assets.core.ledger import APPLIED, REJECTED, Ledger
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 from lake_assets_tests.conftest import make_storage
 
 HEADER = ",".join(DATA_COLUMN_NAMES)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
-from lake_assets.delta import current_version, open_table, to_arrow
+from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
 from lake_assets.insurance.pipeline import (
@@ -27,10 +27,10 @@ from lake_assets.insurance.pipeline import (
     pending_objects,
     raw_objects,
 )
-from lake_assets.ledger import APPLIED, REJECTED, Ledger
+from lake_assets.core.ledger import APPLIED, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable
-from lake_assets.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 from lake_assets_tests.conftest import DATA, make_storage
 
 HEADER = ",".join(DATA_COLUMN_NAMES)

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lake_assets.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.insurance import merge
 from lake_assets.insurance.pipeline import apply_pending
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import INSURANCE
+from lake_assets.core.tables import INSURANCE
 from lake_assets_tests.conftest import DATA, make_storage
 
 FULL = "fullload/full-load.csv"

@@ -2,10 +2,10 @@
 
 import dagster as dg
 
-from lake_assets.delta import open_table
+from lake_assets.core.formats.delta import open_table
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.schedules.maintenance import compact_and_vacuum
-from lake_assets.tables import INSURANCE
+from lake_assets.core.tables import INSURANCE
 
 
 def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, spark) -> None:

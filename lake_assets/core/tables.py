@@ -5,6 +5,7 @@
 
 from dataclasses import dataclass
 
+from lake_assets.core.errors import UsageError
 from lake_assets.resources.storage import LakeStorage
 
 
@@ -28,9 +29,11 @@ LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects wer
 TABLES: dict[str, LakeTable] = {t.name: t for t in (INSURANCE, INSURANCE_QUARANTINE, LEDGER)}
 
 
-class UnknownTable(KeyError):
-    def __str__(self) -> str:
-        return f"unknown table {self.args[0]!r}; known tables: {', '.join(sorted(TABLES))}"
+class UnknownTable(UsageError):
+    """A table name that is not in the registry."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown table {name!r}; known tables: {', '.join(sorted(TABLES))}")
 
 
 def table(name: str) -> LakeTable:

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import LakeTable
+from lake_assets.core.tables import LakeTable
 
 
 def open_table(storage: LakeStorage, table: LakeTable, version: int | None = None) -> DeltaTable | None:

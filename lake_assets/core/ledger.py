@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 
-from lake_assets.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tables import LEDGER
+from lake_assets.core.tables import LEDGER
 
 APPLIED = "applied"
 REJECTED = "rejected"
