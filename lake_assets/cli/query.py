@@ -1,0 +1,88 @@
+"""`lake query` and `lake history`: read the lake's tables by name."""
+
+import datetime as dt
+import re
+from typing import Annotated
+
+import typer
+
+from lake_assets.cli.app import app, friendly
+from lake_assets.cli.output import Format, render
+from lake_assets.cli.session import LakeSession, lake_session
+from lake_assets.core.errors import UsageError
+from lake_assets.core.formats.delta import open_table
+from lake_assets.core.tables import TABLES, table
+
+
+def tables_in(sql: str) -> list[str]:
+    return [name for name in TABLES if re.search(rf"(?<![\w.`]){re.escape(name)}(?![\w`])", sql, re.IGNORECASE)]
+
+
+def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = None, as_of: str | None = None) -> None:
+    names = tables_in(sql)
+    if (version is not None or as_of) and len(names) != 1:
+        raise UsageError("--version/--as-of need a query that reads exactly one table; it reads "
+                         + (", ".join(names) or "none"))
+    spark = lake.spark()
+    for name in names:
+        entry = table(name)
+        if open_table(lake.storage, entry) is None:
+            raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+        reader = spark.read.format(entry.format)
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        if as_of:
+            reader = reader.option("timestampAsOf", as_of)
+        reader.load(entry.uri(lake.storage)).createOrReplaceTempView(name)
+    frame = spark.sql(sql)
+    rows = [tuple(row) for row in frame.collect()]
+    render(frame.columns, rows, fmt)
+
+
+@app.command()
+@friendly
+def query(
+    sql: Annotated[str, typer.Argument(help="Spark SQL over the lake's tables by name")],
+    fmt: Annotated[Format, typer.Option("--format")] = Format.table,
+    version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version")] = None,
+    as_of: Annotated[str | None, typer.Option("--as-of", help="read the table as of this timestamp")] = None,
+) -> None:
+    """Run SQL over the lake's tables (insurance, insurance_quarantine, lake_ledger)."""
+    with lake_session() as lake:
+        show_query(lake, sql, fmt, version, as_of)
+
+
+def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
+    delta = open_table(lake.storage, table(name))
+    if delta is None:
+        raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+    rows = []
+    for entry in delta.history():
+        metrics = entry.get("operationMetrics") or {}
+        rows.append((
+            entry["version"],
+            _timestamp(entry.get("timestamp")),
+            entry.get("operation"),
+            metrics.get("numTargetRowsInserted", metrics.get("numOutputRows")),
+            metrics.get("numTargetRowsUpdated"),
+            metrics.get("numTargetRowsDeleted"),
+            metrics.get("numAddedFiles", metrics.get("numFilesAdded")),
+            metrics.get("numRemovedFiles", metrics.get("numFilesRemoved")),
+        ))
+    render(["version", "timestamp", "operation", "rows_inserted_or_written", "rows_updated", "rows_deleted",
+            "files_added", "files_removed"], rows, fmt)
+
+
+def _timestamp(millis: int | None) -> str | None:
+    return dt.datetime.fromtimestamp(millis / 1000, dt.timezone.utc).isoformat() if millis else None
+
+
+@app.command()
+@friendly
+def history(
+    name: Annotated[str, typer.Argument(metavar="TABLE", help="table name, e.g. insurance")],
+    fmt: Annotated[Format, typer.Option("--format")] = Format.table,
+) -> None:
+    """A table's Delta history, newest first (first column the version)."""
+    with lake_session() as lake:
+        show_history(lake, name, fmt)

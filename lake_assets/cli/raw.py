@@ -1,0 +1,55 @@
+"""`lake put` and `lake status`: the raw zone."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lake_assets.cli.app import app, friendly
+from lake_assets.cli.output import Format, console, render
+from lake_assets.cli.session import lake_session
+from lake_assets.core.errors import UsageError
+from lake_assets.core.ledger import Ledger
+from lake_assets.insurance.contract import TABLE
+from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
+
+ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
+
+
+@app.command()
+@friendly
+def put(
+    file: Annotated[Path, typer.Argument(help="local CSV file to upload")],
+    to: Annotated[str, typer.Option("--to", help="raw zone: fullload or cdcload")],
+) -> None:
+    """Upload FILE into the raw zone under its own name (the same name again re-delivers it)."""
+    if to not in ZONES:
+        raise UsageError(f"--to must be one of {', '.join(ZONES)}, not {to!r}")
+    if not file.is_file():
+        raise FileNotFoundError(f"no such file: {file}")
+    with lake_session() as lake:
+        key = ZONES[to] + file.name
+        etag = lake.storage.put_bytes(key, file.read_bytes())
+        console.print(f"put {lake.storage.uri(key)} (etag {etag})")
+
+
+@app.command()
+@friendly
+def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
+    """What is pending, applied and rejected in the raw zone, per file."""
+    with lake_session() as lake:
+        latest = {}
+        for entry in Ledger(lake.storage).entries(TABLE).to_pylist():
+            latest[(entry["source_file"], entry["source_etag"])] = entry
+        rows = []
+        for obj in raw_objects(lake.storage):
+            entry = latest.get((obj.key, obj.etag))
+            if entry is None:
+                redelivered = any(key == obj.key for key, _ in latest)
+                rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
+                             None, None, None, None, None))
+            else:
+                rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
+                             entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]))
+        render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined"],
+               rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")
