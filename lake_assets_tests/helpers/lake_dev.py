@@ -1,0 +1,79 @@
+"""Run the installed `lake dev` in a scratch LAKE_HOME on free ports, as a user would."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lake_assets.resources.embedded_s3 import free_port
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 1.0):
+    """Poll `predicate` until it returns something truthy; fail naming `what` on time-out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class LakeDev:
+    home: Path
+    env: dict[str, str]
+    web_port: int
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    def lake(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Run another `lake` command against this lake, the way a second terminal would."""
+        return subprocess.run([str(BIN / "lake"), *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
+
+    def web_up(self) -> bool:
+        try:
+            return urllib.request.urlopen(f"{self.url}/server_info", timeout=2).status == 200
+        except OSError:
+            return False
+
+
+@contextlib.contextmanager
+def lake_dev(tmp_path: Path, **extra_env: str) -> Iterator[LakeDev]:
+    """Start `lake dev`, wait for its webserver, and stop it with Ctrl-C (SIGINT) afterwards."""
+    home = tmp_path / "home"
+    web_port = free_port()
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()),
+           "LAKE_WEB_PORT": str(web_port), "LAKE_SENSOR_INTERVAL_SECONDS": "1", **extra_env}
+    for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME", "LAKE_S3_BUCKET"):
+        env.pop(name, None)
+    log_path = tmp_path / "dev.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True, cwd=REPO)
+    dev = LakeDev(home, env, web_port, process, log_path)
+    try:
+        wait_for(dev.web_up, 180, "the Dagster webserver of `lake dev`")
+        yield dev
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
