@@ -24,7 +24,7 @@ logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Com
 
 
 def tables_in(sql: str) -> list[str]:
-    """The lake tables a read-only query reads, in order of first mention (sqlglot, Spark dialect).
+    """The lake tables a read-only query reads, each once (found by sqlglot, Spark dialect).
 
     Raises UsageError unless `sql` is exactly one query (SELECT / WITH / UNION, INTERSECT,
     EXCEPT / VALUES) whose every table reference is a registered lake table (dotted names

@@ -36,11 +36,11 @@ def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
     Dagster's and the engine's own logs go to the run's event log (see the Dagster UI), not to
     the terminal: the command prints its own summary and one line per failure.
     """
-    from lake_assets.definitions import build_definitions
-
-    job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     with _quiet_loggers():
+        from lake_assets.definitions import build_definitions
+
+        job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
         return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
                                       tags={"lake/launched_by": "lake run"})
 
@@ -101,7 +101,11 @@ def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
             while cause.cause is not None:  # the user's exception, not Dagster's wrapper
                 cause = cause.cause
             text = (cause.message or error.message or "").strip()
-            messages.append(f"{event.step_key}: {text.splitlines()[0] if text else 'failed'}")
+            first = text.splitlines()[0] if text else "failed"
+            name, _, rest = first.partition(": ")
+            if rest and "." in name and " " not in name:  # "package.module.SomeError: ..." -> "SomeError: ..."
+                first = f"{name.rsplit('.', 1)[1]}: {rest}"
+            messages.append(f"{event.step_key}: {first}")
     if not messages:
         for event in result.all_events:
             if event.event_type == dg.DagsterEventType.RUN_FAILURE and event.message:
