@@ -1,19 +1,27 @@
 """Every environment variable `lake` reads, with its default, in one place.
 
 Dagster resources (`resources/`) and the CLI are built from `LakeSettings.from_env()`;
-nothing else in the package reads the environment for configuration.
-Secrets (`AWS_SECRET_ACCESS_KEY`) are read only when a client is built and never stored
-in resource config, logs or asset metadata.
+nothing else in the package reads the environment for configuration. A malformed value
+is a `UsageError` naming the variable, never a traceback.
+
+S3 credentials come from one place, `s3_credentials()`: the environment when the user
+sets them, else (embedded server only) a per-lake pair generated on first use and kept in
+`LAKE_HOME/s3-credentials.json`, readable by its owner only. They are read only when a
+client is built and never stored in resource config, logs or asset metadata.
 """
 
+import json
 import os
+import secrets
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-#: Local credentials of the embedded S3 server, used only when no endpoint is configured
-#: and the environment names none.
-EMBEDDED_ACCESS_KEY_ID = "lake"
-EMBEDDED_SECRET_ACCESS_KEY = "lake-local-secret"
+from lake_assets.core.errors import UsageError
+
+#: File under LAKE_HOME holding the embedded server's generated credentials (mode 0600).
+CREDENTIALS_FILE = "s3-credentials.json"
 
 ENV_VARS: dict[str, str] = {
     "LAKE_HOME": "state directory: embedded S3 data, Dagster instance, server files (default ./.lake)",
@@ -21,8 +29,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_S3_BUCKET": "bucket holding raw/, staging/ and curated/ (default lake)",
     "LAKE_S3_REGION": "S3 region (default us-east-1)",
     "LAKE_S3_PORT": "port of the embedded S3 server (default 8333)",
-    "AWS_ACCESS_KEY_ID": "S3 access key (embedded default: lake)",
-    "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded default: a local-only secret)",
+    "AWS_ACCESS_KEY_ID": "S3 access key (embedded server: generated per lake unless set)",
+    "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded server: generated per lake unless set)",
     "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL) or local (JVM Spark)",
     "LAKE_SPARK_REMOTE": "Spark Connect URL sc://host:port; setting it selects the remote engine",
     "LAKE_SPARK_JARS": "directory of Delta/Iceberg/hadoop-aws jars for the local JVM engine",
@@ -51,29 +59,97 @@ class LakeSettings:
         env = os.environ
         remote = env.get("LAKE_SPARK_REMOTE", "")
         return cls(
-            home=Path(env.get("LAKE_HOME", ".lake")).resolve(),
+            home=Path(env.get("LAKE_HOME") or ".lake").resolve(),
             s3_endpoint=env.get("LAKE_S3_ENDPOINT", ""),
-            s3_bucket=env.get("LAKE_S3_BUCKET", "lake"),
-            s3_region=env.get("LAKE_S3_REGION", "us-east-1"),
-            s3_port=int(env.get("LAKE_S3_PORT", "8333")),
-            engine=env.get("LAKE_ENGINE", "remote" if remote else "sail"),
+            s3_bucket=env.get("LAKE_S3_BUCKET") or "lake",
+            s3_region=env.get("LAKE_S3_REGION") or "us-east-1",
+            s3_port=_port("LAKE_S3_PORT", 8333),
+            engine=env.get("LAKE_ENGINE") or ("remote" if remote else "sail"),
             spark_remote=remote,
             spark_jars=env.get("LAKE_SPARK_JARS", ""),
             spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
-            sensor_interval_seconds=int(env.get("LAKE_SENSOR_INTERVAL_SECONDS", "5")),
-            web_port=int(env.get("LAKE_WEB_PORT", "3000")),
+            sensor_interval_seconds=_positive_int("LAKE_SENSOR_INTERVAL_SECONDS", 5),
+            web_port=_port("LAKE_WEB_PORT", 3000),
         )
 
+    @property
+    def embedded(self) -> bool:
+        return not self.s3_endpoint
 
-def s3_credentials(embedded: bool) -> tuple[str, str]:
-    """Access key and secret from the environment; local defaults only for the embedded server."""
-    key = os.environ.get("AWS_ACCESS_KEY_ID")
-    secret = os.environ.get("AWS_SECRET_ACCESS_KEY")
+
+def _positive_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not a whole number") from None
+    if value < 1:
+        raise UsageError(f"{name}={raw!r} must be at least 1")
+    return value
+
+
+def _port(name: str, default: int) -> int:
+    value = _positive_int(name, default)
+    if value > 65535:
+        raise UsageError(f"{name}={value} is not a TCP port (1-65535)")
+    return value
+
+
+class S3Credentials(NamedTuple):
+    """An S3 key pair (unpacks as `key, secret = ...`); the secret never appears in a repr."""
+
+    access_key_id: str
+    secret_access_key: str
+
+    def __repr__(self) -> str:
+        return f"S3Credentials(access_key_id={self.access_key_id!r}, secret_access_key='***')"
+
+
+def s3_credentials(home: Path, embedded: bool) -> S3Credentials:
+    """The lake's S3 credentials, for every client (boto3, delta-rs, the engine) and for weed.
+
+    `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` from the environment win. Without them,
+    the embedded server uses a pair generated for this lake on first use; an external
+    endpoint (`LAKE_S3_ENDPOINT`) needs them set.
+    """
+    key = os.environ.get("AWS_ACCESS_KEY_ID", "")
+    secret = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
     if key and secret:
-        return key, secret
-    if embedded:
-        return EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
-    raise RuntimeError(
-        "LAKE_S3_ENDPOINT is set but AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not; "
-        "export the credentials of that S3 endpoint"
-    )
+        return S3Credentials(key, secret)
+    if key or secret:
+        missing = "AWS_SECRET_ACCESS_KEY" if key else "AWS_ACCESS_KEY_ID"
+        raise UsageError(f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together: set {missing} too, "
+                         "or unset both")
+    if not embedded:
+        raise UsageError("LAKE_S3_ENDPOINT is set but AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not; "
+                         "export the credentials of that S3 endpoint")
+    return embedded_credentials(home)
+
+
+def embedded_credentials(home: Path) -> S3Credentials:
+    """This lake's generated pair: read from LAKE_HOME, created (0600) by the first caller.
+
+    Creation is atomic (write a private temporary file, then hard-link it into place), so
+    two first commands at once agree on one pair.
+    """
+    path = home / CREDENTIALS_FILE
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        pair = {"access_key_id": "lake-" + secrets.token_hex(8), "secret_access_key": secrets.token_urlsafe(32)}
+        fd, temporary = tempfile.mkstemp(dir=home, prefix=".s3-credentials-")  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(pair, handle)
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        finally:
+            os.unlink(temporary)
+    try:
+        stored = json.loads(path.read_text())
+        return S3Credentials(str(stored["access_key_id"]), str(stored["secret_access_key"]))
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(f"{path} is not a valid credentials file; delete it to generate a new pair "
+                         "(the embedded server then uses the new one)") from None

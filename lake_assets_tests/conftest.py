@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lake_assets.resources.embedded_s3 import EmbeddedS3, free_port, start_server, stop_server
+from lake_assets.resources.embedded_s3 import EmbeddedS3, embedded_s3, free_port
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
+from lake_assets.settings import embedded_credentials
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
@@ -29,13 +29,13 @@ def lake_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def s3_server(lake_home: Path) -> Iterator[EmbeddedS3]:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT"):
         os.environ.pop(name, None)
-    server = start_server(lake_home, free_port(), EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY)
-    yield server
-    stop_server(lake_home, server)
+    # the session holds a lease: the server outlives every command a test runs against it
+    with embedded_s3(lake_home, free_port(), embedded_credentials(lake_home)) as server:
+        yield server
 
 
 def make_storage(endpoint: str, lake_home: Path, bucket: str) -> LakeStorage:
-    """A storage bound to a running S3 endpoint, using the embedded server's credentials."""
+    """A storage bound to a running S3 endpoint, using the credentials generated for `lake_home`."""
     storage = LakeStorage(bucket=bucket, home=str(lake_home)).with_endpoint(endpoint)
     storage.ensure_bucket()
     return storage

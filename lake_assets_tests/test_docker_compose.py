@@ -25,19 +25,18 @@ import pyspark
 import pytest
 import yaml
 
-from lake_assets.settings import (
-    EMBEDDED_ACCESS_KEY_ID,
-    EMBEDDED_SECRET_ACCESS_KEY,
-    ENV_VARS,
-    LakeSettings,
-    s3_credentials,
-)
+from lake_assets.settings import ENV_VARS, LakeSettings, s3_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 SCHEMA_FILE = Path(__file__).resolve().parent / "fixtures" / "compose-spec.json"
 
 DAGSTER_SERVICES = ("dagster-webserver", "dagster-daemon")
+
+#: The credentials the file requires from the user (it ships no default for them).
+REQUIRED_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+#: What a user sets (e.g. in .env) before `docker compose up`.
+USER_ENV = {"AWS_ACCESS_KEY_ID": "user-chosen-key", "AWS_SECRET_ACCESS_KEY": "user-chosen-secret-value"}
 SPARK_SERVICE = "spark-connect"
 
 # Delta Lake releases built for each Spark line (docs.delta.io "Compatibility with Apache Spark").
@@ -195,8 +194,8 @@ def raw(raw_text: str) -> dict:
 
 @pytest.fixture(scope="module")
 def compose(raw: dict) -> dict:
-    """The file as Compose sees it with an empty environment (every default applied)."""
-    return interpolate(raw, {})
+    """The file as Compose sees it when the user set only the required credentials."""
+    return interpolate(raw, USER_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -284,10 +283,20 @@ def test_schema_rejects_a_broken_copy(compose: dict, validator, break_it) -> Non
     assert not validator.is_valid(broken)
 
 
-def test_every_variable_has_a_default(raw: dict) -> None:
-    # interpolating with an empty environment must not raise: `docker compose up`
-    # works without an .env file
-    interpolate(raw, {})
+def test_every_variable_but_the_credentials_has_a_default(raw: dict) -> None:
+    # with only the credentials set, `docker compose up` works without any other variable
+    interpolate(raw, USER_ENV)
+    # without them it stops with a message naming the missing one
+    for name in REQUIRED_CREDENTIALS:
+        with pytest.raises(KeyError, match=f"{name}.* is required"):
+            interpolate(raw, {k: v for k, v in USER_ENV.items() if k != name})
+
+
+def test_no_credential_has_a_default(raw_text: str) -> None:
+    for m in _INTERPOLATION.finditer(raw_text):
+        if m.group("braced") in REQUIRED_CREDENTIALS:
+            assert m.group("op") == ":?", f"${{{m.group('braced')}}} must be required (:?), not {m.group(0)}"
+    assert "lake-local-secret" not in raw_text
 
 
 def test_each_variable_has_one_default_everywhere(raw_text: str) -> None:
@@ -387,8 +396,9 @@ def test_settings_load_from_the_dagster_environment(
     assert settings.s3_endpoint == "http://minio:9000"
     assert settings.sensor_interval_seconds == 5
     assert str(settings.home) == env["LAKE_HOME"]
-    # a configured endpoint requires explicit credentials: the file must provide them
-    assert s3_credentials(embedded=False) == (EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY)
+    # a configured endpoint requires explicit credentials: the file passes the user's on
+    assert s3_credentials(settings.home, embedded=False) == (
+        USER_ENV["AWS_ACCESS_KEY_ID"], USER_ENV["AWS_SECRET_ACCESS_KEY"])
 
 
 def test_defaults_match_the_code(compose: dict, services: dict, default_settings: LakeSettings) -> None:
@@ -398,10 +408,10 @@ def test_defaults_match_the_code(compose: dict, services: dict, default_settings
         assert env["LAKE_S3_REGION"] == default_settings.s3_region
         assert int(env["LAKE_SENSOR_INTERVAL_SECONDS"]) == default_settings.sensor_interval_seconds
     assert environment_of(services["minio-init"])["LAKE_S3_BUCKET"] == default_settings.s3_bucket
-    # one set of credentials: MinIO's root user is what every client presents
+    # one set of credentials, the user's: MinIO's root user is what every client presents
     minio_env = environment_of(services["minio"])
-    assert minio_env["MINIO_ROOT_USER"] == EMBEDDED_ACCESS_KEY_ID
-    assert minio_env["MINIO_ROOT_PASSWORD"] == EMBEDDED_SECRET_ACCESS_KEY
+    assert minio_env["MINIO_ROOT_USER"] == USER_ENV["AWS_ACCESS_KEY_ID"]
+    assert minio_env["MINIO_ROOT_PASSWORD"] == USER_ENV["AWS_SECRET_ACCESS_KEY"]
     for name in (*DAGSTER_SERVICES, SPARK_SERVICE):
         env = environment_of(services[name])
         assert env["AWS_ACCESS_KEY_ID"] == minio_env["MINIO_ROOT_USER"]

@@ -1,6 +1,7 @@
 """The `lake` Typer application and the one place where failures become messages and exit codes."""
 
 import functools
+import signal
 
 import typer
 from pyspark.errors import PySparkException
@@ -11,11 +12,23 @@ from lake_assets.core.errors import LakeError
 app = typer.Typer(help="lake: a Dagster-orchestrated lakehouse on Delta Lake.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
+#: Exit code of a command stopped by Ctrl-C or SIGTERM (after its cleanup ran).
+EXIT_INTERRUPTED = 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
 
 def friendly(command):
-    """Turn expected failures into a clear message and a non-zero exit code."""
+    """Turn expected failures into a clear message and a non-zero exit code.
+
+    SIGTERM is handled like Ctrl-C: the command unwinds normally, so its leases, child
+    processes and temporary files are released before it exits.
+    """
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             return command(*args, **kwargs)
         except FileNotFoundError as error:
@@ -27,6 +40,9 @@ def friendly(command):
         except PySparkException as error:
             errors.print(f"[red]error:[/red] {_first_line(error)}")
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            errors.print("[yellow]interrupted[/yellow]")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
     return wrapper
 
 

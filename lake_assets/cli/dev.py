@@ -1,6 +1,6 @@
-"""`lake dev`: the Dagster webserver and daemon with the embedded S3, until Ctrl-C."""
+"""`lake dev`: the Dagster webserver and daemon with the embedded S3, until Ctrl-C or SIGTERM."""
 
-import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -12,29 +12,31 @@ import typer
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import console
-from lake_assets.cli.session import REPO_ROOT, prepare_dagster_home
-from lake_assets.resources.embedded_s3 import embedded_s3
+from lake_assets.cli.session import REPO_ROOT, dagster_instance
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import LakeSettings, s3_credentials
+from lake_assets.settings import LakeSettings
+
+_PR_SET_PDEATHSIG = 1
 
 
 @app.command()
 @friendly
 def dev(port: Annotated[int | None, typer.Option(help="webserver port (default LAKE_WEB_PORT or 3000)")] = None) -> None:
-    """Dagster webserver and daemon on 127.0.0.1 with the sensors running, plus the embedded S3."""
+    """Dagster webserver and daemon on 127.0.0.1 with the sensors running, plus the embedded S3.
+
+    Holds a lease on the embedded S3 server for its whole life, so no command stops it
+    meanwhile; Ctrl-C, SIGTERM or even SIGKILL of `lake dev` stops the Dagster processes.
+    """
     settings = LakeSettings.from_env()
-    dagster_home = prepare_dagster_home(settings)
-    storage = LakeStorage.from_settings(settings)
+    dagster_home = Path(dagster_instance(settings).root_directory)
     web_port = port or settings.web_port
-    with (embedded_s3(settings.home, settings.s3_port, *s3_credentials(True)) if storage.embedded
-          else _external(storage.endpoint)) as endpoint:
-        storage.with_endpoint(endpoint).ensure_bucket()
-        console.print(f"S3 {endpoint} (bucket {storage.bucket}); Dagster UI http://127.0.0.1:{web_port}; "
+    with LakeStorage.from_settings(settings).running() as storage:
+        console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); Dagster UI http://127.0.0.1:{web_port}; "
                       f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.")
         process = subprocess.Popen(
             [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
              "-h", "127.0.0.1", "-p", str(web_port)],
-            cwd=REPO_ROOT, env=os.environ.copy(), start_new_session=True,
+            cwd=REPO_ROOT, env=os.environ.copy(), start_new_session=True, preexec_fn=_terminate_with_parent,
         )
         try:
             process.wait()
@@ -44,14 +46,17 @@ def dev(port: Annotated[int | None, typer.Option(help="webserver port (default L
             _stop_group(process)
 
 
-def _external(endpoint: str) -> contextlib.AbstractContextManager[str]:
-    return contextlib.nullcontext(endpoint)
+def _terminate_with_parent() -> None:
+    """In the `dagster dev` child, before exec: SIGTERM it when `lake dev` dies, even by SIGKILL."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop_group(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
+    """SIGTERM the `dagster dev` process group (webserver, daemon, code server), SIGKILL after 30 s."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)  # also reaches members left after the leader exited
+    except ProcessLookupError:
         return
-    os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:

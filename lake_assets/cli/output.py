@@ -13,7 +13,7 @@ from rich.table import Table
 
 #: Wide when writing to a pipe or file, so query results are not folded into 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 240)
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever its length
 
 
 class Format(StrEnum):

@@ -1,5 +1,9 @@
 """`lake run` and `lake demo`: apply what is pending through the Dagster job."""
 
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +17,7 @@ from lake_assets.cli.raw import ZONES
 from lake_assets.cli.session import REPO_ROOT, LakeSession, lake_session
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table
+from lake_assets.core.ledger import REJECTED
 from lake_assets.core.tables import table
 from lake_assets.insurance.contract import TABLE
 
@@ -20,48 +25,106 @@ SEED_QUERY = ("SELECT * FROM insurance WHERE policy_id IN (100462,100463,100475,
               "ORDER BY policy_id")
 
 
+#: `lake run` exit codes (README): 0 all applied and checks green; 1 the run or a check failed;
+#: 3 the run succeeded but refused whole files (see `lake status`).
+EXIT_OK, EXIT_FAILED, EXIT_FILES_REFUSED = 0, 1, 3
+
+
 def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
-    """Apply everything pending through the Dagster job (same assets and checks as the daemon)."""
-    from lake_assets.definitions import build_definitions
+    """Apply everything pending through the Dagster job (same assets and checks as the daemon).
 
-    job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
-                                  tags={"lake/launched_by": "lake run"})
+    Dagster's and the engine's own logs go to the run's event log (see the Dagster UI), not to
+    the terminal: the command prints its own summary and one line per failure.
+    """
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    with _quiet_loggers():
+        from lake_assets.definitions import build_definitions
+
+        job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
+        return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
+                                      tags={"lake/launched_by": "lake run"})
 
 
-def report_run(result: dg.ExecuteInProcessResult) -> bool:
-    """Print what the run did; True if it and all its checks succeeded."""
+@contextlib.contextmanager
+def _quiet_loggers() -> Iterator[None]:
+    """Keep Python loggers of Dagster, the engine client and boto off the user's terminal."""
+    names = ("dagster", "py4j", "pyspark", "botocore", "boto3", "urllib3", "grpc")
+    previous = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for name, level in previous.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def report_run(result: dg.ExecuteInProcessResult) -> int:
+    """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED)."""
+    refused: list[str] = []
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
         if materialization.asset_key == dg.AssetKey(TABLE):
             meta = {k: v.value for k, v in materialization.metadata.items()}
             console.print(
-                f"insurance: version {meta['delta_version_before']} -> {meta['delta_version']}, "
-                f"rows {meta['rows_before']} -> {meta['rows_after']} "
-                f"(+{meta['rows_inserted']} inserted, {meta['rows_updated']} updated, "
-                f"{meta['rows_deleted']} deleted, {meta['rows_superseded']} superseded, "
-                f"{meta['rows_quarantined']} quarantined) in {meta['duration_seconds']} s"
+                f"insurance: version {meta.get('delta_version_before')} -> {meta.get('delta_version')}, "
+                f"rows {meta.get('rows_before')} -> {meta.get('rows_after')} "
+                f"(+{meta.get('rows_inserted')} inserted, {meta.get('rows_updated')} updated, "
+                f"{meta.get('rows_deleted')} deleted, {meta.get('rows_superseded')} superseded, "
+                f"{meta.get('rows_quarantined')} quarantined) in {meta.get('duration_seconds')} s"
             )
+            refused += [f["file"] for f in meta.get("source_files") or [] if f.get("status") == REJECTED]
     checks_ok = True
     for evaluation in result.get_asset_check_evaluations():
         mark = "[green]passed[/green]" if evaluation.passed else "[red]FAILED[/red]"
         checks_ok &= evaluation.passed
         console.print(f"  check {evaluation.check_name}: {mark}")
+    for file in refused:
+        errors.print(f"[red]refused:[/red] {file} (whole file rejected; see `lake status`)")
     if not result.success:
+        for message in failure_messages(result):
+            errors.print(f"[red]run failed:[/red] {message}")
+    if not (result.success and checks_ok):
+        return EXIT_FAILED
+    return EXIT_FILES_REFUSED if refused else EXIT_OK
+
+
+def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+    """One line per failed step (its error's first line), or the run's own failure message."""
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.step_failure_data.error
+            cause = error
+            while cause.cause is not None:  # the user's exception, not Dagster's wrapper
+                cause = cause.cause
+            text = (cause.message or error.message or "").strip()
+            first = text.splitlines()[0] if text else "failed"
+            name, _, rest = first.partition(": ")
+            if rest and "." in name and " " not in name:  # "package.module.SomeError: ..." -> "SomeError: ..."
+                first = f"{name.rsplit('.', 1)[1]}: {rest}"
+            messages.append(f"{event.step_key}: {first}")
+    if not messages:
         for event in result.all_events:
-            if event.is_failure and event.step_failure_data is not None:
-                errors.print(f"[red]step failed:[/red] {event.step_failure_data.error.message.strip()}")
-    return result.success and checks_ok
+            if event.event_type == dg.DagsterEventType.RUN_FAILURE and event.message:
+                messages.append(event.message.strip().splitlines()[0])
+    return messages or ["the run failed (see the Dagster UI for its event log)"]
 
 
 @app.command()
 @friendly
 def run() -> None:
-    """Apply everything pending now, synchronously, without the daemon."""
+    """Apply everything pending now, synchronously, without the daemon.
+
+    Exit code 0: all applied and every check passed; 1: the run or a check failed;
+    3: the run succeeded but refused whole files (listed; see `lake status`).
+    """
     with lake_session() as lake:
-        if not report_run(run_pending(lake)):
-            raise typer.Exit(1)
+        code = report_run(run_pending(lake))
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -87,11 +150,11 @@ def demo(
             for file in files:
                 lake.storage.put_bytes(prefix + file.name, file.read_bytes())
                 console.print(f"put {lake.storage.uri(prefix + file.name)}")
-            ok = report_run(run_pending(lake))
+            code = report_run(run_pending(lake))
             console.rule(f"after the {zone} files")
             show_query(lake, SEED_QUERY, Format.table)
-            if not ok:
-                raise typer.Exit(1)
+            if code != EXIT_OK:
+                raise typer.Exit(code)
         console.rule("insurance history")
         show_history(lake, TABLE, Format.table)
         console.rule("insurance_quarantine")

@@ -1,8 +1,8 @@
 """What a CLI command needs: settings, a reachable object store, the engine, the Dagster instance."""
 
 import contextlib
+import fcntl
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +15,7 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+INSTANCE_LOCK = "instance.lock"
 
 
 @dataclass
@@ -26,7 +27,7 @@ class LakeSession:
         return SparkEngine.from_settings(self.settings).session(self.storage)
 
     def instance(self) -> dg.DagsterInstance:
-        return dg.DagsterInstance.get()
+        return dagster_instance(self.settings)
 
 
 def prepare_dagster_home(settings: LakeSettings) -> Path:
@@ -34,11 +35,29 @@ def prepare_dagster_home(settings: LakeSettings) -> Path:
     home = settings.home / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     source = REPO_ROOT / "dagster.yaml"
-    if source.exists():
-        shutil.copyfile(source, home / "dagster.yaml")
+    target = home / "dagster.yaml"
+    if source.exists() and (not target.exists() or target.read_bytes() != source.read_bytes()):
+        # atomically, so a command starting at the same moment never reads half a file
+        temporary = target.with_name(f".dagster.yaml.{os.getpid()}")
+        temporary.write_bytes(source.read_bytes())
+        os.replace(temporary, target)
     os.environ["DAGSTER_HOME"] = str(home)
     os.environ["LAKE_HOME"] = str(settings.home)
     return home
+
+
+def dagster_instance(settings: LakeSettings) -> dg.DagsterInstance:
+    """The lake's Dagster instance; its storage is created under a file lock, so two first
+    commands at once do not both create the sqlite tables."""
+    home = prepare_dagster_home(settings)
+    with open(home / INSTANCE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        instance = dg.DagsterInstance.get()
+        # touch every storage so each creates its schema now, while we hold the lock
+        instance.get_runs(limit=1)
+        instance.fetch_run_status_changes(dg.DagsterEventType.RUN_SUCCESS, limit=1)
+        instance.all_instigator_state()
+    return instance
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import EngineUnavailable
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import LakeSettings, s3_credentials
+from lake_assets.settings import LakeSettings
 
 ENGINES = ("sail", "remote", "local")
 
@@ -81,7 +81,7 @@ class SparkEngine(dg.ConfigurableResource):
                 + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items())
                 + f", or on an online machine LAKE_SPARK_PACKAGES={DEFAULT_PACKAGES}"
             )
-        key, secret = s3_credentials(storage.embedded)
+        key, secret = storage.credentials()
         conf = {
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",

@@ -1,8 +1,9 @@
 """S3 access for every part of `lake`: boto3 clients, delta-rs storage options, engine env.
 
-`LakeStorage` is a Dagster resource. With no endpoint configured, `running()` reuses the
-embedded SeaweedFS server or starts it for the duration of a step; with one it talks to
-that endpoint (MinIO, AWS S3, ...). Credentials come from the environment when a client is built.
+`LakeStorage` is a Dagster resource. With no endpoint configured, `running()` leases the
+embedded SeaweedFS server (attaching to the live one or starting it) for the duration of a
+step; with one it talks to that endpoint (MinIO, AWS S3, ...). Credentials come from one
+place, `settings.s3_credentials`, when a client is built.
 """
 
 import contextlib
@@ -17,7 +18,7 @@ from pydantic import PrivateAttr
 
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
-from lake_assets.settings import LakeSettings, s3_credentials
+from lake_assets.settings import LakeSettings, S3Credentials, s3_credentials
 
 
 class LakeStorage(dg.ConfigurableResource):
@@ -46,17 +47,17 @@ class LakeStorage(dg.ConfigurableResource):
     def running(self) -> Iterator["LakeStorage"]:
         """This storage with a reachable endpoint and bucket.
 
-        The embedded server is reused if one is up (e.g. `lake dev`'s), else started for
-        the block. Sensors use `attached()` instead, which never starts anything.
+        The embedded server is leased for the block: reused if one is up (e.g. `lake dev`'s),
+        else started; it stops once its last user is done. Sensors use `attached()` instead,
+        which never starts anything.
         """
         if not self.embedded:
             resolved = self.with_endpoint(self.endpoint)
             resolved.ensure_bucket()
             yield resolved
             return
-        key, secret = s3_credentials(embedded=True)
-        with embedded_s3(Path(self.home), self.embedded_port, key, secret) as endpoint:
-            resolved = self.with_endpoint(endpoint)
+        with embedded_s3(Path(self.home), self.embedded_port, self.credentials()) as server:
+            resolved = self.with_endpoint(server.endpoint)
             resolved.ensure_bucket()
             yield resolved
 
@@ -80,8 +81,12 @@ class LakeStorage(dg.ConfigurableResource):
             raise RuntimeError("LakeStorage used outside `running()`: no endpoint resolved")
         return self._resolved_endpoint
 
+    def credentials(self) -> S3Credentials:
+        """The lake's S3 key pair (environment, or this lake's generated pair for the embedded server)."""
+        return s3_credentials(Path(self.home), self.embedded)
+
     def get_client(self):  # noqa: ANN201 - boto3's client type is generated at run time
-        key, secret = s3_credentials(self.embedded)
+        key, secret = self.credentials()
         return boto3.client(
             "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,
             region_name=self.region,
@@ -94,7 +99,7 @@ class LakeStorage(dg.ConfigurableResource):
 
     def delta_storage_options(self) -> dict[str, str]:
         """Options for delta-rs (object_store) to read and commit to tables in this bucket."""
-        key, secret = s3_credentials(self.embedded)
+        key, secret = self.credentials()
         return {
             "AWS_ENDPOINT_URL": self.endpoint_url,
             "AWS_ALLOW_HTTP": "true",
@@ -107,7 +112,7 @@ class LakeStorage(dg.ConfigurableResource):
 
     def engine_environment(self) -> dict[str, str]:
         """Environment the embedded Sail engine reads to reach this bucket over `s3://`."""
-        key, secret = s3_credentials(self.embedded)
+        key, secret = self.credentials()
         return {
             "AWS_ENDPOINT": self.endpoint_url,
             "AWS_ALLOW_HTTP": "true",

@@ -10,7 +10,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from lake_assets.resources.embedded_s3 import free_port, running_server
+from lake_assets.resources.s3_supervisor import pid_alive
 from lake_assets_tests.conftest import DATA
 
 BIN = Path(sys.executable).parent
@@ -72,3 +75,52 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
             dev.wait()
         log.close()
     assert running_server(tmp_path / "home") is None, (tmp_path / "dev.log").read_text()[-3000:]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (by parent PID), whatever its session or group."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path, sig: signal.Signals) -> None:
+    web_port = free_port()
+    home = tmp_path / "home"
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()), "LAKE_WEB_PORT": str(web_port)}
+    for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME"):
+        env.pop(name, None)
+    log = open(tmp_path / "dev.log", "wb")
+    dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait(lambda: _web_up(web_port), 300, "the Dagster webserver")
+        server = running_server(home)
+        tree = _descendants(dev.pid)
+        assert server is not None and len(tree) >= 3, tree  # dagster dev, webserver, daemon, code server
+        dev.send_signal(sig)
+        dev.wait(timeout=60)
+        if sig == signal.SIGTERM:
+            assert dev.returncode == 130  # unwound like Ctrl-C
+        _wait(lambda: not any(pid_alive(pid) for pid in tree), 60, f"the dagster dev tree to stop after {sig.name}")
+        _wait(lambda: not pid_alive(server.pid) and running_server(home) is None, 30, "the S3 server to stop")
+        assert not any(Path(s).exists() for s in server.sockets)
+    finally:
+        for pid in _descendants(dev.pid) if dev.poll() is None else set():
+            os.kill(pid, signal.SIGKILL)
+        if dev.poll() is None:
+            dev.kill()
+        log.close()

@@ -1,0 +1,133 @@
+"""One lifecycle for the embedded S3 server: shared by concurrent users, started once, stopped
+by its last user or, when every user was SIGKILLed, by its supervisor; no sockets left behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+from lake_assets.resources.embedded_s3 import EmbeddedS3, free_port, running_server
+from lake_assets.resources.s3_supervisor import STATE_FILE, pid_alive
+from lake_assets.settings import embedded_credentials
+
+
+@pytest.fixture(autouse=True)
+def _no_credentials_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class User:
+    """A subprocess holding a lease on the server under `home` (see s3_user.py)."""
+
+    def __init__(self, home: Path, port: int) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+        self.process = subprocess.Popen([sys.executable, "-m", "lake_assets_tests.resources.s3_user", str(home),
+                                         str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def attached(self) -> tuple[int, str]:
+        line = self.process.stdout.readline().split()
+        assert line, f"user exited with {self.process.wait()}"
+        return int(line[0]), line[1]
+
+    def finish(self) -> None:
+        self.process.stdin.close()
+        assert self.process.wait(timeout=60) == 0
+
+
+def _wait_until(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _weed_processes(data_dir: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmdline and cmdline[0].endswith(b"weed") and f"-dir={data_dir}".encode() in cmdline and pid_alive(int(proc.name)):
+                pids.append(int(proc.name))
+    return pids
+
+
+def _s3_works(endpoint: str, home: Path) -> bool:
+    key, secret = embedded_credentials(home)
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                          region_name="us-east-1")
+    client.list_buckets()
+    return True
+
+
+def _server_gone(home: Path, server: EmbeddedS3) -> bool:
+    return (not pid_alive(server.pid) and not pid_alive(server.supervisor_pid)
+            and not (home / STATE_FILE).exists() and not any(Path(s).exists() for s in server.sockets))
+
+
+def test_the_first_user_leaving_does_not_stop_the_server_another_uses(tmp_path: Path) -> None:
+    first = User(tmp_path, free_port())
+    pid, endpoint = first.attached()
+    second = User(tmp_path, free_port())
+    assert second.attached() == (pid, endpoint)
+    server = running_server(tmp_path)
+    first.finish()  # the starter leaves while the second still uses the server
+    assert pid_alive(pid) and _s3_works(endpoint, tmp_path)
+    second.finish()  # the last user out stops it, and cleans up
+    assert _server_gone(tmp_path, server)
+
+
+def test_users_starting_together_share_one_server(tmp_path: Path) -> None:
+    users = [User(tmp_path, free_port()) for _ in range(3)]
+    attached = {user.attached() for user in users}
+    assert len(attached) == 1, attached
+    assert len(_weed_processes(tmp_path / "s3")) == 1
+    for user in users:
+        user.finish()
+    assert _weed_processes(tmp_path / "s3") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_server_stops_when_its_only_user_is_killed(tmp_path: Path, sig: signal.Signals) -> None:
+    user = User(tmp_path, free_port())
+    user.attached()
+    server = running_server(tmp_path)
+    assert server is not None and all(Path(s).exists() for s in server.sockets[:2])
+    user.process.send_signal(sig)
+    user.process.wait(timeout=30)
+    assert _wait_until(lambda: _server_gone(tmp_path, server)), "weed, its supervisor or its sockets outlived the user"
+
+
+def test_weed_dies_with_its_supervisor(tmp_path: Path) -> None:
+    user = User(tmp_path, free_port())
+    pid, _ = user.attached()
+    server = running_server(tmp_path)
+    os.kill(server.supervisor_pid, signal.SIGKILL)
+    assert _wait_until(lambda: not pid_alive(pid)), "weed outlived its SIGKILLed supervisor"
+    user.finish()
+    # the next user finds the dead server's state, clears it and starts a fresh one
+    again = User(tmp_path, free_port())
+    new_pid, endpoint = again.attached()
+    assert new_pid != pid and _s3_works(endpoint, tmp_path)
+    assert not any(Path(s).exists() for s in server.sockets[2:])  # the dead server's /tmp sockets
+    again.finish()
+
+
+def test_state_file_names_every_port(tmp_path: Path) -> None:
+    user = User(tmp_path, free_port())
+    user.attached()
+    state = json.loads((tmp_path / STATE_FILE).read_text())
+    assert {"s3", "iceberg", "filer", "master", "volume"} <= set(state["ports"])
+    assert oct((tmp_path / STATE_FILE).stat().st_mode & 0o777) == "0o600"
+    user.finish()
