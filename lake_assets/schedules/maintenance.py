@@ -9,9 +9,14 @@ import dagster as dg
 from lake_assets.core.formats.delta import open_table
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.core.tables import TABLES
+from lake_assets.core.lock import LockOwner, table_lock
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, TABLES, LakeTable
 
 VACUUM_RETENTION_HOURS = 168
+#: The write lock each table is maintained under: the lock of the run that writes it.
+#: Tables not listed have their own (the ledger is appended to by delta-rs, whose
+#: optimistic commits retry on conflict).
+WRITE_LOCK = {INSURANCE.name: INSURANCE.name, INSURANCE_QUARANTINE.name: INSURANCE.name}
 
 
 class MaintenanceConfig(dg.Config):
@@ -25,17 +30,25 @@ def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig
 
 
 def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
+    owner = LockOwner.current(context.run_id)
     for table in TABLES.values():
-        delta = open_table(storage, table)
-        if delta is None:
-            continue
-        compacted = delta.optimize.compact()
-        removed = delta.vacuum(retention_hours=config.retention_hours, dry_run=False,
-                               enforce_retention_duration=config.retention_hours >= VACUUM_RETENTION_HOURS)
-        context.log.info(f"{table.name}: compacted {compacted['numFilesRemoved']} files into "
-                         f"{compacted['numFilesAdded']}, vacuumed {len(removed)}")
-        context.add_output_metadata({table.name: {"files_compacted": compacted["numFilesRemoved"],
-                                                  "files_vacuumed": len(removed)}})
+        with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner):
+            _maintain_table(context, config, storage, table)
+
+
+def _maintain_table(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage,
+                    table: LakeTable) -> None:
+    """Compact and vacuum one table while its writers are locked out."""
+    delta = open_table(storage, table)
+    if delta is None:
+        return
+    compacted = delta.optimize.compact()
+    removed = delta.vacuum(retention_hours=config.retention_hours, dry_run=False,
+                           enforce_retention_duration=config.retention_hours >= VACUUM_RETENTION_HOURS)
+    context.log.info(f"{table.name}: compacted {compacted['numFilesRemoved']} files into "
+                     f"{compacted['numFilesAdded']}, vacuumed {len(removed)}")
+    context.add_output_metadata({table.name: {"files_compacted": compacted["numFilesRemoved"],
+                                              "files_vacuumed": len(removed)}})
 
 
 @dg.job(tags={TABLE_TAG: "insurance"}, executor_def=dg.in_process_executor,
