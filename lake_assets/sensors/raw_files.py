@@ -6,6 +6,7 @@ import json
 import dagster as dg
 from dagster_aws.s3.sensor import get_objects
 
+from lake_assets.core.raw_zone import is_data_file
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.storage import LakeStorage
@@ -38,7 +39,7 @@ def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: LakeStora
     listed = [
         o for prefix in (RAW_FULLLOAD, RAW_CDC)
         for o in get_objects(attached.bucket, prefix, since_last_modified=since, client=client)
-        if not o["Key"].endswith("/")
+        if is_data_file(o["Key"])  # not `_SUCCESS`, `.DS_Store`, ... nor `folder/` keys
     ]
     new = sorted((o for o in listed if _run_key(o) not in seen), key=lambda o: o["Key"])
     if not new:
