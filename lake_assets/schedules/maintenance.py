@@ -9,6 +9,7 @@ import dagster as dg
 from lake_assets.core.formats.delta import open_table
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.runs import process_tags
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, TABLES, LakeTable
 
@@ -25,6 +26,7 @@ class MaintenanceConfig(dg.Config):
 
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
 def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
+    context.instance.add_run_tags(context.run_id, process_tags())  # for reap_dead_runs if we are killed
     with storage.running() as running:
         _maintain(context, config, running)
 

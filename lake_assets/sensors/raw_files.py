@@ -1,5 +1,6 @@
 """Sensor on the raw zone: a new or re-delivered object starts a run that applies it."""
 
+import contextlib
 import datetime as dt
 import json
 
@@ -10,6 +11,7 @@ from lake_assets.core.raw_zone import is_data_file
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.runs import reap_dead_runs
 from lake_assets.settings import LakeSettings
 
 #: Objects written within this many seconds of the cursor are listed again: S3 timestamps
@@ -29,6 +31,8 @@ def _run_key(obj: dict) -> str:
 )
 def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: LakeStorage) -> dg.SensorResult | dg.SkipReason:
     """Cursor: the newest LastModified seen, and the run keys seen in the overlap before it."""
+    with contextlib.suppress(dg.DagsterInvariantViolationError):  # no instance: a unit test's context
+        reap_dead_runs(context.instance)  # a killed run must not hold the table's run slot
     attached = storage.attached()
     if attached is None:
         return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
