@@ -34,6 +34,12 @@ def process_tags() -> dict[str, str]:
     return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), PROCESS_STARTED_TAG: process_start(pid)}
 
 
+def record_process(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Tag run `run_id` with the process executing it (call it first thing in an asset or op)."""
+    if instance.has_run(run_id):  # a run built for a test may not be stored
+        instance.add_run_tags(run_id, process_tags())
+
+
 def process_start(pid: int) -> str:
     """When process `pid` started (clock ticks since boot, from /proc), or "" if unknown."""
     try:

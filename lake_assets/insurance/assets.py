@@ -8,7 +8,7 @@ from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, TABLE_COLUMN
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, ApplyReport, apply_pending
 from lake_assets.resources.engine import SparkEngine
-from lake_assets.runs import process_tags
+from lake_assets.runs import record_process
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
@@ -66,7 +66,7 @@ def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, en
     The whole apply runs under the table's write lock, so what is pending is decided by the
     one writer that holds it: a second run waits, then finds the first run's files applied.
     """
-    context.instance.add_run_tags(context.run_id, process_tags())  # for reap_dead_runs if we are killed
+    record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
     with storage.running() as running, \
             table_lock(running, TABLE, owner=LockOwner.current(context.run.run_id)) as lease:
         running.delete_prefix(STAGING)  # Parquet staged by a killed run: nobody else stages under the lock

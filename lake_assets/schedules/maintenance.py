@@ -9,8 +9,8 @@ import dagster as dg
 from lake_assets.core.formats.delta import open_table
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.runs import process_tags
-from lake_assets.core.lock import LockOwner, table_lock
+from lake_assets.runs import record_process
+from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, TABLES, LakeTable
 
 VACUUM_RETENTION_HOURS = 168
@@ -22,11 +22,12 @@ WRITE_LOCK = {INSURANCE.name: INSURANCE.name, INSURANCE_QUARANTINE.name: INSURAN
 
 class MaintenanceConfig(dg.Config):
     retention_hours: int = VACUUM_RETENTION_HOURS
+    lock_wait_seconds: float = DEFAULT_WAIT_SECONDS  # how long to wait for a run writing the table
 
 
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
 def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
-    context.instance.add_run_tags(context.run_id, process_tags())  # for reap_dead_runs if we are killed
+    record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
     with storage.running() as running:
         _maintain(context, config, running)
 
@@ -34,7 +35,8 @@ def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig
 def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
     owner = LockOwner.current(context.run_id)
     for table in TABLES.values():
-        with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner):
+        with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner,
+                        wait_seconds=config.lock_wait_seconds):
             _maintain_table(context, config, storage, table)
 
 
