@@ -10,6 +10,7 @@ from lake_assets.cli.output import Format, console, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import Ledger
+from lake_assets.core.raw_zone import IGNORED, ignored_objects
 from lake_assets.insurance.contract import TABLE
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
 
@@ -51,5 +52,7 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
             else:
                 rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
                              entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]))
+        rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None)  # not .csv: never applied
+                 for o in ignored_objects(lake.storage, list(ZONES.values()))]
         render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined"],
                rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")

@@ -20,6 +20,7 @@ from lake_assets.core.formats.delta import open_table
 from lake_assets.core.ledger import REJECTED
 from lake_assets.core.tables import table
 from lake_assets.insurance.contract import TABLE
+from lake_assets.runs import process_tags, reap_dead_runs
 
 SEED_QUERY = ("SELECT * FROM insurance WHERE policy_id IN (100462,100463,100475,110001,110002) "
               "ORDER BY policy_id")
@@ -41,8 +42,9 @@ def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
         from lake_assets.definitions import build_definitions
 
         job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
+        reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
         return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
-                                      tags={"lake/launched_by": "lake run"})
+                                      tags={"lake/launched_by": "lake run", **process_tags()})
 
 
 @contextlib.contextmanager

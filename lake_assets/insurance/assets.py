@@ -5,8 +5,10 @@ import hashlib
 import dagster as dg
 
 from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, TABLE_COLUMNS
-from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, ApplyReport, apply_pending
+from lake_assets.core.lock import LockOwner, table_lock
+from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, ApplyReport, apply_pending
 from lake_assets.resources.engine import SparkEngine
+from lake_assets.runs import record_process
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
@@ -59,9 +61,17 @@ def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
     can_subset=False,
 )
 def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine):
-    """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger."""
-    with storage.running() as running:
+    """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger.
+
+    The whole apply runs under the table's write lock, so what is pending is decided by the
+    one writer that holds it: a second run waits, then finds the first run's files applied.
+    """
+    record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
+    with storage.running() as running, \
+            table_lock(running, TABLE, owner=LockOwner.current(context.run.run_id)) as lease:
+        running.delete_prefix(STAGING)  # Parquet staged by a killed run: nobody else stages under the lock
         report = apply_pending(running, engine.session(running), context.run.run_id)
+        lease.check()
     context.log.info(
         f"applied {len(report.files)} file(s): version {report.version_before} -> {report.version_after}, "
         f"{report.rows_before} -> {report.rows_after} rows"

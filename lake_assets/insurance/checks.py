@@ -12,7 +12,7 @@ import dagster as dg
 import pyarrow.compute as pc
 
 from lake_assets.core.formats.delta import open_table
-from lake_assets.insurance.contract import KEY, TABLE, TABLE_COLUMNS
+from lake_assets.insurance.contract import DATA_COLUMN_NAMES, KEY, TABLE, TABLE_COLUMNS
 from lake_assets.core.ledger import Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -136,7 +136,10 @@ RECOUNT_LIMIT_BYTES = 64 << 20
 def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: int) -> int | None:
     """Records in the raw object per Python's csv module.
 
-    None when it is not UTF-8 text, or too large to recount in pure Python quickly.
+    None when it is not UTF-8 text, too large to recount in pure Python quickly, or its
+    quoting is broken: a quote left open at the end, or a record spanning lines with the
+    wrong field count (there the parser rejects the line the quote opened on and reads on,
+    where a plain CSV reader would swallow the lines after it into one record).
     """
     if size > RECOUNT_LIMIT_BYTES:
         return None
@@ -145,8 +148,15 @@ def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: i
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    expected = len(DATA_COLUMN_NAMES) + (kind != "fullload")  # CDC rows lead with the operation
+    records, line = 0, 0
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        records = sum(1 for row in csv.reader(io.StringIO(text, newline="")) if row)
+        for row in reader:
+            spans_lines, line = reader.line_num > line + 1, reader.line_num
+            if row and len(row) != expected and spans_lines:
+                return None
+            records += bool(row)
     except csv.Error:
         return None
     return records - 1 if kind == "fullload" and records else records

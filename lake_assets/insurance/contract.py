@@ -55,6 +55,9 @@ class Reason(StrEnum):
     UNKNOWN_OPERATION = "unknown_operation"
     BAD_HEADER = "bad_header"
     UNREADABLE_FILE = "unreadable_file"
+    BAD_ENCODING = "bad_encoding"  # not UTF-8 text, or binary (NUL bytes)
+    UNTERMINATED_QUOTE = "unterminated_quote"  # a quote opened on this line never closed
+    NEGATIVE_KEY = "negative_key"
     LATE_FILE = "late_file"
 
 

@@ -1,14 +1,23 @@
 """Tolerant CSV parsing: raw bytes -> string columns, plus every record that could not be parsed.
 
 The engine's CSV reader fails a whole file on one malformed row, so raw files are parsed
-here with pyarrow's multi-threaded reader and an `invalid_row_handler` that collects
-rows with the wrong field count instead of failing. Nothing is dropped: every record of
-the file is either a row of `ParsedFile.rows` or an entry of `ParsedFile.rejected`.
+here. A clean file (UTF-8, every record with the right field count) goes through pyarrow's
+multi-threaded reader. A dirty one is parsed again record by record (`_read_dirty`), which
+never gives up on the rest of the file:
 
-Records are numbered as pyarrow numbers them: the first record of the file (the header,
-when there is one) is 1, blank lines are not records.
+- a byte that is not UTF-8 (a latin-1 `é`) or a NUL byte (binary data) rejects only the
+  record it is in, as `bad_encoding`;
+- a quote that opens a value and never closes (pyarrow and every CSV reader would read the
+  rest of the file into that value) rejects only the line it opened on, as
+  `unterminated_quote`, and parsing resumes on the next line;
+- a record with the wrong number of fields is rejected as `wrong_field_count`.
+
+Nothing is dropped: every record of the file is either a row of `ParsedFile.rows` or an
+entry of `ParsedFile.rejected`. Records are numbered from 1 in file order (the header, when
+there is one, is record 1); blank lines are not records.
 """
 
+import csv
 import io
 import re
 from dataclasses import dataclass, field
@@ -62,7 +71,7 @@ class ParsedFile:
 
         Without quotes or blank lines a record is a line, so no scan is needed.
         """
-        if b'"' not in self.data and b"\n\n" not in self.data and b"\n\r\n" not in self.data \
+        if self._lines is None and b'"' not in self.data and b"\n\n" not in self.data and b"\n\r\n" not in self.data \
                 and b"\r\r" not in self.data and not self.data.startswith((b"\n", b"\r")):
             return records.astype(np.int64)
         return self.lines().line_numbers(records)
@@ -75,38 +84,59 @@ class ParsedFile:
 
 def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_header: bool) -> ParsedFile:
     """Parse `data` as CSV with `column_names`, all values as strings."""
-    try:
-        table, bad = _read(data, column_names, use_threads=True)
-        if bad:  # dirty file: parse again on one thread, which numbers the bad records
-            table, bad = _read(data, column_names, use_threads=False)
-    except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-        return _unreadable(key, etag, data, str(error), column_names, has_header)
+    lines = None
+    table, bad = _read_clean(data, column_names)
+    if table is None:
+        table, bad, lines = _read_dirty(data, column_names)
 
-    bad_numbers = np.array([number for number, _ in bad], dtype=np.int64)
+    bad_numbers = np.array([number for number, _, _ in bad], dtype=np.int64)
     total = table.num_rows + len(bad)
     good_numbers = np.setdiff1d(np.arange(1, total + 1, dtype=np.int64), bad_numbers, assume_unique=True)
     table = table.append_column(RECORD, pa.array(good_numbers))
-    rejected = Rejected(bad_numbers, [Reason.WRONG_FIELD_COUNT.value] * len(bad), [detail for _, detail in bad])
+    rejected = Rejected(bad_numbers, [reason for _, reason, _ in bad], [detail for _, _, detail in bad])
 
     header = None
     if has_header:
         if table.num_rows and table[RECORD][0].as_py() == 1:
             header = [table[c][0].as_py() for c in column_names]
             table = table.slice(1)
-        else:  # the first record had the wrong field count: it is still the header
+        else:  # the first record was rejected: it is still the header
             header = []
             keep = rejected.records != 1
             rejected = Rejected(rejected.records[keep], [r for r, k in zip(rejected.reasons, keep) if k],
                                 [d for d, k in zip(rejected.details, keep) if k])
-    return ParsedFile(key, etag, data, table, rejected, header)
+    return ParsedFile(key, etag, data, table, rejected, header, _lines=lines)
 
 
-def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.Table, list[tuple[int, str]]]:
-    bad: list[tuple[int, str]] = []
+def _read_clean(data: bytes, column_names: list[str]) -> tuple[pa.Table | None, list[tuple[int, str, str]]]:
+    """pyarrow's reader, if the file is clean enough for it; (None, []) sends it to `_read_dirty`.
+
+    A file with only single-line records of the wrong field count stays here (re-read on one
+    thread, which numbers them). Not UTF-8, a rejected record spanning lines, or a last
+    record whose value runs over a line break (a quote left open at the end) go to `_read_dirty`.
+    """
+    if _invalid_utf8(data) or b"\0" in data:
+        return None, []
+    try:
+        table, bad = _read(data, column_names, use_threads=True)
+        if bad:  # dirty file: parse again on one thread, which numbers the bad records
+            table, bad = _read(data, column_names, use_threads=False)
+    except pa.ArrowInvalid:
+        return None, []
+    if any(_LINE_BREAK.search(text) for _, _, text in bad):
+        return None, []
+    if table.num_rows and any(_LINE_BREAK.search(table[c][-1].as_py() or "") for c in column_names):
+        return None, []
+    return table, [(number, Reason.WRONG_FIELD_COUNT.value, detail) for number, detail, _ in bad]
+
+
+def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.Table, list[tuple[int, str, str]]]:
+    """pyarrow's reader; rows with the wrong field count are collected as (number, detail, text)."""
+    bad: list[tuple[int, str, str]] = []
     expected = len(column_names)
 
     def collect(row: pacsv.InvalidRow) -> str:
-        bad.append((row.number or 0, f"expected {expected} fields, found {row.actual_columns}"))
+        bad.append((row.number or 0, f"expected {expected} fields, found {row.actual_columns}", row.text))
         return "skip"
 
     table = pacsv.read_csv(
@@ -120,17 +150,146 @@ def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.T
     return table, bad
 
 
-def _unreadable(key: str, etag: str, data: bytes, error: str, column_names: list[str],
-                has_header: bool) -> ParsedFile:
-    """A file the CSV reader refuses (e.g. not UTF-8): every non-blank line is rejected."""
-    lines = RecordLines(data, quoted=False)
-    numbers = np.arange(1, lines.count + 1, dtype=np.int64)
-    if has_header and len(numbers):
-        numbers = numbers[1:]
-    detail = f"the file is not readable as CSV: {error}"[:500]
-    rejected = Rejected(numbers, [Reason.UNREADABLE_FILE.value] * len(numbers), [detail] * len(numbers))
-    empty = pa.table({**{c: pa.array([], pa.string()) for c in column_names}, RECORD: pa.array([], pa.int64())})
-    return ParsedFile(key, etag, data, empty, rejected, header=[] if has_header else None, _lines=lines)
+_LINE_BREAK = re.compile(r"[\r\n]")
+_LINE_END = re.compile(rb"\r\n|\n|\r")  # what ends a line for pyarrow and Python's csv
+_REPLACEMENT = ord("?")  # stands in for a byte that is not UTF-8; never a CSV delimiter
+
+
+def _invalid_utf8(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) byte ranges of `data` that are not UTF-8; [] for a UTF-8 file."""
+    if not data or int(np.frombuffer(data, np.uint8).max()) < 0x80:
+        return []  # ASCII: nothing to decode
+    ranges, at = [], 0
+    while True:
+        try:
+            data[at:].decode("utf-8")
+            return ranges
+        except UnicodeDecodeError as error:
+            ranges.append((at + error.start, at + error.end))
+            at += error.end
+
+
+def _read_dirty(data: bytes, column_names: list[str]) -> tuple[pa.Table, list[tuple[int, str, str]], "RecordLines"]:
+    """Record by record with Python's csv reader, recovering after every bad record."""
+    invalid = _invalid_utf8(data)
+    clean = bytearray(data)
+    for start, end in invalid:
+        clean[start:end] = bytes([_REPLACEMENT]) * (end - start)
+    bounds = [0, *(m.end() for m in _LINE_END.finditer(clean))]
+    if bounds[-1] != len(clean):
+        bounds.append(len(clean))  # a last line without a line end
+    line_starts, line_ends = bounds[:-1], bounds[1:]
+    lines = [clean[s:e].decode("utf-8") for s, e in zip(line_starts, line_ends)]
+    spans = _records(lines, len(column_names))
+
+    bad_bytes = np.array(sorted(start for start, _ in invalid), np.int64)
+    columns: list[list[str]] = [[] for _ in column_names]
+    bad: list[tuple[int, str, str]] = []
+    starts, stops, first_lines = [], [], []
+    for number, (first, last, fields, reason, detail) in enumerate(spans, start=1):
+        start, stop = line_starts[first], line_ends[last]
+        stop -= 2 if clean[stop - 2:stop] == b"\r\n" else 1 if clean[stop - 1:stop] in (b"\n", b"\r") else 0
+        starts.append(start), stops.append(stop), first_lines.append(first + 1)
+        encoding = _encoding_problem(data, clean, start, stop, bad_bytes)
+        if encoding:
+            bad.append((number, Reason.BAD_ENCODING.value, encoding))
+        elif fields is None:
+            bad.append((number, reason, detail))
+        else:
+            for column, value in zip(columns, fields):
+                column.append(value)
+    table = pa.table({name: pa.array(values, pa.string()) for name, values in zip(column_names, columns)})
+    return table, bad, RecordLines.from_spans(data, starts, stops, first_lines)
+
+
+def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] | None, str, str]]:
+    """(first line, last line, fields or None, reason, detail) of each record, lines 0-based.
+
+    A record that spans lines and has the wrong field count, or runs to the end of the file
+    inside a quoted value, began with a quote that never closed -- if the lines after its
+    first hold a well-formed record, that is: then only its first line is rejected
+    (`unterminated_quote`) and reading starts again on the next line.
+    """
+    records: list[tuple[int, int, list[str] | None, str, str]] = []
+    at = 0
+    while at < len(lines):
+        reader = csv.reader(lines[at:])
+        consumed, restart = 0, None
+        while restart is None:
+            first = at + consumed
+            try:
+                fields = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as error:  # a value larger than the csv module allows: a runaway quote
+                reason = Reason.UNTERMINATED_QUOTE if _ends_inside_quotes(lines[first:first + 1]) \
+                    else Reason.WRONG_FIELD_COUNT
+                records.append((first, first, None, reason.value, f"not CSV: {error}"))
+                restart = first + 1
+                break
+            consumed = reader.line_num
+            last = at + consumed - 1
+            if not fields:
+                continue  # a blank line
+            runaway = last > first and (len(fields) != expected or
+                                        (last == len(lines) - 1 and _ends_inside_quotes(lines[first:last + 1])))
+            if runaway and _holds_a_record(lines[first + 1:last + 1], expected):
+                records.append((first, first, None, Reason.UNTERMINATED_QUOTE.value,
+                                f"a quote opened on this line is not closed (it ran to line {last + 1}); "
+                                f"reading resumed on the next line"))
+                restart = first + 1
+            elif len(fields) != expected:
+                records.append((first, last, None, Reason.WRONG_FIELD_COUNT.value,
+                                f"expected {expected} fields, found {len(fields)}"))
+            else:
+                records.append((first, last, fields, "", ""))
+        if restart is None:
+            break
+        at = restart
+    return records
+
+
+def _holds_a_record(lines: list[str], expected: int) -> bool:
+    """True if `lines`, read on their own, contain a record with the expected field count."""
+    try:
+        return any(len(fields) == expected for fields in csv.reader(lines))
+    except csv.Error:
+        return False
+
+
+def _ends_inside_quotes(lines: list[str]) -> bool:
+    """True if a quoted value is still open at the end of `lines` (the CSV quoting rules:
+    a quote opens a value only at the start of a field; `""` inside one is a quote)."""
+    quoted, field_start, skip = False, 0, -1
+    text = "".join(lines)
+    for token in re.finditer(r'"|,|\r\n|\n|\r', text):
+        at, char = token.start(), token.group()
+        if at == skip:
+            continue
+        if quoted:
+            if char == '"':
+                if text[at + 1:at + 2] == '"':
+                    skip = at + 1
+                else:
+                    quoted = False
+        elif char == '"':
+            quoted = at == field_start
+        else:
+            field_start = token.end()
+    return quoted
+
+
+def _encoding_problem(data: bytes, clean: bytearray, start: int, stop: int, bad_bytes: np.ndarray) -> str:
+    """Why the record at data[start:stop] is not text, or "" if it is."""
+    inside = bad_bytes[np.searchsorted(bad_bytes, start):np.searchsorted(bad_bytes, stop)]
+    if len(inside):
+        first = int(inside[0])
+        return (f"not UTF-8: byte 0x{data[first]:02X} at offset {first - start} of the record"
+                + (f" (and {len(inside) - 1} more)" if len(inside) > 1 else ""))
+    nul = clean.find(0, start, stop)
+    if nul >= 0:
+        return f"binary data, not text: NUL byte at offset {nul - start} of the record"
+    return ""
 
 
 class RecordLines:
@@ -147,12 +306,21 @@ class RecordLines:
         if self._vectorised(data, quoted) != records and records is not None and quoted:
             self._scan(data)
 
+    @classmethod
+    def from_spans(cls, data: bytes, starts: list[int], stops: list[int], lines: list[int]) -> "RecordLines":
+        """Record boundaries already known (byte offsets, first line of each record)."""
+        spans = cls.__new__(cls)
+        spans._data = data
+        spans._starts, spans._stops = np.array(starts, np.int64), np.array(stops, np.int64)
+        spans._line_of_start = np.array(lines, np.int64)
+        return spans
+
     def _vectorised(self, data: bytes, quoted: bool) -> int:
         buffer = np.frombuffer(data, dtype=np.uint8)
         newlines = np.flatnonzero(buffer == 10)
         ends = newlines
         if quoted and b'"' in data:
-            quotes = np.flatnonzero(buffer == 34)
+            quotes = self._structural_quotes(buffer)
             ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
         starts = np.concatenate([[0], ends + 1])
         stops = np.concatenate([ends, [len(data)]])
@@ -164,11 +332,22 @@ class RecordLines:
         self._line_of_start = np.searchsorted(newlines, self._starts) + 1
         return len(self._starts)
 
+    @staticmethod
+    def _structural_quotes(buffer: np.ndarray) -> np.ndarray:
+        """Quotes that can open or close a value: next to a delimiter, a line end, the file's
+        ends or another quote. A quote inside an unquoted value (`5" pipe`) is a literal."""
+        quotes = np.flatnonzero(buffer == 34)
+        edges = np.array([44, 10, 13, 34], np.uint8)
+        before = np.isin(buffer[np.maximum(quotes - 1, 0)], edges) | (quotes == 0)
+        after = np.isin(buffer[np.minimum(quotes + 1, len(buffer) - 1)], edges) | (quotes == len(buffer) - 1)
+        return quotes[before | after]
+
     def _scan(self, data: bytes) -> None:
         """Record boundaries the way the CSV reader finds them: a quote opens a quoted value
         only at the start of a field, `""` inside one is a quote, and \\n, \\r\\n or \\r end a line."""
         starts, stops, lines = [], [], []
         line, start, field_start, quoted, skip = 1, 0, 0, False, -1
+        first_line = 1  # the line the current record started on
         for token in re.finditer(rb'"|,|\r\n|\n|\r', data):
             at, text = token.start(), token.group()
             if at == skip:
@@ -187,10 +366,11 @@ class RecordLines:
                 field_start = at + 1
             else:
                 if at > start:
-                    starts.append(start), stops.append(at), lines.append(line)
+                    starts.append(start), stops.append(at), lines.append(first_line)
                 line, start, field_start = line + 1, token.end(), token.end()
+                first_line = line
         if len(data) > start:
-            starts.append(start), stops.append(len(data)), lines.append(line)
+            starts.append(start), stops.append(len(data)), lines.append(first_line)
         self._starts, self._stops = np.array(starts, np.int64), np.array(stops, np.int64)
         self._line_of_start = np.array(lines, np.int64)
 

@@ -37,6 +37,7 @@ from lake_assets.insurance.contract import (
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, parse_csv
 from lake_assets.insurance.validate import validate
 from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.raw_zone import is_data_file
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
@@ -99,11 +100,12 @@ class ApplyReport:
 
 
 def raw_objects(storage: LakeStorage) -> list[RawObject]:
-    """Every raw object: full loads, then CDC files, each in key order."""
+    """Every raw data file: full loads, then CDC files, each in key order."""
     return [
         RawObject(o["Key"], o["ETag"].strip('"'), int(o["Size"]), kind)
         for prefix, kind in ((RAW_FULLLOAD, FULLLOAD), (RAW_CDC, CDCLOAD))
         for o in storage.list_objects(prefix)
+        if is_data_file(o["Key"])  # `_SUCCESS`, `.DS_Store`, `*.gz`, ...: ignored (core/raw_zone.py)
     ]
 
 

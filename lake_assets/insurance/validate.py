@@ -20,6 +20,7 @@ from lake_assets.insurance.parse import RECORD, Rejected
 
 INTEGER_PATTERN = r"^[+-]?[0-9]{1,10}$"
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+NEGATIVE_PATTERN = r"^-0*[1-9]"  # policy ids are never negative (-0 is 0)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -73,6 +74,7 @@ def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array], ops: pa.Ar
         yield pc.invert(pc.is_in(ops, pa.array(OPERATIONS))), Reason.UNKNOWN_OPERATION, None
     yield pc.equal(values[KEY], ""), Reason.EMPTY_KEY, KEY
     yield pc.invert(checked[KEY]), Reason.BAD_INTEGER, KEY
+    yield pc.match_substring_regex(values[KEY], NEGATIVE_PATTERN), Reason.NEGATIVE_KEY, KEY
     not_delete = pc.invert(is_delete)
     for column in INTEGER_COLUMNS:
         if column != KEY:

@@ -1,14 +1,17 @@
 """Sensor on the raw zone: a new or re-delivered object starts a run that applies it."""
 
+import contextlib
 import datetime as dt
 import json
 
 import dagster as dg
 from dagster_aws.s3.sensor import get_objects
 
+from lake_assets.core.raw_zone import is_data_file
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.runs import reap_dead_runs
 from lake_assets.settings import LakeSettings
 
 #: Objects written within this many seconds of the cursor are listed again: S3 timestamps
@@ -28,6 +31,8 @@ def _run_key(obj: dict) -> str:
 )
 def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: LakeStorage) -> dg.SensorResult | dg.SkipReason:
     """Cursor: the newest LastModified seen, and the run keys seen in the overlap before it."""
+    with contextlib.suppress(dg.DagsterInvariantViolationError):  # no instance: a unit test's context
+        reap_dead_runs(context.instance)  # a killed run must not hold the table's run slot
     attached = storage.attached()
     if attached is None:
         return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
@@ -38,7 +43,7 @@ def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: LakeStora
     listed = [
         o for prefix in (RAW_FULLLOAD, RAW_CDC)
         for o in get_objects(attached.bucket, prefix, since_last_modified=since, client=client)
-        if not o["Key"].endswith("/")
+        if is_data_file(o["Key"])  # not `_SUCCESS`, `.DS_Store`, ... nor `folder/` keys
     ]
     new = sorted((o for o in listed if _run_key(o) not in seen), key=lambda o: o["Key"])
     if not new:

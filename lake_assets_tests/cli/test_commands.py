@@ -85,3 +85,12 @@ def test_s3_down_is_a_clear_error_from_the_installed_command(tmp_path: Path) -> 
     assert result.returncode == 1
     assert "S3 at http://127.0.0.1:" in result.stderr and "Traceback" not in result.stderr + result.stdout
     assert "not-shown-anywhere" not in result.stderr + result.stdout
+
+
+def test_status_lists_non_csv_objects_as_ignored(lake_env: LakeStorage) -> None:
+    lake_env.put_bytes("raw/cdcload/_SUCCESS", b"")
+    lake_env.put_bytes("raw/cdcload/20240401-090000000.csv", b"D,1,,,,,,,,\n")
+    code, out = lake("status", "--format", "json")
+    assert code == 0, out
+    assert {row["file"]: row["status"] for row in json.loads(out)} == {
+        "raw/cdcload/20240401-090000000.csv": "pending", "raw/cdcload/_SUCCESS": "ignored"}

@@ -1,6 +1,7 @@
 """Unit tests of the tolerant CSV parser and the contract rules (no S3, no engine)."""
 
 import datetime as dt
+import random
 
 import numpy as np
 import pytest
@@ -191,25 +192,41 @@ def test_record_lines_without_quotes_is_the_fast_path() -> None:
     assert RecordLines(text.encode()).line_numbers(np.array([1, 3])).tolist() == [1, 3]
 
 
-def test_non_utf8_file_is_unreadable_on_every_line() -> None:
+def test_one_latin1_byte_rejects_only_its_row() -> None:
     data = (f"I,1,{GOOD}\n".encode() + b"I,2,2024-01-31,Caf\xe9,CA,West,1,Retail,N,Y\n\n"
             + f"I,3,{GOOD}\n".encode())
-    parsed = cdc(data)
-    assert parsed.rows.num_rows == 0
-    assert parsed.record_count == 3
-    assert parsed.rejected.records.tolist() == [1, 2, 3]
-    assert set(parsed.rejected.reasons) == {Reason.UNREADABLE_FILE.value}
-    assert all("not readable" in d for d in parsed.rejected.details)
-    assert parsed.line_numbers(parsed.rejected.records).tolist() == [1, 2, 4]
+    valid, reasons, parsed = check_cdc(data)
+    assert [r["policy_id"] for r in valid] == [1, 3]
+    assert reasons == {2: Reason.BAD_ENCODING.value}
+    assert "not UTF-8: byte 0xE9" in parsed.rejected.details[0]
+    assert parsed.line_numbers(np.array([1, 2, 3])).tolist() == [1, 2, 4]
     assert parsed.lines().text(2) == "I,2,2024-01-31,Caf\ufffd,CA,West,1,Retail,N,Y"
 
 
-def test_non_utf8_full_load_leaves_out_the_header() -> None:
+def test_non_utf8_full_load_keeps_its_header_and_good_rows() -> None:
     parsed = full(f"{HEADER}\n1,{GOOD}\n".encode() + b"2,2024-01-31,\xff\xfe,CA,West,1,Retail,N,Y\n")
-    assert parsed.header == []
-    assert parsed.rejected.records.tolist() == [2, 3]
-    assert set(parsed.rejected.reasons) == {Reason.UNREADABLE_FILE.value}
+    assert parsed.header == DATA_COLUMN_NAMES
+    assert parsed.rows["policy_id"].to_pylist() == ["1"]
+    assert parsed.rejected.records.tolist() == [3] and parsed.rejected.reasons == [Reason.BAD_ENCODING.value]
     assert parsed.record_count == 2
+
+
+@pytest.mark.parametrize("data", [
+    bytes(range(256)) * 4,
+    b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xcbH\xcd\xc9\xc9\x07\x00\x86\xa6\x106\x05\x00\x00\x00",  # gzip
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01",
+    bytes(random.Random(7).randrange(256) for _ in range(4000)),
+], ids=["every-byte", "gzip", "png", "random"])
+def test_binary_garbage_is_quarantined_with_a_reason(data: bytes, capfd: pytest.CaptureFixture[str]) -> None:
+    valid, reasons, parsed = check_cdc(data)
+    assert valid == [] and reasons  # every record rejected, none applied
+    assert set(reasons.values()) <= {Reason.BAD_ENCODING.value, Reason.WRONG_FIELD_COUNT.value,
+                                     Reason.UNTERMINATED_QUOTE.value}
+    assert Reason.BAD_ENCODING.value in reasons.values()
+    for record in reasons:
+        parsed.lines().text(record), parsed.lines().line_number(record)  # raw text and line of each
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err and "UnicodeDecodeError" not in captured.err
 
 
 def test_text_that_is_not_csv_is_all_wrong_field_count() -> None:
@@ -242,3 +259,65 @@ def test_lone_cr_line_ends() -> None:
     assert reasons == {2: Reason.BAD_DATE.value}
     assert parsed.line_numbers(np.array([1, 2, 3])).tolist() == [1, 2, 4]
     assert parsed.lines().text(2) == "U,2,2024-02-30,Urban,CA,West,1,Retail,N,Y"
+
+
+# --- bad bytes (issue 5, point 4) ---------------------------------------------------
+
+def test_an_unterminated_quote_rejects_only_its_line() -> None:
+    text = (f"I,1,{GOOD}\n"
+            f'I,2,"oops,{GOOD}\n'          # the quote never closes
+            f"I,3,{GOOD}\n"
+            f"U,1,{GOOD}\n")
+    valid, reasons, parsed = check_cdc(text)
+    assert [(r["_operation"], r["policy_id"]) for r in valid] == [("I", 1), ("I", 3), ("U", 1)]
+    assert reasons == {2: Reason.UNTERMINATED_QUOTE.value}
+    assert parsed.lines().text(2) == f'I,2,"oops,{GOOD}'
+    assert parsed.line_numbers(np.array([1, 2, 3, 4])).tolist() == [1, 2, 3, 4]
+
+
+def test_an_unterminated_quote_in_the_last_field_does_not_swallow_the_file() -> None:
+    # the runaway record has the right field count: only its open quote at the end gives it away
+    text = f'I,1,{GOOD}\nI,2,2024-01-31,Urban,CA,West,1,Retail,N,"Y\nI,3,{GOOD}\nI,4,{GOOD}\n'
+    valid, reasons, _ = check_cdc(text)
+    assert [r["policy_id"] for r in valid] == [1, 3, 4]
+    assert reasons == {2: Reason.UNTERMINATED_QUOTE.value}
+
+
+def test_a_later_quote_does_not_close_an_unterminated_one() -> None:
+    # read as CSV, line 2's quote closes at line 4's: lines 2-4 are one record with the wrong
+    # field count. Only line 2 is rejected; line 4's quote sits inside a value, a literal.
+    text = (f'I,1,{GOOD}\nI,2,"open,{GOOD}\nI,3,{GOOD}\nI,4,2024-01-31,Urban",CA,West,1,Retail,N,Y\n'
+            f"I,5,{GOOD}\n")
+    valid, reasons, parsed = check_cdc(text)
+    assert [r["policy_id"] for r in valid] == [1, 3, 4, 5]
+    assert valid[2]["location_name"] == 'Urban"'
+    assert reasons == {2: Reason.UNTERMINATED_QUOTE.value}
+
+
+def test_a_big_file_with_one_unterminated_quote_keeps_every_later_row() -> None:
+    rows = [f"I,{k},{GOOD}" for k in range(1, 5001)]
+    rows[99] = f'I,100,"{GOOD}'
+    valid, reasons, _ = check_cdc("\n".join(rows) + "\n")
+    assert len(valid) == 4999 and reasons == {100: Reason.UNTERMINATED_QUOTE.value}
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_multi_line_records_keep_the_line_they_start_on(newline: str) -> None:
+    text = newline.join([
+        f'I,1,2024-01-31,5" pipe,CA,West,1,Retail,N,Y',         # line 1: a literal quote
+        'I,2,2024-01-31,"Two',                                    # lines 2-3: one record
+        'Lines",CA,West,1,Retail,N,Y',
+        f"I,3,{GOOD}",                                            # line 4
+        "U,4,2024-02-30,Urban,CA,West,1,Retail,N,Y",              # line 5: rejected
+    ]) + newline
+    valid, reasons, parsed = check_cdc(text)
+    assert [r["policy_id"] for r in valid] == [1, 2, 3] and reasons == {4: Reason.BAD_DATE.value}
+    assert valid[1]["location_name"] == f"Two{newline}Lines"
+    assert parsed.line_numbers(np.array([1, 2, 3, 4])).tolist() == [1, 2, 4, 5]
+    assert parsed.lines().text(4) == "U,4,2024-02-30,Urban,CA,West,1,Retail,N,Y"
+
+
+def test_a_negative_key_is_rejected() -> None:
+    assert reason_of(f"I,-5,{GOOD}") == Reason.NEGATIVE_KEY.value
+    assert reason_of(f"D,-5,{GOOD}") == Reason.NEGATIVE_KEY.value
+    assert reason_of(f"I,-0,{GOOD}") is None and reason_of(f"I,0,{GOOD}") is None

@@ -51,3 +51,11 @@ def test_skips_when_the_embedded_server_is_not_running(tmp_path: Path) -> None:
     resource = LakeStorage(bucket="lake", home=str(tmp_path))
     result = raw_insurance_sensor(dg.build_sensor_context(resources={"storage": resource}))
     assert isinstance(result, dg.SkipReason) and "not running" in result.skip_message
+
+
+def test_non_csv_objects_start_no_run(storage: LakeStorage) -> None:
+    for key in ("raw/cdcload/_SUCCESS", "raw/cdcload/.DS_Store", "raw/fullload/full.csv.gz"):
+        storage.put_bytes(key, b"x")
+    assert isinstance(_tick(storage, None), dg.SkipReason)
+    storage.put_bytes("raw/cdcload/001.CSV", b"D,1,,,,,,,,\n")
+    assert [r.tags["lake/object"] for r in _tick(storage, None).run_requests] == ["raw/cdcload/001.CSV"]

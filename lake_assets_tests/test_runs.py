@@ -1,0 +1,108 @@
+"""A killed run must not block the lake: dead runs are failed and the queue moves (issue 5, point 5)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.test_utils import create_run_for_test
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+from lake_assets.jobs import TABLE_TAG
+from lake_assets.runs import HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, process_tags, reap_dead_runs
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: A `lake run` stand-in: an in-process run of a job holding the insurance slot, that hangs.
+HANGING_RUN = textwrap.dedent("""
+    import sys, time
+    import dagster as dg
+    from lake_assets.runs import process_tags
+
+    @dg.op
+    def hang() -> None:
+        print("running", flush=True)
+        time.sleep(600)
+
+    @dg.job(tags={"lake/table": "insurance"})
+    def apply_insurance():
+        hang()
+
+    apply_insurance.execute_in_process(instance=dg.DagsterInstance.get(), tags=process_tags())
+""")
+
+
+@pytest.fixture
+def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        yield instance
+
+
+@dg.op
+def noop() -> None:
+    pass
+
+
+@dg.job(tags={TABLE_TAG: "insurance"})
+def queued_job() -> None:
+    noop()
+
+
+def _dequeued(instance: dg.DagsterInstance) -> list[str]:
+    """The runs the daemon's queued run coordinator would launch now."""
+    daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
+    return [run.run_id for run in daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None)]
+
+
+def test_a_killed_run_is_failed_and_the_queued_run_proceeds(instance: dg.DagsterInstance, tmp_path: Path) -> None:
+    script = tmp_path / "hanging_run.py"
+    script.write_text(HANGING_RUN)
+    child = subprocess.Popen([sys.executable, str(script)], env=os.environ.copy(), cwd=REPO,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "running"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    [killed] = instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    assert killed.dagster_run.tags[PID_TAG] == str(child.pid)
+
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(
+        InProcessCodeLocationOrigin(LoadableTargetOrigin(python_file=__file__)), "__repository__"), "queued_job")
+    queued = create_run_for_test(instance, job_name="queued_job", status=dg.DagsterRunStatus.QUEUED,
+                                 tags={TABLE_TAG: "insurance"}, remote_job_origin=origin)  # as a sensor's request
+    assert instance.get_run_by_id(queued.run_id).status == dg.DagsterRunStatus.QUEUED
+    assert _dequeued(instance) == []  # the dead run holds the insurance slot: the queue is stuck
+
+    assert reap_dead_runs(instance) == [killed.dagster_run.run_id]
+    failed = instance.get_run_by_id(killed.dagster_run.run_id)
+    assert failed.status == dg.DagsterRunStatus.FAILURE
+    assert _dequeued(instance) == [queued.run_id]  # work resumes
+    assert reap_dead_runs(instance) == []
+
+
+def test_live_and_foreign_runs_are_left_alone(instance: dg.DagsterInstance) -> None:
+    mine = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED, tags=process_tags())
+    elsewhere = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED,
+                                            tags={**process_tags(), HOST_TAG: "another-host", PID_TAG: "999999"})
+    untagged = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED)
+    reused = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED,
+                                         tags={**process_tags(), PROCESS_STARTED_TAG: "1"})  # our pid, not us
+    assert reap_dead_runs(instance) == [reused.run_id]
+    for run in (mine, elsewhere, untagged):
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTED
+
+
+def test_dagster_yaml_enables_run_monitoring(instance: dg.DagsterInstance) -> None:
+    assert instance.run_monitoring_enabled
+    assert instance.run_monitoring_start_timeout_seconds > 0
