@@ -1,12 +1,13 @@
 """Tolerant CSV parsing: raw bytes -> string columns, plus every record that could not be parsed.
 
 The engine's CSV reader fails a whole file on one malformed row, so raw files are parsed
-here. A clean file (UTF-8, every record with the right field count) goes through pyarrow's
-multi-threaded reader. A dirty one is parsed again record by record (`_read_dirty`), which
-never gives up on the rest of the file:
+here, by pyarrow's multi-threaded reader unless the file's quoting is broken; then it is
+parsed again record by record with Python's csv module (`_read_dirty`, slower), which never
+gives up on the rest of the file:
 
 - a byte that is not UTF-8 (a latin-1 `é`) or a NUL byte (binary data) rejects only the
-  record it is in, as `bad_encoding`;
+  record it is in, as `bad_encoding` (such bytes are replaced by `?` before parsing, which
+  keeps every offset, and the records holding them are rejected afterwards);
 - a quote that opens a value and never closes (pyarrow and every CSV reader would read the
   rest of the file into that value) rejects only the line it opened on, as
   `unterminated_quote`, and parsing resumes on the next line;
