@@ -1,12 +1,13 @@
 """Tolerant CSV parsing: raw bytes -> string columns, plus every record that could not be parsed.
 
 The engine's CSV reader fails a whole file on one malformed row, so raw files are parsed
-here. A clean file (UTF-8, every record with the right field count) goes through pyarrow's
-multi-threaded reader. A dirty one is parsed again record by record (`_read_dirty`), which
-never gives up on the rest of the file:
+here, by pyarrow's multi-threaded reader unless the file's quoting is broken; then it is
+parsed again record by record with Python's csv module (`_read_dirty`, slower), which never
+gives up on the rest of the file:
 
 - a byte that is not UTF-8 (a latin-1 `é`) or a NUL byte (binary data) rejects only the
-  record it is in, as `bad_encoding`;
+  record it is in, as `bad_encoding` (such bytes are replaced by `?` before parsing, which
+  keeps every offset, and the records holding them are rejected afterwards);
 - a quote that opens a value and never closes (pyarrow and every CSV reader would read the
   rest of the file into that value) rejects only the line it opened on, as
   `unterminated_quote`, and parsing resumes on the next line;
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from lake_assets.insurance.contract import Reason
@@ -84,16 +86,23 @@ class ParsedFile:
 
 def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_header: bool) -> ParsedFile:
     """Parse `data` as CSV with `column_names`, all values as strings."""
+    invalid = _invalid_utf8(data)
+    text = _as_text(data, invalid)  # same length and line structure as `data`, valid UTF-8
     lines = None
-    table, bad = _read_clean(data, column_names)
+    table, bad = _read_clean(text, column_names)
     if table is None:
-        table, bad, lines = _read_dirty(data, column_names)
+        table, bad, lines = _read_dirty(text, column_names)
 
     bad_numbers = np.array([number for number, _, _ in bad], dtype=np.int64)
     total = table.num_rows + len(bad)
     good_numbers = np.setdiff1d(np.arange(1, total + 1, dtype=np.int64), bad_numbers, assume_unique=True)
     table = table.append_column(RECORD, pa.array(good_numbers))
     rejected = Rejected(bad_numbers, [reason for _, reason, _ in bad], [detail for _, _, detail in bad])
+    if invalid or b"\0" in data:
+        if lines is None:
+            lines = RecordLines(text, records=total)
+        lines._data = data  # raw text shows the original bytes (U+FFFD for the invalid ones)
+        table, rejected = _reject_non_text(data, invalid, lines, table, rejected)
 
     header = None
     if has_header:
@@ -112,11 +121,9 @@ def _read_clean(data: bytes, column_names: list[str]) -> tuple[pa.Table | None, 
     """pyarrow's reader, if the file is clean enough for it; (None, []) sends it to `_read_dirty`.
 
     A file with only single-line records of the wrong field count stays here (re-read on one
-    thread, which numbers them). Not UTF-8, a rejected record spanning lines, or a last
-    record whose value runs over a line break (a quote left open at the end) go to `_read_dirty`.
+    thread, which numbers them). A rejected record spanning lines, or a last record whose
+    value runs over a line break (a quote left open at the end), go to `_read_dirty`.
     """
-    if _invalid_utf8(data) or b"\0" in data:
-        return None, []
     try:
         table, bad = _read(data, column_names, use_threads=True)
         if bad:  # dirty file: parse again on one thread, which numbers the bad records
@@ -169,12 +176,46 @@ def _invalid_utf8(data: bytes) -> list[tuple[int, int]]:
             at += error.end
 
 
-def _read_dirty(data: bytes, column_names: list[str]) -> tuple[pa.Table, list[tuple[int, str, str]], "RecordLines"]:
-    """Record by record with Python's csv reader, recovering after every bad record."""
-    invalid = _invalid_utf8(data)
+def _as_text(data: bytes, invalid: list[tuple[int, int]]) -> bytes:
+    """`data` with each byte of the `invalid` ranges replaced by `?` (offsets are kept)."""
+    if not invalid:
+        return data
     clean = bytearray(data)
     for start, end in invalid:
         clean[start:end] = bytes([_REPLACEMENT]) * (end - start)
+    return bytes(clean)
+
+
+def _reject_non_text(data: bytes, invalid: list[tuple[int, int]], lines: "RecordLines", table: pa.Table,
+                     rejected: Rejected) -> tuple[pa.Table, Rejected]:
+    """Reject, as `bad_encoding`, every record holding a byte that is not UTF-8 or a NUL byte."""
+    buffer = np.frombuffer(data, np.uint8)
+    offsets = np.concatenate([np.array([start for start, _ in invalid], np.int64), np.flatnonzero(buffer == 0)])
+    found: dict[int, list[int]] = {}
+    for offset, index in zip(offsets.tolist(), (np.searchsorted(lines._starts, offsets, "right") - 1).tolist()):
+        if index >= 0 and offset < lines._stops[index]:
+            found.setdefault(index + 1, []).append(offset)
+    if not found:
+        return table, rejected
+    details = {}
+    for record, at in found.items():
+        first, start = min(at), int(lines._starts[record - 1])
+        what = "binary data, not text: NUL byte" if data[first] == 0 else f"not UTF-8: byte 0x{data[first]:02X}"
+        details[record] = f"{what} at offset {first - start} of the record" + \
+            (f" (and {len(at) - 1} more)" if len(at) > 1 else "")
+    keep = [r not in details for r in rejected.records.tolist()]
+    records = np.concatenate([rejected.records[keep], np.array(sorted(details), np.int64)])
+    reasons = [r for r, k in zip(rejected.reasons, keep) if k] + [Reason.BAD_ENCODING.value] * len(details)
+    texts = [d for d, k in zip(rejected.details, keep) if k] + [details[r] for r in sorted(details)]
+    order = np.argsort(records, kind="stable")
+    rejected = Rejected(records[order], [reasons[i] for i in order], [texts[i] for i in order])
+    good = pc.invert(pc.is_in(table[RECORD], value_set=pa.array(sorted(details), pa.int64())))
+    return table.filter(good), rejected
+
+
+def _read_dirty(text: bytes, column_names: list[str]) -> tuple[pa.Table, list[tuple[int, str, str]], "RecordLines"]:
+    """Record by record with Python's csv reader, recovering after every bad record."""
+    clean = text
     bounds = [0, *(m.end() for m in _LINE_END.finditer(clean))]
     if bounds[-1] != len(clean):
         bounds.append(len(clean))  # a last line without a line end
@@ -182,24 +223,22 @@ def _read_dirty(data: bytes, column_names: list[str]) -> tuple[pa.Table, list[tu
     lines = [clean[s:e].decode("utf-8") for s, e in zip(line_starts, line_ends)]
     spans = _records(lines, len(column_names))
 
-    bad_bytes = np.array(sorted(start for start, _ in invalid), np.int64)
-    columns: list[list[str]] = [[] for _ in column_names]
+    rows: list[list[str]] = []
     bad: list[tuple[int, str, str]] = []
-    starts, stops, first_lines = [], [], []
-    for number, (first, last, fields, reason, detail) in enumerate(spans, start=1):
-        start, stop = line_starts[first], line_ends[last]
-        stop -= 2 if clean[stop - 2:stop] == b"\r\n" else 1 if clean[stop - 1:stop] in (b"\n", b"\r") else 0
-        starts.append(start), stops.append(stop), first_lines.append(first + 1)
-        encoding = _encoding_problem(data, clean, start, stop, bad_bytes)
-        if encoding:
-            bad.append((number, Reason.BAD_ENCODING.value, encoding))
-        elif fields is None:
+    for number, (_, _, fields, reason, detail) in enumerate(spans, start=1):
+        if fields is None:
             bad.append((number, reason, detail))
         else:
-            for column, value in zip(columns, fields):
-                column.append(value)
+            rows.append(fields)
+    columns = list(zip(*rows)) if rows else [() for _ in column_names]
     table = pa.table({name: pa.array(values, pa.string()) for name, values in zip(column_names, columns)})
-    return table, bad, RecordLines.from_spans(data, starts, stops, first_lines)
+    firsts = np.array([first for first, _, _, _, _ in spans], np.int64)
+    lasts = np.array([last for _, last, _, _, _ in spans], np.int64)
+    ends = np.array(line_ends, np.int64)[lasts] if len(lasts) else lasts
+    tails = np.array([len(line) - len(line.rstrip("\r\n")) for line in lines], np.int64)  # line end bytes
+    stops = ends - (tails[lasts] if len(lasts) else lasts)
+    starts = np.array(line_starts, np.int64)[firsts] if len(firsts) else firsts
+    return table, bad, RecordLines.from_spans(text, starts.tolist(), stops.tolist(), (firsts + 1).tolist())
 
 
 def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] | None, str, str]]:
@@ -277,19 +316,6 @@ def _ends_inside_quotes(lines: list[str]) -> bool:
         else:
             field_start = token.end()
     return quoted
-
-
-def _encoding_problem(data: bytes, clean: bytearray, start: int, stop: int, bad_bytes: np.ndarray) -> str:
-    """Why the record at data[start:stop] is not text, or "" if it is."""
-    inside = bad_bytes[np.searchsorted(bad_bytes, start):np.searchsorted(bad_bytes, stop)]
-    if len(inside):
-        first = int(inside[0])
-        return (f"not UTF-8: byte 0x{data[first]:02X} at offset {first - start} of the record"
-                + (f" (and {len(inside) - 1} more)" if len(inside) > 1 else ""))
-    nul = clean.find(0, start, stop)
-    if nul >= 0:
-        return f"binary data, not text: NUL byte at offset {nul - start} of the record"
-    return ""
 
 
 class RecordLines:
