@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, DATA_COLUMNS  # noqa: E402
-from lake_assets.resources.embedded_s3 import free_port, start_server, stop_server  # noqa: E402
-from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY  # noqa: E402
+from lake_assets.resources.embedded_s3 import embedded_s3, free_port  # noqa: E402
+from lake_assets.settings import embedded_credentials  # noqa: E402
 
 FIRST_KEY = 100_000
 STATES = {  # state -> (region, cities)
@@ -287,7 +287,8 @@ def main() -> None:
                  "LAKE_ENGINE", "LAKE_S3_BUCKET"):
         os.environ.pop(name, None)
     port = free_port()
-    server = start_server(home, port, EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY)
+    lease = embedded_s3(home, port, embedded_credentials(home))
+    server = lease.__enter__()  # held until the end; leaving it stops the server
     os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port)})
     try:
         from lake_assets.definitions import build_definitions
@@ -335,7 +336,7 @@ def main() -> None:
             ours[strategy] = (full, cdc)
             final_rows[strategy] = row_count(open_table(storage, INSURANCE))
     finally:
-        stop_server(home, server)
+        lease.__exit__(None, None, None)
         if not args.keep_home:
             shutil.rmtree(home, ignore_errors=True)
 

@@ -87,6 +87,7 @@ class EmbeddedS3:
     ports: dict[str, int] = field(default_factory=dict)
     run_dir: str = ""
     sockets: tuple[str, ...] = ()
+    access_key_id: str = ""  # the key it accepts (never the secret)
 
     @property
     def iceberg_endpoint(self) -> str:
@@ -98,14 +99,16 @@ class EmbeddedS3:
 
     def to_json(self) -> str:
         return json.dumps({"pid": self.pid, "supervisor_pid": self.supervisor_pid, "endpoint": self.endpoint,
-                           "ports": self.ports, "run_dir": self.run_dir, "sockets": list(self.sockets)})
+                           "ports": self.ports, "run_dir": self.run_dir, "sockets": list(self.sockets),
+                           "access_key_id": self.access_key_id})
 
     @classmethod
     def from_json(cls, text: str) -> "EmbeddedS3":
         info = json.loads(text)
         return cls(pid=int(info["pid"]), supervisor_pid=int(info["supervisor_pid"]), endpoint=str(info["endpoint"]),
                    ports={str(k): int(v) for k, v in info.get("ports", {}).items()},
-                   run_dir=str(info.get("run_dir", "")), sockets=tuple(info.get("sockets", [])))
+                   run_dir=str(info.get("run_dir", "")), sockets=tuple(info.get("sockets", [])),
+                   access_key_id=str(info.get("access_key_id", "")))
 
 
 def weed_binary() -> str:
@@ -137,6 +140,12 @@ def embedded_s3(home: Path, port: int, credentials: S3Credentials) -> Iterator[E
     """
     with server_lock(home):
         server = running_server(home) or _start(home, port, credentials)
+        if server.access_key_id != credentials.access_key_id:
+            raise EmbeddedS3Error(
+                f"the embedded S3 server under {home} accepts the key {server.access_key_id!r}, not "
+                f"{credentials.access_key_id!r}: unset AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or set that pair), "
+                "or stop the commands using it first"
+            )
         lease = Lease(home)
     try:
         yield server
@@ -200,7 +209,8 @@ def _start(home: Path, port: int, credentials: S3Credentials) -> EmbeddedS3:
         supervisor.wait()
         raise EmbeddedS3Error(f"the embedded S3 server's supervisor failed to start; see {home / LOG_FILE}")
     server = EmbeddedS3(pid=int(weed_pid), supervisor_pid=supervisor.pid, endpoint=f"http://127.0.0.1:{port}",
-                        ports=ports, run_dir=str(run_dir), sockets=sockets)
+                        ports=ports, run_dir=str(run_dir), sockets=sockets,
+                        access_key_id=credentials.access_key_id)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if supervisor.poll() is not None or not pid_alive(server.pid):

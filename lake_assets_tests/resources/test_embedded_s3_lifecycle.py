@@ -131,3 +131,17 @@ def test_state_file_names_every_port(tmp_path: Path) -> None:
     assert {"s3", "iceberg", "filer", "master", "volume"} <= set(state["ports"])
     assert oct((tmp_path / STATE_FILE).stat().st_mode & 0o777) == "0o600"
     user.finish()
+
+
+def test_attaching_with_other_keys_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lake_assets.core.errors import EmbeddedS3Error
+    from lake_assets.resources.embedded_s3 import embedded_s3
+    from lake_assets.settings import S3Credentials
+
+    user = User(tmp_path, free_port())
+    user.attached()
+    with pytest.raises(EmbeddedS3Error, match="accepts the key"):
+        with embedded_s3(tmp_path, free_port(), S3Credentials("someone-else", "another-secret")):
+            pass
+    assert running_server(tmp_path) is not None  # the failed attach did not disturb the server
+    user.finish()
