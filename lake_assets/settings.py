@@ -29,6 +29,9 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensor lists S3 (default 5)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000)",
+    "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
+    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
+    "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
 }
 
 
@@ -45,6 +48,9 @@ class LakeSettings:
     spark_packages: str
     sensor_interval_seconds: int
     web_port: int
+    cdc_folder_date_format: str = "YYYY/MM/DD"
+    fullload_max_shrink: float = 0.5
+    tombstone_retention_days: float = 7.0
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -62,6 +68,9 @@ class LakeSettings:
             spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
             sensor_interval_seconds=int(env.get("LAKE_SENSOR_INTERVAL_SECONDS", "5")),
             web_port=int(env.get("LAKE_WEB_PORT", "3000")),
+            cdc_folder_date_format=env.get("LAKE_CDC_FOLDER_DATE_FORMAT", "YYYY/MM/DD"),
+            fullload_max_shrink=float(env.get("LAKE_FULLLOAD_MAX_SHRINK", "0.5")),
+            tombstone_retention_days=float(env.get("LAKE_TOMBSTONE_RETENTION_DAYS", "7")),
         )
 
 

@@ -243,7 +243,7 @@ def test_seed_full_load_then_cdc_batches(storage: LakeStorage, spark: SparkSessi
 def test_seed_cdc_batches_in_one_run_supersede_across_files(storage: LakeStorage, spark: SparkSession) -> None:
     put_seed(storage, FULL, CDC_1, CDC_2)
     report = run(storage, spark)
-    assert [c.operation for c in report.commits] == ["full load", "merge"]
+    assert [c.operation for c in report.commits] == ["full load"]  # one commit: snapshot and changes
     assert report.rows_after == 26
     entries = ledger(storage)
     # 110002's insert (file 1, line 5) is superseded by its update in file 2
