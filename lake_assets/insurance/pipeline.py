@@ -495,7 +495,8 @@ def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
             rows = batch.valid.append_column(SEQUENCE, row_sequences(batch.stamp, batch.delivery, batch.valid[RECORD]))
             tables.append(rows.append_column(BATCH, pa.repeat(pa.scalar(index, pa.int64()), rows.num_rows)))
     if not tables:
-        return pa.table({KEY: pa.array([], pa.int64()), SEQUENCE: pa.array([], pa.string()),
+        return pa.table({KEY: pa.array([], pa.int64()), "_operation": pa.array([], pa.string()),
+                         RECORD: pa.array([], pa.int64()), SEQUENCE: pa.array([], pa.string()),
                          BATCH: pa.array([], pa.int64())})
     return pa.concat_tables(tables)
 
