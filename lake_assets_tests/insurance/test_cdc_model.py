@@ -183,13 +183,14 @@ class Model:
         for item in deliveries:
             self.seen[item.name] = self.seen.get(item.name, 0) + 1
             files.append((item, self.seen[item.name]))
+        released = None
         if approve and self.held is not None:
-            files.append(self.held)
-            self.held = None
+            released, self.held = self.held, None
+            files.append(released)
         for item, delivery in files:
             header = item.time is None
             for line, number in zip(item.lines, line_numbers(item.lines, header)):
-                if line.kind == "bad":
+                if line.kind == "bad" and (item, delivery) != released:  # quarantined when held
                     self.parked[(item.name, delivery, number, line.reason)] += 1
             valid = [(record, line) for record, line in enumerate(item.lines, start=2 if header else 1)
                      if line.kind != "bad"]
@@ -274,17 +275,22 @@ def drop_bucket(storage: LakeStorage) -> None:
 
 def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]]) -> None:
     model = Model()
-    etags: dict[str, tuple[str, int]] = {}  # ETag -> (name, delivery)
-    deliveries: Counter = Counter()
+    deliveries: dict[tuple[str, str], int] = {}  # (name, ETag) -> its delivery number
+    contents: dict[str, bytes] = {}
     if full is not None:
         runs = [[Delivery(FULL, full[0], full[1], None), *runs[0]], *runs[1:]]
     for index, run in enumerate(runs):
+        put = []
         for item in reversed(run):  # uploaded in no particular order
-            etag = storage.put_bytes(item.name, render(item.lines, item.newline, header=item.time is None))
-            deliveries[item.name] += 1
-            etags[etag] = (item.name, deliveries[item.name])
+            body = render(item.lines, item.newline, header=item.time is None)
+            if contents.get(item.name) == body:
+                continue  # the same bytes again are the same delivery: nothing to do
+            contents[item.name] = body
+            etag = storage.put_bytes(item.name, body)
+            deliveries[(item.name, etag)] = 1 + sum(name == item.name for name, _ in deliveries)
+            put.append(item)
         apply_pending(storage, spark, f"run-{index}")
-        model.run(run)
+        model.run(put[::-1])
     if model.held is not None:  # approve the held snapshot and publish it
         approve_held(storage, None, "approve")
         apply_pending(storage, spark, "run-approved")
@@ -298,7 +304,7 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
 
     latest = {}
     for e in Ledger(storage).entries("insurance").to_pylist():
-        latest[etags[e["source_etag"]] if e["source_file"] == etags[e["source_etag"]][0] else e["source_file"]] = e
+        latest[(e["source_file"], deliveries[(e["source_file"], e["source_etag"])])] = e
     actual = {key: (e["status"], e["rows_in_file"], e["rows_applied"], e["rows_superseded"], e["rows_quarantined"])
               for key, e in latest.items()}
     assert actual == model.ledger
@@ -309,7 +315,7 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
     found = Counter()
     if quarantine is not None:
         for q in to_arrow(quarantine).to_pylist():
-            name, delivery = etags[q["source_etag"]]
+            delivery = deliveries[(q["source_file"], q["source_etag"])]
             found[(q["source_file"], delivery, q["line_number"], q["reason"])] += 1
     assert found == model.parked
 
