@@ -33,6 +33,7 @@ from lake_assets_tests.conftest import make_storage
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL = "raw/fullload/full-load.csv"
+FULL2 = "raw/fullload/full-load-2.csv"
 ARRIVAL = ("0" * 17, 900_000)  # the stamp of a full load that arrives before any change
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -167,45 +168,57 @@ def protected_key(line: Line) -> int | None:
 
 
 class Model:
-    def __init__(self) -> None:
+    def __init__(self, max_shrink: float = 0.5) -> None:
         self.rows: dict[int, tuple[Seq, dict]] = {}
         self.tombs: dict[int, Seq] = {}
-        self.floor: Seq | None = None
+        self.floor: Seq | None = None  # the newest applied snapshot's stamp
+        self.newest: Seq | None = None  # the newest file applied so far
+        self.max_shrink = max_shrink
         self.seen: dict[str, int] = {}  # deliveries per name
         self.ledger: dict[tuple[str, int], tuple] = {}  # (name, delivery) -> counts
         self.parked: Counter = Counter()
-        self.held: tuple[Delivery, int] | None = None
+        self.held: list[tuple[Delivery, int, Seq]] = []
+
+    def arrival(self) -> Seq:
+        """The stamp of a snapshot with no time of its own: just after the newest applied file."""
+        if self.newest is None:
+            return ARRIVAL + (0, 0)
+        return (self.newest[0], max(ARRIVAL[1], self.newest[1] + 1), 0, 0)
 
     def run(self, deliveries: list[Delivery], approve: bool = False) -> None:
-        events: list[tuple[Seq, Line, tuple[str, int]]] = []
-        snapshot = None
-        files: list[tuple[Delivery, int]] = []
+        files: list[tuple[Delivery, int, Seq | None]] = []
         for item in deliveries:
             self.seen[item.name] = self.seen.get(item.name, 0) + 1
-            files.append((item, self.seen[item.name]))
-        released = None
-        if approve and self.held is not None:
-            released, self.held = self.held, None
-            files.append(released)
-        for item, delivery in files:
-            header = item.time is None
-            for line, number in zip(item.lines, line_numbers(item.lines, header)):
-                if line.kind == "bad" and (item, delivery) != released:  # quarantined when held
+            files.append((item, self.seen[item.name], self.arrival() if item.time is None else None))
+        released = self.held if approve else []
+        self.held = [] if approve else self.held
+        for item, delivery, _ in files:
+            for line, number in zip(item.lines, line_numbers(item.lines, item.time is None)):
+                if line.kind == "bad":  # a released snapshot was quarantined when held
                     self.parked[(item.name, delivery, number, line.reason)] += 1
-            valid = [(record, line) for record, line in enumerate(item.lines, start=2 if header else 1)
+
+        events: list[tuple[Seq, Line, tuple[str, int]]] = []
+        snapshots = []
+        for item, delivery, base in files + released:
+            valid = [(record, line) for record, line in enumerate(item.lines, start=2 if base else 1)
                      if line.kind != "bad"]
-            if header:
-                bad = len(item.lines) - len(valid)
-                if (bad or not valid) and not approve:
-                    self.held = (item, delivery)
-                    self.ledger[(item.name, delivery)] = (HELD, len(item.lines), 0, 0, bad)
-                    continue
-                snapshot = (item, delivery, ARRIVAL + (0, 0),
-                            {line.key for _, line in valid}, {protected_key(line) for line in item.lines
-                                                              if line.kind == "bad"} - {None})
-                events += [(ARRIVAL + (delivery, record), line, (item.name, delivery)) for record, line in valid]
-            else:
+            if base is None:
                 events += [((item.time, 0, delivery, record), line, (item.name, delivery)) for record, line in valid]
+                continue
+            keys = {line.key for _, line in valid}
+            bad = len(item.lines) - len(valid)
+            after = len(keys | {k for k, (seq, _) in self.rows.items() if seq >= base})
+            suspicious = bad or not valid or (self.rows and after < (1 - self.max_shrink) * len(self.rows))
+            if suspicious and (item, delivery, base) not in released:
+                self.held.append((item, delivery, base))
+                self.ledger[(item.name, delivery)] = (HELD, len(item.lines), 0, 0, bad)
+                continue
+            protected = {protected_key(line) for line in item.lines if line.kind == "bad"} - {None}
+            snapshots.append((base, item, delivery, valid, keys, protected))
+        snapshot = max(snapshots, key=lambda s: s[0], default=None)  # the newest decides
+        if snapshot is not None:
+            base, item, delivery, valid, _, _ = snapshot
+            events += [((base[0], base[1], delivery, record), line, (item.name, delivery)) for record, line in valid]
 
         existing = {k: max([s for s in (self.rows.get(k, (None,))[0], self.tombs.get(k)) if s is not None])
                     for k in set(self.rows) | set(self.tombs)}
@@ -217,7 +230,7 @@ class Model:
                 newest[line.key] = (seq, line, origin)
         winners = {k: w for k, w in newest.items() if k not in existing or w[0] >= existing[k]}
         if snapshot is not None:
-            _, _, base, inside, protected = snapshot
+            base, _, _, _, inside, protected = snapshot
             for key in (set(existing) | set(winners)) - inside - protected:
                 latest = max([s for s in (existing.get(key), winners.get(key, (None,))[0]) if s is not None])
                 if latest < base:
@@ -233,15 +246,17 @@ class Model:
                 self.rows[key] = (seq, line.row)
 
         applied = Counter(origin for _, _, origin in winners.values())
-        for item, delivery in files:
-            if (item.name, delivery) in self.ledger and self.ledger[(item.name, delivery)][0] == HELD \
-                    and self.held == (item, delivery):
+        for item, delivery, base in files + released:
+            if any(held[:2] == (item, delivery) for held in self.held):
                 continue
             valid = sum(line.kind != "bad" for line in item.lines)
             bad = len(item.lines) - valid
             status = REJECTED if valid == 0 and bad else APPLIED
             done = applied[(item.name, delivery)]
             self.ledger[(item.name, delivery)] = (status, len(item.lines), done, valid - done, bad)
+            if status == APPLIED:
+                stamp = base if base is not None else (item.time, 0, delivery, 0)
+                self.newest = max(self.newest or stamp, stamp)
 
     def table(self) -> dict[int, dict]:
         return {k: row for k, (_, row) in self.rows.items()}
@@ -291,7 +306,7 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
             put.append(item)
         apply_pending(storage, spark, f"run-{index}")
         model.run(put[::-1])
-    if model.held is not None:  # approve the held snapshot and publish it
+    if model.held:  # approve the held snapshots and publish them
         approve_held(storage, None, "approve")
         apply_pending(storage, spark, "run-approved")
         model.run([], approve=True)
@@ -334,6 +349,9 @@ def deliveries(draw):
         if at + 1 < count and draw(st.integers(0, 3)) == 0:
             again, newline = draw(FILE)
             runs[draw(st.integers(at + 1, count - 1))].append(Delivery(name, again, newline, time))
+    if count > 1 and draw(st.booleans()):  # a second snapshot, as of its arrival
+        lines, newline = draw(st.tuples(st.lists(full_load_line(), max_size=5), NEWLINES))
+        runs[draw(st.integers(1, count - 1))].append(Delivery(FULL2, lines, newline, None))
     return runs
 
 
@@ -366,6 +384,20 @@ def test_model_on_a_hand_checked_example() -> None:
     }
     assert model.tombs == {1: (t3, 0, 1, 3), 4: (t3, 0, 1, 2)}
     assert model.sequences()[3] == f"{t3}.000000.0002.0000000001"
+
+    second = [Line("2,...", "upsert", 2, {"x": 8}), Line("3,...", "upsert", 3, {"x": 8})]
+    model.run([Delivery(FULL2, second, "\n", None)])  # as of its arrival: after file 3's second delivery
+    assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.tombs[7] == (t3, 900_000, 0, 0)
+    model.run([Delivery(n2, [Line("I,9", "upsert", 9, row)], "\n", t2)])  # older than the snapshot
+    assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.ledger[(n2, 2)] == (APPLIED, 1, 0, 1, 0)
+    model.run([Delivery(FULL, [Line("2,...", "upsert", 2, row)], "\n", None)])  # shrinks by half: allowed
+    assert model.ledger[(FULL, 2)] == (APPLIED, 1, 1, 0, 0) and model.table() == {2: row}
+    assert model.tombs[3] == (t3, 900_001, 0, 0)  # each later arrival follows the one before
+    model.run([Delivery(FULL2, [Line("4,...", "upsert", 4, row)], "\n", None)])  # 1 -> 1 row: allowed
+    model.run([Delivery(FULL2, [Line("5,...", "upsert", 5, row), Line("6,...", "upsert", 6, row),
+                                Line("7,...", "upsert", 7, row)], "\n", None)])
+    model.run([Delivery(FULL, [Line("5,...", "upsert", 5, row)], "\n", None)])  # 3 -> 1 rows: held
+    assert model.ledger[(FULL, 3)] == (HELD, 1, 0, 0, 0) and set(model.table()) == {5, 6, 7}
 
     held = Model()
     held.run([Delivery(FULL, [Line("5,...", "upsert", 5, row), Line("6,x", "bad", reason="bad_date")], "\n", None)])
