@@ -323,9 +323,9 @@ def _approved(history: pa.Table) -> dict[tuple[str, str], str]:
 
 
 def _newest(history: pa.Table) -> str | None:
-    """The sequence of the newest file applied so far."""
-    applied = history.filter(pc.equal(history["status"], APPLIED))
-    return pc.max(applied["source_sequence"]).as_py() if applied.num_rows else None
+    """The sequence of the newest file applied or held so far (a snapshot arriving now follows it)."""
+    seen = history.filter(pc.is_in(history["status"], pa.array([APPLIED, HELD, APPROVED])))
+    return pc.max(seen["source_sequence"]).as_py() if seen.num_rows else None
 
 
 def _deliveries(history: pa.Table) -> dict[str, set[str]]:
@@ -377,19 +377,21 @@ def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str)
 def _snapshots(batches: list[FileBatch], newest_applied: str | None) -> list[Snapshot]:
     """Group full-load files into snapshots and stamp them (see sequence.py): with the
     stamp they were held with, once approved; else with the earliest time their names or
-    folders give; else as of their arrival. A part's rows carry its part number."""
+    folders give; else as of their arrival (after `newest_applied`, the newest file applied
+    or held before). A part's rows carry its part number."""
     groups: dict[str, list[FileBatch]] = {}
     for batch in batches:
         groups.setdefault(snapshot_group(batch.obj.key), []).append(batch)
     snapshots = []
-    for group, parts in groups.items():
+    for group, parts in sorted(groups.items()):
         held = [b.approved for b in parts if b.approved is not None]
         if held:
             stamp = FileStamp.parse(min(held))
         elif all(b.stamp is not None for b in parts):
             stamp = FileStamp(min(b.stamp.time for b in parts))
-        else:
+        else:  # snapshots arriving together follow each other in key order
             stamp = arrival_stamp(newest_applied)
+            newest_applied = stamp.base(0)
         for batch in parts:
             part = stamp.part
             if group != batch.obj.key and stamp.part == 0:

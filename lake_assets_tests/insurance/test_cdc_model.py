@@ -172,7 +172,7 @@ class Model:
         self.rows: dict[int, tuple[Seq, dict]] = {}
         self.tombs: dict[int, Seq] = {}
         self.floor: Seq | None = None  # the newest applied snapshot's stamp
-        self.newest: Seq | None = None  # the newest file applied so far
+        self.newest: Seq | None = None  # the newest file applied or held so far
         self.max_shrink = max_shrink
         self.seen: dict[str, int] = {}  # deliveries per name
         self.ledger: dict[tuple[str, int], tuple] = {}  # (name, delivery) -> counts
@@ -180,16 +180,20 @@ class Model:
         self.held: list[tuple[Delivery, int, Seq]] = []
 
     def arrival(self) -> Seq:
-        """The stamp of a snapshot with no time of its own: just after the newest applied file."""
+        """The stamp of a snapshot with no time of its own: just after the newest file."""
         if self.newest is None:
             return ARRIVAL + (0, 0)
         return (self.newest[0], max(ARRIVAL[1], self.newest[1] + 1), 0, 0)
 
     def run(self, deliveries: list[Delivery], approve: bool = False) -> None:
         files: list[tuple[Delivery, int, Seq | None]] = []
-        for item in deliveries:
+        for item in sorted(deliveries, key=lambda d: (d.time is not None, d.name)):  # snapshots in key order
             self.seen[item.name] = self.seen.get(item.name, 0) + 1
-            files.append((item, self.seen[item.name], self.arrival() if item.time is None else None))
+            base = None
+            if item.time is None:  # as of its arrival: after everything applied, held or arrived before
+                base = self.arrival()
+                self.newest = base
+            files.append((item, self.seen[item.name], base))
         released = self.held if approve else []
         self.held = [] if approve else self.held
         for item, delivery, _ in files:
