@@ -744,3 +744,43 @@ def _compare_with_clean_run(storage: LakeStorage, clean: LakeStorage) -> None:
     assert {k: [e[c] for c in counts] for k, e in entries.items()} == {
         k: [e[c] for c in counts] for k, e in clean_entries.items()}
     assert pc.sum(Ledger(storage).entries("insurance")["rows_quarantined"]).as_py() == 2
+
+
+@pytest.mark.parametrize("crash_in", ["_record_tombstones", "record"])
+def test_crash_after_the_commit_converges_on_rerun(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, crash_in: str) -> None:
+    """The commit landed, then tombstones or the ledger failed: the rerun re-applies the same
+    changes (equal sequences re-apply) and ends where a clean run ends."""
+    from lake_assets.insurance import pipeline
+
+    def scenario(target: LakeStorage) -> None:
+        put(target, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
+        put(target, "raw/cdcload/20240101-000000001.csv", cdc(f"U,{row(1, 11)}", "D,2,,,,,,,,", "I,9,bad"))
+
+    scenario(storage)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed after the commit")
+
+    monkeypatch.setattr(pipeline if crash_in == "_record_tombstones" else Ledger, crash_in, crash)
+    with pytest.raises(RuntimeError, match="after the commit"):
+        apply_pending(storage, spark, "run-crash")
+    assert version(storage) == 0 and values(storage) == {1: 11, 3: 30}
+    monkeypatch.undo()
+    run(storage, spark)
+    put(storage, "raw/cdcload/20231231-000000000.csv", cdc(f"I,{row(2, 5)}"))  # older than the delete
+    run(storage, spark)
+
+    clean = make_storage(storage.endpoint_url, Path(storage.home), f"c-{uuid.uuid4().hex[:12]}")
+    try:
+        scenario(clean)
+        run(clean, spark)
+        put(clean, "raw/cdcload/20231231-000000000.csv", cdc(f"I,{row(2, 5)}"))
+        run(clean, spark)
+        assert table(storage) == table(clean) and values(storage) == {1: 11, 3: 30}
+        counts = ("status", "rows_in_file", "rows_applied", "rows_superseded", "rows_quarantined", "source_sequence")
+        assert {k: [e[c] for c in counts] for k, e in ledger(storage).items()} == {
+            k: [e[c] for c in counts] for k, e in ledger(clean).items()}
+        assert len(quarantine(storage)) == len(quarantine(clean)) == 1
+    finally:
+        drop_bucket(clean)
