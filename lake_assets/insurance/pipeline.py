@@ -260,7 +260,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     approved = _approved(history)
     deliveries = _deliveries(history)
     batches = [_read_batch(storage, obj, deliveries, approved, rules) for obj in pending]
-    snapshots = _snapshots([b for b in batches if b.obj.kind == FULLLOAD and not b.refused], _newest(history))
+    snapshots = _snapshots([b for b in batches if b.obj.kind == FULLLOAD], _newest(history))
     changes = [b for b in batches if b.obj.kind == CDCLOAD and not b.refused]
 
     _quarantine(storage, batches, run_id, applied_at)
@@ -385,14 +385,15 @@ def _snapshots(batches: list[FileBatch], newest_applied: str | None) -> list[Sna
     snapshots = []
     for group, parts in sorted(groups.items()):
         held = [b.approved for b in parts if b.approved is not None]
+        readable = [b for b in parts if not b.refused]  # a refused part still makes its snapshot suspicious
         if held:
             stamp = FileStamp.parse(min(held))
-        elif all(b.stamp is not None for b in parts):
-            stamp = FileStamp(min(b.stamp.time for b in parts))
+        elif readable and all(b.stamp is not None for b in readable):
+            stamp = FileStamp(min(b.stamp.time for b in readable))
         else:  # snapshots arriving together follow each other in key order
             stamp = arrival_stamp(newest_applied)
             newest_applied = stamp.base(0)
-        for batch in parts:
+        for batch in readable:
             part = stamp.part
             if group != batch.obj.key and stamp.part == 0:
                 part = min(int(re.findall(r"[0-9]+", batch.obj.key.rpartition("/")[2])[-1]), ARRIVAL_PART - 1)

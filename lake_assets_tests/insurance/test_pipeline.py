@@ -607,6 +607,14 @@ def test_multi_part_full_load_publishes_one_version(storage: LakeStorage, spark:
     report = run(storage, spark)
     assert len(report.commits) == 1 and values(storage) == {1: 2, 2: 2, 3: 2, 6: 2}
 
+    put(storage, "raw/fullload/dbo/policy/LOAD00000001.csv", full_load(row(1, 3), row(2, 3)))
+    put(storage, "raw/fullload/dbo/policy/LOAD00000002.csv", "policy,expiry\n" + row(3, 3) + "\n")  # refused
+    report = run(storage, spark)  # a snapshot missing a part is held whole
+    assert report.commits == [] and values(storage) == {1: 2, 2: 2, 3: 2, 6: 2}
+    entries = ledger(storage)
+    assert (entries["raw/fullload/dbo/policy/LOAD00000001.csv"]["status"],
+            entries["raw/fullload/dbo/policy/LOAD00000002.csv"]["status"]) == (HELD, REJECTED)
+
 
 def test_staging_cleanup_never_masks_the_error(
         storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
