@@ -461,7 +461,7 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         unknown = pc.is_null(events["_existing"])
         events = events.filter(pc.invert(pc.and_(unknown, pc.less(events[SEQUENCE], floor))))
-    if events.num_rows:  # the newest change per key
+    if pc.count_distinct(events[KEY]).as_py() != events.num_rows:  # the newest change per key
         events = events.sort_by([(KEY, "ascending"), (SEQUENCE, "ascending")])
         keys = events[KEY].to_numpy()
         events = events.filter(pa.array(np.append(keys[1:] != keys[:-1], True)))
@@ -472,12 +472,11 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     if snapshot is not None:
         base, inside, protected = snapshot
         candidates = np.union1d(existing[KEY].to_numpy(), events[KEY].to_numpy())
-        candidates = np.setdiff1d(candidates, np.union1d(inside, protected))
-        newest = pa.concat_tables([existing.rename_columns([KEY, SEQUENCE]),
-                                   events.select([KEY, SEQUENCE])]).group_by(KEY).aggregate([(SEQUENCE, "max")])
-        newest = newest.filter(pc.is_valid(newest[f"{SEQUENCE}_max"]))
-        older = newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy()
-        deletes = np.intersect1d(candidates, older)
+        candidates = pa.array(np.setdiff1d(candidates, np.union1d(inside, protected)), pa.int64())
+        pool = pa.concat_tables([existing.rename_columns([KEY, SEQUENCE]), events.select([KEY, SEQUENCE])])
+        pool = pool.filter(pc.is_in(pool[KEY], value_set=candidates))  # keys outside the snapshot
+        newest = pool.group_by(KEY).aggregate([(SEQUENCE, "max")])
+        deletes = newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy()
         beaten = pc.and_(pc.is_in(events[KEY], value_set=pa.array(deletes, pa.int64())),
                          pc.less(events[SEQUENCE], base))
         events = events.filter(pc.invert(beaten))
