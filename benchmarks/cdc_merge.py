@@ -173,11 +173,11 @@ def profile_pipeline() -> None:
                 PHASES.setdefault(label, []).append(time.perf_counter() - started)
         setattr(owner, name, wrapper)
 
-    for name in ("parse_csv", "validate", "_latest_per_key", "_with_audit", "_quarantine", "_commit",
-                 "open_table", "row_count", "pending_objects", "_latest_applied_cdc"):
+    for name in ("parse_csv", "validate", "resolve", "_current_sequences", "_with_audit", "_quarantine", "_commit",
+                 "open_table", "row_count", "pending_objects", "_record_tombstones"):
         if hasattr(pipeline, name):
             timed(pipeline, name, name)
-    for name in ("stage", "replace_contents", "merge_changes", "rewrite_changes", "create_empty"):
+    for name in ("stage", "create_from", "merge_changes", "rewrite_changes"):
         if hasattr(merge, name):
             timed(merge, name, f"merge.{name}")
     timed(LakeStorage, "get_bytes", "s3 get_bytes")

@@ -37,6 +37,9 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensor lists S3 (default 5)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000)",
+    "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
+    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
+    "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
 }
 
 
@@ -53,6 +56,9 @@ class LakeSettings:
     spark_packages: str
     sensor_interval_seconds: int
     web_port: int
+    cdc_folder_date_format: str = "YYYY/MM/DD"
+    fullload_max_shrink: float = 0.5
+    tombstone_retention_days: float = 7.0
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -70,6 +76,9 @@ class LakeSettings:
             spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
             sensor_interval_seconds=_positive_int("LAKE_SENSOR_INTERVAL_SECONDS", 5),
             web_port=_port("LAKE_WEB_PORT", 3000),
+            cdc_folder_date_format=env.get("LAKE_CDC_FOLDER_DATE_FORMAT") or "YYYY/MM/DD",
+            fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", 0.5),
+            tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0),
         )
 
     @property
@@ -87,6 +96,30 @@ def _positive_int(name: str, default: int) -> int:
         raise UsageError(f"{name}={raw!r} is not a whole number") from None
     if value < 1:
         raise UsageError(f"{name}={raw!r} must be at least 1")
+    return value
+
+
+def _number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not a number") from None
+
+
+def _positive_float(name: str, default: float) -> float:
+    value = _number(name, default)
+    if value <= 0:
+        raise UsageError(f"{name}={value!r} must be greater than 0")
+    return value
+
+
+def _fraction(name: str, default: float) -> float:
+    value = _number(name, default)
+    if not 0 <= value <= 1:
+        raise UsageError(f"{name}={value!r} must be a fraction between 0 and 1")
     return value
 
 

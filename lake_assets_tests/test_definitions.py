@@ -59,7 +59,7 @@ def test_blocking_key_check_fails_on_a_duplicated_key(storage: LakeStorage, spar
     assert _materialize(storage, instance).success
     uri = storage.uri("curated/insurance")
     spark.read.format("delta").load(uri).limit(1).write.format("delta").mode("append").save(uri)
-    storage.put_bytes("raw/cdcload/001.csv", b"U,100463,2023-03-27,Urban,NY,East,5,Office Bldg,Y,Y\n")
+    storage.put_bytes("raw/cdcload/20240403-090000000.csv", b"U,100463,2023-03-27,Urban,NY,East,5,Office Bldg,Y,Y\n")
     result = _materialize(storage, instance, raise_on_error=False)
     assert not result.success  # a failed blocking check fails the run
     failed = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}

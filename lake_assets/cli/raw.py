@@ -9,7 +9,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, console, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.ledger import Ledger
+from lake_assets.core.ledger import APPROVED, HELD, Ledger
 from lake_assets.core.raw_zone import IGNORED, ignored_objects
 from lake_assets.insurance.contract import TABLE
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
@@ -37,22 +37,25 @@ def put(
 @app.command()
 @friendly
 def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
-    """What is pending, applied and rejected in the raw zone, per file."""
+    """What is pending, applied, rejected and held in the raw zone, per file, and why."""
     with lake_session() as lake:
-        latest = {}
-        for entry in Ledger(lake.storage).entries(TABLE).to_pylist():
-            latest[(entry["source_file"], entry["source_etag"])] = entry
+        latest = Ledger(lake.storage).latest(TABLE)
         rows = []
         for obj in raw_objects(lake.storage):
             entry = latest.get((obj.key, obj.etag))
             if entry is None:
                 redelivered = any(key == obj.key for key, _ in latest)
                 rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
-                             None, None, None, None, None))
+                             None, None, None, None, None, None))
             else:
+                detail = entry["detail"]
+                if entry["status"] == HELD:
+                    detail = f"{detail}; publish it with `lake approve {obj.key}`"
+                elif entry["status"] == APPROVED:
+                    detail = f"{detail}; published by the next run"
                 rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
-                             entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]))
-        rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None)  # not .csv: never applied
+                             entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"], detail))
+        rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")
                  for o in ignored_objects(lake.storage, list(ZONES.values()))]
-        render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined"],
+        render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined", "detail"],
                rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")

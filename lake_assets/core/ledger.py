@@ -1,9 +1,11 @@
-"""The ingestion ledger: which raw objects were applied or rejected, into which table version.
+"""The ingestion ledger: which raw objects were applied, rejected or held, into which table version.
 
-A Delta table (written by delta-rs, beside the curated tables) with one row per
-(object, ETag) a run has finished with. An object is pending while its current
-(key, ETag) is not in the ledger, so a replayed or re-delivered identical file changes
-nothing, and a run that failed before recording leaves its files pending for the rerun.
+A Delta table (written by delta-rs, beside the curated tables), appended to as a log keyed
+by (object, ETag): the latest entry of a (key, ETag) is its state. `applied` and `rejected`
+are final; `held` (a full load waiting for `lake approve`, with the reason in `detail`) and
+`approved` (released, to be published by the next run) are not. An object is pending while
+its current (key, ETag) has no entry, so a replayed identical file changes nothing, and a
+run that failed before recording leaves its files pending for the rerun.
 """
 
 import datetime as dt
@@ -19,6 +21,9 @@ from lake_assets.core.tables import LEDGER
 
 APPLIED = "applied"
 REJECTED = "rejected"
+HELD = "held"
+APPROVED = "approved"
+FINAL = (APPLIED, REJECTED)
 
 LEDGER_SCHEMA = pa.schema([
     ("table_name", pa.string()),
@@ -34,6 +39,8 @@ LEDGER_SCHEMA = pa.schema([
     ("table_version", pa.int64()),
     ("run_id", pa.string()),
     ("recorded_at", pa.timestamp("us", tz="UTC")),
+    ("detail", pa.string()),            # why a file was held, rejected whole or approved
+    ("source_sequence", pa.string()),   # the sequence just before the file's first row
 ])
 
 
@@ -44,7 +51,7 @@ class LedgerEntry:
     source_etag: str
     source_size: int
     source_kind: str  # fullload | cdcload
-    status: str  # applied | rejected
+    status: str  # applied | rejected | held | approved
     rows_in_file: int
     rows_applied: int
     rows_superseded: int
@@ -52,6 +59,8 @@ class LedgerEntry:
     table_version: int | None
     run_id: str
     recorded_at: dt.datetime
+    detail: str | None = None
+    source_sequence: str | None = None
 
 
 class Ledger:
@@ -63,18 +72,26 @@ class Ledger:
         if delta is None:
             return LEDGER_SCHEMA.empty_table()
         entries = to_arrow(delta)
+        for name in LEDGER_SCHEMA.names:  # a ledger written before a column was added
+            if name not in entries.column_names:
+                entries = entries.append_column(LEDGER_SCHEMA.field(name),
+                                                pa.nulls(entries.num_rows, LEDGER_SCHEMA.field(name).type))
+        entries = entries.select(LEDGER_SCHEMA.names)
         if table_name is not None:
             entries = entries.filter(pc.equal(entries["table_name"], table_name))
         return entries.sort_by([("recorded_at", "ascending"), ("source_file", "ascending")])
 
+    def latest(self, table_name: str) -> dict[tuple[str, str], dict]:
+        """The latest entry of every (key, ETag) this table has seen."""
+        return {(e["source_file"], e["source_etag"]): e for e in self.entries(table_name).to_pylist()}
+
     def done(self, table_name: str) -> set[tuple[str, str]]:
-        """(key, ETag) of every object this table has finished with."""
-        entries = self.entries(table_name)
-        return set(zip(entries["source_file"].to_pylist(), entries["source_etag"].to_pylist()))
+        """(key, ETag) of every object this table has finished with (applied or rejected)."""
+        return {k for k, e in self.latest(table_name).items() if e["status"] in FINAL}
 
     def record(self, entries: list[LedgerEntry]) -> None:
         if not entries:
             return
         rows = pa.Table.from_pylist([asdict(e) for e in entries], schema=LEDGER_SCHEMA)
-        write_deltalake(LEDGER.uri(self._storage), rows, mode="append",
+        write_deltalake(LEDGER.uri(self._storage), rows, mode="append", schema_mode="merge",
                         storage_options=self._storage.delta_storage_options())

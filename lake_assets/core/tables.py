@@ -24,9 +24,13 @@ INSURANCE = LakeTable("insurance", "curated/insurance", "curated insurance polic
 INSURANCE_QUARANTINE = LakeTable(
     "insurance_quarantine", "curated/insurance_quarantine", "raw rows that could not be applied, with the reason"
 )
+INSURANCE_TOMBSTONES = LakeTable(
+    "insurance_tombstones", "curated/insurance_tombstones",
+    "deleted policy keys and the sequence of their delete, kept for the retention window",
+)
 LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run")
 
-TABLES: dict[str, LakeTable] = {t.name: t for t in (INSURANCE, INSURANCE_QUARANTINE, LEDGER)}
+TABLES: dict[str, LakeTable] = {t.name: t for t in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, LEDGER)}
 
 
 class UnknownTable(UsageError):

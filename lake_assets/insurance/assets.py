@@ -6,11 +6,12 @@ import dagster as dg
 
 from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, TABLE_COLUMNS
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, ApplyReport, apply_pending
+from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, ApplyReport, IngestRules, apply_pending
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.runs import record_process
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.settings import LakeSettings
 
 OWNERS = ["team:data-engineering"]
 RAW_FULLLOAD_KEY = dg.AssetKey(["raw", "insurance_fullload"])
@@ -49,8 +50,9 @@ def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
         dg.AssetSpec(
             TABLE, deps=[RAW_FULLLOAD_KEY, RAW_CDC_KEY], group_name="insurance", owners=OWNERS,
             kinds={"delta", "spark", "s3"},
-            description="Curated insurance policies: full loads replace the contents, CDC files are "
-                        "MERGEd in key order (I/U upsert, D delete), with audit columns.",
+            description="Curated insurance policies: full-load snapshots and CDC changes (I/U upsert, "
+                        "D delete) applied per key in sequence order, with audit columns; a suspicious "
+                        "snapshot is held for `lake approve`.",
         ),
         dg.AssetSpec(
             QUARANTINE_TABLE, deps=[RAW_FULLLOAD_KEY, RAW_CDC_KEY], group_name="insurance", owners=OWNERS,
@@ -70,8 +72,11 @@ def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, en
     with storage.running() as running, \
             table_lock(running, TABLE, owner=LockOwner.current(context.run.run_id)) as lease:
         running.delete_prefix(STAGING)  # Parquet staged by a killed run: nobody else stages under the lock
-        report = apply_pending(running, engine.session(running), context.run.run_id)
+        report = apply_pending(running, engine.session(running), context.run.run_id,
+                               IngestRules.from_settings(LakeSettings.from_env()))
         lease.check()
+    for held in report.held:
+        context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
     context.log.info(
         f"applied {len(report.files)} file(s): version {report.version_before} -> {report.version_after}, "
         f"{report.rows_before} -> {report.rows_after} rows"
@@ -99,9 +104,11 @@ def insurance_metadata(report: ApplyReport, storage: LakeStorage) -> dict:
         "commits": dg.MetadataValue.json([vars(c) for c in report.commits]),
         "source_files": dg.MetadataValue.json([
             {"file": f.source_file, "status": f.status, "rows": f.rows_in_file, "applied": f.rows_applied,
-             "superseded": f.rows_superseded, "quarantined": f.rows_quarantined, "version": f.table_version}
+             "superseded": f.rows_superseded, "quarantined": f.rows_quarantined, "version": f.table_version,
+             "detail": f.detail}
             for f in report.files
         ]),
+        "held_files": dg.MetadataValue.json([{"file": f.source_file, "reason": f.detail} for f in report.held]),
         "duration_seconds": round(report.duration_seconds, 3),
         "dagster/column_schema": dg.TableSchema(
             columns=[dg.TableColumn(name, sql_type.lower()) for name, _, sql_type in TABLE_COLUMNS]

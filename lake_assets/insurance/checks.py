@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from lake_assets.core.formats.delta import open_table
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, KEY, TABLE, TABLE_COLUMNS
-from lake_assets.core.ledger import Ledger
+from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
@@ -97,7 +97,7 @@ def _count(storage: LakeStorage, version: int) -> int:
 
 @dg.asset_check(
     asset=TABLE, blocking=True,
-    description="Every raw row of the run's files is applied, superseded or quarantined; "
+    description="Every raw row of the run's files is applied, superseded, quarantined or held; "
                 "the quarantine table holds exactly the quarantined ones.",
 )
 def insurance_rows_conserved(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
@@ -117,6 +117,8 @@ def _rows_conserved(run_id: str, storage: LakeStorage) -> dg.AssetCheckResult:
     problems = []
     for entry in entries:
         accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
+        if entry["status"] == HELD and accounted == entry["rows_quarantined"]:
+            accounted = entry["rows_in_file"]  # its valid rows wait for `lake approve`
         in_quarantine = quarantined.get((entry["source_file"], entry["source_etag"]), 0)
         recount = _independent_record_count(storage, entry["source_file"], entry["source_kind"],
                                             entry["source_size"])

@@ -34,6 +34,7 @@ AUDIT_COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("_source_file", pa.string(), "STRING"),    # object key the row came from
     ("_source_line", pa.int64(), "BIGINT"),     # line in that object
     ("_applied_at", pa.timestamp("us", tz="UTC"), "TIMESTAMP"),
+    ("_sequence", pa.string(), "STRING"),       # the change's sequence (see sequence.py)
 ]
 TABLE_COLUMNS = DATA_COLUMNS + AUDIT_COLUMNS
 TABLE_SCHEMA = pa.schema([(name, arrow_type) for name, arrow_type, _ in TABLE_COLUMNS])
@@ -58,7 +59,25 @@ class Reason(StrEnum):
     BAD_ENCODING = "bad_encoding"  # not UTF-8 text, or binary (NUL bytes)
     UNTERMINATED_QUOTE = "unterminated_quote"  # a quote opened on this line never closed
     NEGATIVE_KEY = "negative_key"
-    LATE_FILE = "late_file"
+    NO_SEQUENCE = "no_sequence"
+
+
+#: A deleted key and the sequence of its delete, kept for a retention window so that an
+#: older change arriving late cannot bring the key back.
+TOMBSTONE_SCHEMA = pa.schema([
+    (KEY, pa.int32()),
+    ("_sequence", pa.string()),
+    ("source_file", pa.string()),
+    ("deleted_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+class HoldReason(StrEnum):
+    """Why a full-load snapshot was held for `lake approve` instead of published."""
+
+    EMPTY = "empty"
+    REJECTED_ROWS = "rejected_rows"
+    SHRINKS = "shrinks"
 
 
 QUARANTINE_COLUMNS: list[tuple[str, pa.DataType, str]] = [

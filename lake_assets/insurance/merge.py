@@ -1,11 +1,12 @@
-"""Apply a validated batch to the curated Delta table through the Spark engine.
+"""Apply a run's resolved changes to the curated Delta table through the Spark engine.
 
-The batch is staged as one Parquet object in the bucket, then the engine either replaces
-the table's contents with it (full load) or applies the CDC upserts and deletes: with one
-`MERGE INTO`, or — when the batch touches a large share of the table, so a MERGE would
-rewrite nearly every file anyway — with one rewrite of the table (the current rows whose
-key is not in the batch, plus the batch's upserts). Every path is a single Delta commit: a
-failure leaves the table at its last version.
+The batch (one row per key: an upsert or a delete, with its `_sequence`; a full load's
+rows and the deletes it implies arrive the same way) is staged as one Parquet object in
+the bucket, then the engine applies it: with one `MERGE INTO`, or — when the batch touches
+a large share of the table, so a MERGE would rewrite nearly every file anyway — with one
+rewrite of the table. Either way a key takes a change only if the change's sequence is at
+least the row's (`SEQUENCE BY`; equal re-applies, so a rerun converges). Every path is a
+single Delta commit: a failure leaves the table at its last version.
 Only DataFrame and Spark SQL calls are used, so Sail and JVM Spark run the same code.
 """
 
@@ -30,19 +31,20 @@ def stage(storage: LakeStorage, key: str, rows: pa.Table) -> str:
     return storage.uri(key)
 
 
-def create_empty(spark: SparkSession, table_uri: str) -> None:
-    ddl = ", ".join(f"{name} {sql_type}" for name, _, sql_type in TABLE_COLUMNS)
-    spark.createDataFrame([], ddl).write.format("delta").mode("append").save(table_uri)
+def create_from(spark: SparkSession, table_uri: str, staged_uri: str) -> dict[str, int]:
+    """The first commit of the table: the staged upserts (deletes meet no row). Returns
+    the metrics a MERGE into an empty table would report."""
+    rows = spark.read.parquet(staged_uri).where(F.col("_operation") != "D").select(*_DATA_AND_AUDIT)
+    rows.write.format("delta").mode("append").save(table_uri)
+    return {"numTargetRowsInserted": rows.count(), "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0}
 
 
-def replace_contents(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
-    """Full load: the staged snapshot becomes the table's next version."""
-    snapshot = spark.read.parquet(staged_uri).select(*_DATA_AND_AUDIT)
-    snapshot.write.format("delta").mode("overwrite").save(table_uri)
+#: A change is newer than the row it meets (a row without a sequence is older than any).
+NEWER = "s._sequence >= coalesce(t._sequence, '')"
 
 
 def merge_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
-    """CDC: one MERGE of the staged changes (one row per key, `_operation` I/U/D)."""
+    """One MERGE of the staged changes (one row per key, `_operation` I/U/L/D)."""
     view = "lake_cdc_batch"
     spark.read.parquet(staged_uri).createOrReplaceTempView(view)
     assignments = ", ".join(f"t.{c} = s.{c}" for c in _DATA_AND_AUDIT if c != KEY)
@@ -52,8 +54,8 @@ def merge_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
         MERGE INTO delta.`{table_uri}` AS t
         USING {view} AS s
         ON t.{KEY} = s.{KEY}
-        WHEN MATCHED AND s._operation = 'D' THEN DELETE
-        WHEN MATCHED THEN UPDATE SET {assignments}
+        WHEN MATCHED AND s._operation = 'D' AND {NEWER} THEN DELETE
+        WHEN MATCHED AND s._operation <> 'D' AND {NEWER} THEN UPDATE SET {assignments}
         WHEN NOT MATCHED AND s._operation <> 'D' THEN INSERT ({columns}) VALUES ({values})
     """).collect()
 
@@ -69,17 +71,18 @@ def prefers_rewrite(batch_rows: int, table_rows: int) -> bool:
 
 
 def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> dict[str, int]:
-    """CDC as one overwrite: (rows whose key is not in the batch) UNION ALL (batch upserts).
+    """The changes as one overwrite: (rows no newer change reaches) UNION ALL (newer upserts).
 
     The same result as `merge_changes`. Returns the MERGE's metrics (inserted, updated,
     deleted), counted by a key join of the batch against the table before the write.
     """
-    batch = spark.read.parquet(staged_uri)
     current = spark.read.format("delta").load(table_uri)
-    keys = current.select(KEY).withColumn("_in_table", F.lit(True))
-    joined = batch.select(KEY, "_operation").join(keys, on=KEY, how="left")
+    keys = current.select(KEY, F.col("_sequence").alias("_row_sequence")).withColumn("_in_table", F.lit(True))
+    joined = spark.read.parquet(staged_uri).join(keys, on=KEY, how="left")
+    newer = F.col("_row_sequence").isNull() | (F.col("_sequence") >= F.col("_row_sequence"))
+    batch = joined.where(F.col("_in_table").isNull() | newer).drop("_row_sequence")
     upsert, present = F.col("_operation") != "D", F.col("_in_table").isNotNull()
-    counts = joined.agg(
+    counts = batch.agg(
         F.sum(F.when(upsert & ~present, 1).otherwise(0)).alias("inserted"),
         F.sum(F.when(upsert & present, 1).otherwise(0)).alias("updated"),
         F.sum(F.when(~upsert & present, 1).otherwise(0)).alias("deleted"),

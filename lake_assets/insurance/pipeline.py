@@ -1,19 +1,34 @@
 """Apply everything pending in the raw zone to the `insurance` table. Data flows one way:
 
-raw object -> parse (parse.py) -> validate (validate.py) -> latest row per key
--> quarantine (delta-rs) -> table commit (merge.py, on the engine) -> ledger.
+raw object -> parse (parse.py) -> validate (validate.py) -> sequenced changes
+-> quarantine (delta-rs) -> guard full loads -> resolve per key -> one table commit
+(merge.py, on the engine) -> tombstones -> ledger.
 
-Pending full loads apply first (each replaces the table's contents), then all pending
-CDC files in one MERGE, in object-key order. A CDC file whose key sorts at or before a CDC
-file already applied arrived late: applying it would undo newer changes, so its rows are
-quarantined as `late_file` instead (re-deliver it under a newer name to apply it).
+Ordering is per key, the way `APPLY CHANGES ... SEQUENCE BY` orders it: every change
+carries a sequence (sequence.py: the file's DMS timestamp from its name or date folders,
+then its delivery, then the row), and a key takes a change only if it is at least as new
+as the key's last applied change (`_sequence` on the row) and its tombstone (the last
+delete, remembered for `tombstone_retention`). An older change is superseded: counted,
+not lost. A CDC file with no usable sequence is refused whole (`no_sequence`).
+
+A full load is a snapshot "as of" its stamp B: its rows are changes, and every other key
+is deleted as of B (a tombstone at B), except keys whose snapshot row was quarantined,
+which keep their current row. A change older than the newest applied snapshot is
+superseded for keys the table no longer knows. The parts `LOAD00000001.csv`,
+`LOAD00000002.csv`, ... pending in one folder are one snapshot. A snapshot that is empty,
+has rejected rows, or would shrink the table by more than `max_shrink` is written to the
+quarantine and ledger but HELD (write-audit-publish) until `lake approve` releases it;
+the next run publishes it through the same path. When several snapshots publish in one
+run, the newest decides (the older ones' rows are superseded).
 
 Writes happen in an order that makes a rerun converge after a failure at any point:
-quarantine rows are inserted only if absent, the table commit is an idempotent upsert or
-snapshot, and the ledger is written last.
+quarantine rows are inserted only if absent, the table commit is one Delta commit of
+changes that are idempotent (a change equal to the key's sequence re-applies), tombstones
+are upserts, and the ledger is written last.
 """
 
 import datetime as dt
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -23,7 +38,11 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from lake_assets.core.formats.delta import current_version, open_table, row_count
+from lake_assets.core.errors import UsageError
+from lake_assets.core.formats.delta import open_table, row_count, to_arrow
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.raw_zone import is_data_file
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import (
     CDC_COLUMN_NAMES,
@@ -32,19 +51,36 @@ from lake_assets.insurance.contract import (
     KEY,
     QUARANTINE_SCHEMA,
     TABLE,
+    TOMBSTONE_SCHEMA,
+    HoldReason,
     Reason,
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, parse_csv
+from lake_assets.insurance.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
 from lake_assets.insurance.validate import validate
-from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
-from lake_assets.core.raw_zone import is_data_file
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
 RAW_FULLLOAD = "raw/fullload/"
 RAW_CDC = "raw/cdcload/"
 STAGING = "staging/insurance/"
 FULLLOAD, CDCLOAD = "fullload", "cdcload"
+SEQUENCE = "_sequence"
+BATCH = "_batch"
+MULTI_PART = re.compile(r"LOAD[0-9]+\.csv", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class IngestRules:
+    """The settings that shape ingestion (see settings.py)."""
+
+    folder_date_format: str = "YYYY/MM/DD"
+    max_shrink: float = 0.5
+    tombstone_retention: dt.timedelta = dt.timedelta(days=7)
+
+    @classmethod
+    def from_settings(cls, settings) -> "IngestRules":  # noqa: ANN001 - LakeSettings
+        return cls(settings.cdc_folder_date_format, settings.fullload_max_shrink,
+                   dt.timedelta(days=settings.tombstone_retention_days))
 
 
 @dataclass(frozen=True)
@@ -55,20 +91,69 @@ class RawObject:
     kind: str  # fullload | cdcload
 
 
-@dataclass
+@dataclass(eq=False)
 class FileBatch:
-    """One raw file after parsing and validation."""
+    """One raw file after parsing, validation and sequencing."""
 
     obj: RawObject
     parsed: ParsedFile
-    valid: pa.Table  # typed rows, `_operation`, RECORD
+    valid: pa.Table  # typed rows, `_operation`, RECORD, then SEQUENCE once stamped
     rejected: Rejected
+    delivery: int = 1
+    stamp: FileStamp | None = None
     superseded: int = 0
-    refused: bool = False  # rejected whole (bad header, late), even when it has no records
+    refused: bool = False  # rejected whole (bad header, no sequence), even when it has no records
+    held: str | None = None  # why its snapshot waits for `lake approve`
+    approved: str | None = None  # the sequence it was held with, once approved
+    detail: str | None = None
+    floor: str | None = None  # a full load's: the snapshot's "as of"
 
     @property
     def status(self) -> str:
-        return REJECTED if self.refused or (self.valid.num_rows == 0 and len(self.rejected)) else APPLIED
+        if self.refused:
+            return REJECTED
+        if self.held is not None:
+            return HELD
+        return REJECTED if self.valid.num_rows == 0 and len(self.rejected) else APPLIED
+
+
+@dataclass(eq=False)
+class Snapshot:
+    """The pending parts of one full load and the stamp they share."""
+
+    batches: list[FileBatch]
+    stamp: FileStamp
+
+    @property
+    def floor(self) -> str:
+        return self.stamp.base(0)
+
+    @property
+    def rows(self) -> int:
+        return sum(b.valid.num_rows for b in self.batches)
+
+    @property
+    def rejected(self) -> int:
+        return sum(len(b.rejected) for b in self.batches)
+
+    @property
+    def approved(self) -> bool:
+        return any(b.approved is not None for b in self.batches)
+
+    def protected_keys(self) -> np.ndarray:
+        """Keys of the snapshot's quarantined rows: they keep their current row."""
+        keys = set()
+        for batch in self.batches:
+            lines = batch.parsed.lines() if len(batch.rejected) else None
+            for record in batch.rejected.records:
+                first = lines.text(int(record)).split(",", 1)[0].strip().strip('"').strip()
+                if re.fullmatch(r"[+-]?[0-9]{1,10}", first) and -(2**31) <= int(first) < 2**31:
+                    keys.add(int(first))
+        return np.array(sorted(keys), np.int64)
+
+    def hold(self, reason: HoldReason, detail: str) -> None:
+        for batch in self.batches:
+            batch.held = f"{reason.value}: {detail}"
 
 
 @dataclass
@@ -98,6 +183,12 @@ class ApplyReport:
     def file_total(self, attribute: str) -> int:
         return sum(getattr(f, attribute) for f in self.files)
 
+    @property
+    def held(self) -> list[LedgerEntry]:
+        return [f for f in self.files if f.status == HELD]
+
+
+# --- what is pending -----------------------------------------------------------------------
 
 def raw_objects(storage: LakeStorage) -> list[RawObject]:
     """Every raw data file: full loads, then CDC files, each in key order."""
@@ -110,50 +201,104 @@ def raw_objects(storage: LakeStorage) -> list[RawObject]:
 
 
 def pending_objects(storage: LakeStorage, ledger: Ledger) -> list[RawObject]:
+    """Objects whose current (key, ETag) has no entry yet, or was approved after a hold."""
     objects = raw_objects(storage)  # first: boto3 fails fast when S3 is unreachable
-    done = ledger.done(TABLE)
-    return [o for o in objects if (o.key, o.etag) not in done]
+    latest = ledger.latest(TABLE)
+    return [o for o in objects if (o.key, o.etag) not in latest or latest[(o.key, o.etag)]["status"] == APPROVED]
 
 
-def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str) -> ApplyReport:
+def snapshot_group(key: str) -> str:
+    """Full-load files that form one snapshot: the DMS parts `LOAD<n>.csv` of one folder."""
+    folder, _, name = key.rpartition("/")
+    return f"{folder}/LOAD*.csv" if MULTI_PART.fullmatch(name) else key
+
+
+def held_objects(storage: LakeStorage) -> list[tuple[RawObject, dict]]:
+    """Full loads waiting for `lake approve`, with their ledger entry (its `detail` says why)."""
+    latest = Ledger(storage).latest(TABLE)
+    return [(o, latest[(o.key, o.etag)]) for o in raw_objects(storage)
+            if latest.get((o.key, o.etag), {}).get("status") == HELD]
+
+
+def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[RawObject]:
+    """Release held full loads (all when `keys` is None; a part releases its whole snapshot).
+    The next run publishes them through the same path as any full load."""
+    held = held_objects(storage)
+    if keys is None:
+        chosen = [o for o, _ in held]
+    else:
+        wanted = {k.removeprefix(f"s3://{storage.bucket}/") for k in keys}
+        unknown = wanted - {o.key for o, _ in held}
+        if unknown:
+            raise UsageError(f"not held: {', '.join(sorted(unknown))} (see `lake status`)")
+        groups = {snapshot_group(k) for k in wanted}
+        chosen = [o for o, _ in held if snapshot_group(o.key) in groups]
+    if not chosen:
+        raise UsageError("no full load is held")
+    now = dt.datetime.now(dt.timezone.utc)
+    Ledger(storage).record([
+        LedgerEntry(table_name=TABLE, source_file=o.key, source_etag=o.etag, source_size=o.size,
+                    source_kind=o.kind, status=APPROVED, rows_in_file=e["rows_in_file"], rows_applied=0,
+                    rows_superseded=0, rows_quarantined=e["rows_quarantined"], table_version=None,
+                    run_id=run_id, recorded_at=now, detail=f"approved; was held for {e['detail']}",
+                    source_sequence=e["source_sequence"])
+        for o, e in held if o in chosen])
+    return chosen
+
+
+# --- the run -------------------------------------------------------------------------------
+
+def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
+                  rules: IngestRules | None = None) -> ApplyReport:
+    rules = rules or IngestRules()
     started = time.perf_counter()
     applied_at = dt.datetime.now(dt.timezone.utc)
     ledger = Ledger(storage)
     pending = pending_objects(storage, ledger)
+    history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
-    latest_cdc = _latest_applied_cdc(ledger)
 
-    batches = [_read_batch(storage, obj, latest_cdc) for obj in pending]
-    full_loads = [b for b in batches if b.obj.kind == FULLLOAD]
-    changes = [b for b in batches if b.obj.kind == CDCLOAD]
-    full_winners = [_latest_per_key([batch])[0] for batch in full_loads]
-    cdc_winners = _latest_per_key(changes)[0] if changes else None
+    approved = _approved(history)
+    deliveries = _deliveries(history)
+    batches = [_read_batch(storage, obj, deliveries, approved, rules) for obj in pending]
+    snapshots = _snapshots([b for b in batches if b.obj.kind == FULLLOAD], _newest(history))
+    changes = [b for b in batches if b.obj.kind == CDCLOAD and not b.refused]
 
     _quarantine(storage, batches, run_id, applied_at)
-    versions: dict[str, int | None] = {}
+    _prune_tombstones(storage, applied_at - rules.tombstone_retention)
+    current = _current_sequences(storage, None if snapshots else _keys(changes))
+    tombstones = _tombstones(storage)
+    for snapshot in snapshots:
+        if not snapshot.approved:
+            _guard(snapshot, current, rules.max_shrink)
+    published = [s for s in snapshots if s.batches[0].held is None]
+    newest = max(published, key=lambda s: s.floor, default=None)
+    for snapshot in published:
+        if snapshot is not newest:  # an older snapshot of the same run: the newest decides
+            for batch in snapshot.batches:
+                batch.superseded = batch.valid.num_rows
+    sources = changes + (newest.batches if newest else [])
+    plan = resolve(_events(batches, sources), current, tombstones, _floor(history),
+                   (newest.floor, _keys(newest.batches), newest.protected_keys()) if newest else None)
+    for index, batch in enumerate(batches):
+        if any(batch is source for source in sources):
+            batch.superseded = batch.valid.num_rows - plan.applied_per_batch.get(index, 0)
+
+    versions: dict[str, int] = {}
     staging = f"{STAGING}{run_id}/"
     try:
-        for batch, winners in zip(full_loads, full_winners):
-            if batch.status == APPLIED:
-                staged = merge.stage(storage, f"{staging}{len(versions)}.parquet",
-                                     _with_audit([batch], winners, applied_at))
-                versions[batch.obj.key] = _commit(storage, spark, report, "full load",
-                                                  lambda s=staged: merge.replace_contents(spark, INSURANCE.uri(storage), s))
-        if cdc_winners is not None and cdc_winners.num_rows:
-            if open_table(storage, INSURANCE) is None:
-                merge.create_empty(spark, INSURANCE.uri(storage))
-            staged = merge.stage(storage, f"{staging}cdc.parquet", _with_audit(changes, cdc_winners, applied_at))
-            rewrite = merge.prefers_rewrite(cdc_winners.num_rows, _rows_now(report))
-            apply = merge.rewrite_changes if rewrite else merge.merge_changes
-            version = _commit(storage, spark, report, "merge",
-                              lambda: apply(spark, INSURANCE.uri(storage), staged))
-            versions.update({b.obj.key: version for b in changes if b.status == APPLIED})
-    finally:
-        storage.delete_prefix(staging)
-
-    report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
-    ledger.record(report.files)
+        if plan.touches_table:
+            version = _publish(storage, spark, report, batches, plan, applied_at, staging,
+                               "full load" if newest else "merge")
+            versions.update({b.obj.key: version for b in sources})
+        _record_tombstones(storage, batches, plan, newest, applied_at)
+        report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
+        ledger.record(report.files)
+    except BaseException as error:
+        _clean_up(storage, staging, error)
+        raise
+    _clean_up(storage, staging, None)
     after = open_table(storage, INSURANCE)
     report.version_after = after.version() if after else None
     report.rows_after = row_count(after) if after else 0
@@ -161,86 +306,268 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str) -> App
     return report
 
 
-def _latest_applied_cdc(ledger: Ledger) -> str | None:
-    entries = ledger.entries(TABLE)
-    applied = entries.filter(pc.and_(pc.equal(entries["status"], APPLIED),
-                                     pc.starts_with(entries["source_file"], RAW_CDC)))
-    return pc.max(applied["source_file"]).as_py() if applied.num_rows else None
+def _clean_up(storage: LakeStorage, staging: str, error: BaseException | None) -> None:
+    """Remove the run's staged batch. While another error is on its way out, a failing
+    cleanup (S3 down) must not replace it: it is noted on that error instead."""
+    try:
+        storage.delete_prefix(staging)
+    except Exception as cleanup_error:  # noqa: BLE001 - see above
+        if error is None:
+            raise
+        error.add_note(f"also, the staged batch {staging} could not be removed: {cleanup_error}")
 
 
-def _read_batch(storage: LakeStorage, obj: RawObject, latest_cdc: str | None) -> FileBatch:
+def _approved(history: pa.Table) -> dict[tuple[str, str], str]:
+    """Approved (key, ETag) and the sequence each was held with."""
+    latest = {(e["source_file"], e["source_etag"]): e for e in
+              history.select(["source_file", "source_etag", "status", "source_sequence"]).to_pylist()}
+    return {k: e["source_sequence"] for k, e in latest.items() if e["status"] == APPROVED}
+
+
+def _newest(history: pa.Table) -> str | None:
+    """The sequence of the newest file applied or held so far (a snapshot arriving now follows it)."""
+    seen = history.filter(pc.is_in(history["status"], pa.array([APPLIED, HELD, APPROVED])))
+    return pc.max(seen["source_sequence"]).as_py() if seen.num_rows else None
+
+
+def _deliveries(history: pa.Table) -> dict[str, set[str]]:
+    """Every ETag seen under each key: the next new content is delivery len(...) + 1."""
+    seen: dict[str, set[str]] = {}
+    for key, etag in zip(history["source_file"].to_pylist(), history["source_etag"].to_pylist()):
+        seen.setdefault(key, set()).add(etag)
+    return seen
+
+
+def _floor(history: pa.Table) -> str | None:
+    """The stamp of the newest applied snapshot: older changes to keys it removed are superseded."""
+    applied = history.filter(pc.and_(pc.equal(history["status"], APPLIED), pc.equal(history["source_kind"], FULLLOAD)))
+    return pc.max(applied["source_sequence"]).as_py() if applied.num_rows else None
+
+
+def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[str]],
+                approved: dict[tuple[str, str], str], rules: IngestRules) -> FileBatch:
     data, etag = storage.get_bytes(obj.key)
     obj = RawObject(obj.key, etag, len(data), obj.kind)
+    delivery = len(deliveries.get(obj.key, set()) - {etag}) + 1
+    folders = folder_pattern(rules.folder_date_format)
     if obj.kind == FULLLOAD:
         parsed = parse_csv(obj.key, etag, data, DATA_COLUMN_NAMES, has_header=True)
         if parsed.header is not None and [h.strip().lower() for h in parsed.header] != DATA_COLUMN_NAMES:
             return _reject_all(obj, parsed, Reason.BAD_HEADER,
                                f"header must be {','.join(DATA_COLUMN_NAMES)}; found {','.join(parsed.header)}")
         valid, invalid = validate(parsed.rows, FULL_LOAD_OPERATION)
+        stamp = file_stamp(obj.key.removeprefix(RAW_FULLLOAD), folders)
     else:
         parsed = parse_csv(obj.key, etag, data, CDC_COLUMN_NAMES, has_header=False)
-        if latest_cdc is not None and obj.key <= latest_cdc:
-            return _reject_all(obj, parsed, Reason.LATE_FILE,
-                               f"arrived after {latest_cdc} was applied; re-deliver it under a newer name")
+        stamp = file_stamp(obj.key.removeprefix(RAW_CDC), folders)
+        if stamp is None:
+            return _reject_all(obj, parsed, Reason.NO_SEQUENCE,
+                               "the file's name or folders give no time to order its changes by: name it like "
+                               f"DMS does (YYYYMMDD-HHMMSSfff.csv) or put it in {rules.folder_date_format} folders")
         valid, invalid = validate(parsed.rows, None)
-    return FileBatch(obj, parsed, valid, parsed.rejected + invalid)
+    return FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
+                     approved=approved.get((obj.key, etag)))
 
 
 def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str) -> FileBatch:
     records = np.sort(np.concatenate([parsed.rows[RECORD].to_numpy(), parsed.rejected.records]))
     rejected = Rejected(records, [reason.value] * len(records), [detail] * len(records))
-    return FileBatch(obj, parsed, pa.table({RECORD: pa.array([], pa.int64())}), rejected, refused=True)
+    return FileBatch(obj, parsed, pa.table({RECORD: pa.array([], pa.int64())}), rejected, refused=True,
+                     detail=f"{reason.value}: {detail}")
 
 
-def _latest_per_key(batches: list[FileBatch]) -> tuple[pa.Table, list[int]]:
-    """Keep the last row per key across `batches` (in order) and count what was superseded."""
-    tables = [b.valid.append_column("_file", pa.repeat(pa.scalar(i, pa.int64()), b.valid.num_rows))
-              for i, b in enumerate(batches) if KEY in b.valid.column_names]
+def _snapshots(batches: list[FileBatch], newest_applied: str | None) -> list[Snapshot]:
+    """Group full-load files into snapshots and stamp them (see sequence.py): with the
+    stamp they were held with, once approved; else with the earliest time their names or
+    folders give; else as of their arrival (after `newest_applied`, the newest file applied
+    or held before). A part's rows carry its part number."""
+    groups: dict[str, list[FileBatch]] = {}
+    for batch in batches:
+        groups.setdefault(snapshot_group(batch.obj.key), []).append(batch)
+    snapshots = []
+    for group, parts in sorted(groups.items()):
+        held = [b.approved for b in parts if b.approved is not None]
+        readable = [b for b in parts if not b.refused]  # a refused part still makes its snapshot suspicious
+        if held:
+            stamp = FileStamp.parse(min(held))
+        elif readable and all(b.stamp is not None for b in readable):
+            stamp = FileStamp(min(b.stamp.time for b in readable))
+        else:  # snapshots arriving together follow each other in key order
+            stamp = arrival_stamp(newest_applied)
+            newest_applied = stamp.base(0)
+        for batch in readable:
+            part = stamp.part
+            if group != batch.obj.key and stamp.part == 0:
+                part = min(int(re.findall(r"[0-9]+", batch.obj.key.rpartition("/")[2])[-1]), ARRIVAL_PART - 1)
+            batch.stamp = FileStamp(stamp.time, part)
+            batch.floor = stamp.base(0)
+        snapshots.append(Snapshot(parts, stamp))
+    return sorted(snapshots, key=lambda s: s.floor)
+
+
+def _keys(batches: list[FileBatch]) -> np.ndarray:
+    keys = [b.valid[KEY].to_numpy() for b in batches if KEY in b.valid.column_names]
+    return np.unique(np.concatenate(keys)).astype(np.int64) if keys else np.empty(0, np.int64)
+
+
+def _guard(snapshot: Snapshot, current: pa.Table, max_shrink: float) -> None:
+    """Hold a snapshot that is empty, has rejected rows, or shrinks the table too much."""
+    if snapshot.rejected:
+        snapshot.hold(HoldReason.REJECTED_ROWS, f"{snapshot.rejected} row(s) quarantined; their keys would keep "
+                                                "their current rows")
+        return
+    if snapshot.rows == 0:
+        snapshot.hold(HoldReason.EMPTY, "the snapshot has no rows and would delete every row")
+        return
+    before = current.num_rows
+    if before == 0:
+        return
+    newer = current.filter(pc.greater_equal(pc.fill_null(current[SEQUENCE], ""), snapshot.floor))[KEY].to_numpy()
+    after = len(np.union1d(_keys(snapshot.batches), newer))
+    if after < (1 - max_shrink) * before:
+        snapshot.hold(HoldReason.SHRINKS, f"it would shrink the table from {before} to {after} rows "
+                                          f"(more than {max_shrink:.0%})")
+
+
+# --- resolving changes per key -------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """What one run changes: the winning changes (full rows) and the keys a snapshot deletes."""
+
+    winners: pa.Table  # one row per key: data, `_operation`, SEQUENCE, BATCH, RECORD
+    snapshot_deletes: np.ndarray  # keys deleted as of the snapshot's floor (all get a tombstone)
+    row_deletes: np.ndarray  # those of them with a row in the table
+    floor: str | None
+    applied_per_batch: dict[int, int]
+
+    @property
+    def touches_table(self) -> bool:
+        return bool(self.winners.num_rows or len(self.row_deletes))
+
+
+def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: str | None,
+            snapshot: tuple[str, np.ndarray, np.ndarray] | None) -> Plan:
+    """Per key, the newest of: the table's row, its tombstone, this run's changes, and the
+    snapshot's delete at its floor (for keys outside the snapshot). Ties re-apply (a rerun).
+
+    `current` and `tombstones` hold (KEY, SEQUENCE); `snapshot` is (floor, its keys, its
+    protected keys); `floor` is the newest applied snapshot's, before this run.
+    """
+    known = pa.concat_tables([current.select([KEY, SEQUENCE]).cast(_KEYED),
+                              tombstones.select([KEY, SEQUENCE]).cast(_KEYED)])
+    existing = known.group_by(KEY).aggregate([(SEQUENCE, "max")])
+    existing = pa.table({KEY: existing[KEY], "_existing": existing[f"{SEQUENCE}_max"]})
+    events = events.cast(events.schema.set(events.schema.get_field_index(KEY), pa.field(KEY, pa.int64()))) \
+        .join(existing, KEY, join_type="left outer")
+    if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
+        unknown = pc.is_null(events["_existing"])
+        events = events.filter(pc.invert(pc.and_(unknown, pc.less(events[SEQUENCE], floor))))
+    if pc.count_distinct(events[KEY]).as_py() != events.num_rows:  # the newest change per key
+        events = events.sort_by([(KEY, "ascending"), (SEQUENCE, "ascending")])
+        keys = events[KEY].to_numpy()
+        events = events.filter(pa.array(np.append(keys[1:] != keys[:-1], True)))
+    newer = pc.or_(pc.is_null(events["_existing"]), pc.greater_equal(events[SEQUENCE], events["_existing"]))
+    events = events.filter(pc.fill_null(newer, True))
+
+    deletes = np.empty(0, np.int64)
+    if snapshot is not None:
+        base, inside, protected = snapshot
+        candidates = np.union1d(existing[KEY].to_numpy(), events[KEY].to_numpy())
+        candidates = pa.array(np.setdiff1d(candidates, np.union1d(inside, protected)), pa.int64())
+        pool = pa.concat_tables([existing.rename_columns([KEY, SEQUENCE]), events.select([KEY, SEQUENCE])])
+        pool = pool.filter(pc.is_in(pool[KEY], value_set=candidates))  # keys outside the snapshot
+        newest = pool.group_by(KEY).aggregate([(SEQUENCE, "max")])
+        deletes = newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy()
+        beaten = pc.and_(pc.is_in(events[KEY], value_set=pa.array(deletes, pa.int64())),
+                         pc.less(events[SEQUENCE], base))
+        events = events.filter(pc.invert(beaten))
+    batches, counts = np.unique(events[BATCH].to_numpy(), return_counts=True)
+    return Plan(events.drop_columns(["_existing"]), deletes, np.intersect1d(deletes, current[KEY].to_numpy()),
+                snapshot[0] if snapshot else None,
+                {int(b): int(c) for b, c in zip(batches, counts)})
+
+
+_KEYED = pa.schema([(KEY, pa.int64()), (SEQUENCE, pa.string())])
+
+
+def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
+    """The valid rows of `sources`, sequenced, with the index of their batch."""
+    tables = []
+    for index, batch in enumerate(batches):
+        if batch in sources and KEY in batch.valid.column_names:
+            rows = batch.valid.append_column(SEQUENCE, row_sequences(batch.stamp, batch.delivery, batch.valid[RECORD]))
+            tables.append(rows.append_column(BATCH, pa.repeat(pa.scalar(index, pa.int64()), rows.num_rows)))
     if not tables:
-        return pa.table({KEY: pa.array([], pa.int32())}), [0] * len(batches)
-    combined = pa.concat_tables(tables)
-    sequence = pc.add(pc.multiply(combined["_file"], 1 << 32), combined[RECORD])
-    combined = combined.append_column("_seq", sequence)
-    if pc.count_distinct(combined[KEY]).as_py() == combined.num_rows:
-        winners = combined
+        return pa.table({KEY: pa.array([], pa.int64()), "_operation": pa.array([], pa.string()),
+                         RECORD: pa.array([], pa.int64()), SEQUENCE: pa.array([], pa.string()),
+                         BATCH: pa.array([], pa.int64())})
+    return pa.concat_tables(tables)
+
+
+def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Table:
+    """(KEY, SEQUENCE) of the table's rows: all of them, or those of `keys`."""
+    delta = open_table(storage, INSURANCE)
+    if delta is None:
+        return _KEYED.empty_table()
+    dataset = delta.to_pyarrow_dataset()
+    columns = [KEY, SEQUENCE] if SEQUENCE in dataset.schema.names else [KEY]
+    where = None if keys is None else pc.field(KEY).isin(pa.array(keys, pa.int32()))
+    rows = dataset.to_table(columns=columns, filter=where)
+    if SEQUENCE not in rows.column_names:  # a table written before rows carried a sequence
+        rows = rows.append_column(SEQUENCE, pa.nulls(rows.num_rows, pa.string()))
+    rows = rows.set_column(1, SEQUENCE, pc.fill_null(rows[SEQUENCE], ""))  # no sequence: older than any
+    return rows.cast(_KEYED)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, batches: list[FileBatch],
+             plan: Plan, applied_at: dt.datetime, staging: str, operation: str) -> int:
+    """Stage the run's changes and commit them to the table in one Delta commit."""
+    rows = _with_audit(batches, plan.winners, applied_at)
+    if len(plan.row_deletes):
+        deleting = pa.array(plan.row_deletes, pa.int64())
+        count = len(deleting)
+        deletes = pa.table({name: pa.nulls(count, rows.schema.field(name).type) for name in rows.schema.names})
+        deletes = deletes.set_column(0, KEY, deleting.cast(pa.int32())) \
+            .set_column(deletes.schema.get_field_index("_operation"), "_operation", pa.repeat("D", count)) \
+            .set_column(deletes.schema.get_field_index(SEQUENCE), SEQUENCE, pa.repeat(plan.floor, count))
+        rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
+    staged = merge.stage(storage, f"{staging}changes.parquet", rows)
+    if open_table(storage, INSURANCE) is None:
+        apply = merge.create_from
+    elif merge.prefers_rewrite(rows.num_rows, _rows_now(report)):
+        apply = merge.rewrite_changes
     else:
-        latest = combined.group_by(KEY).aggregate([("_seq", "max")])["_seq_max"]
-        winners = combined.filter(pc.is_in(combined["_seq"], value_set=latest))
-    kept = dict(zip(*np.unique(winners["_file"].to_numpy(), return_counts=True)))
-    for i, batch in enumerate(batches):
-        batch.superseded = batch.valid.num_rows - int(kept.get(i, 0)) if KEY in batch.valid.column_names else 0
-    return winners.drop_columns(["_seq"]), [b.superseded for b in batches]
+        apply = merge.merge_changes
+    return _commit(storage, report, operation, lambda: apply(spark, INSURANCE.uri(storage), staged))
 
 
 def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetime) -> pa.Table:
     """Add `_source_file`, `_source_line` and `_applied_at`; conform to the table schema."""
-    files = rows["_file"].to_numpy() if "_file" in rows.column_names else np.zeros(rows.num_rows, np.int64)
+    files = rows[BATCH].to_numpy()
     records = rows[RECORD].to_numpy()
     lines = np.empty(rows.num_rows, np.int64)
     for i, batch in enumerate(batches):
         mask = files == i
-        lines[mask] = batch.parsed.line_numbers(records[mask])
-    keys = pa.array([b.obj.key for b in batches]).take(pa.array(files))
+        if mask.any():
+            lines[mask] = batch.parsed.line_numbers(records[mask])
+    keys = pa.array([b.obj.key for b in batches], pa.string()).take(pa.array(files, pa.int64()))
     audited = rows.append_column("_source_file", keys).append_column("_source_line", pa.array(lines)) \
         .append_column("_applied_at", pa.repeat(pa.scalar(applied_at, pa.timestamp("us", tz="UTC")), rows.num_rows))
     return merge.conform(audited)
 
 
-def _commit(storage: LakeStorage, spark: SparkSession, report: ApplyReport, operation: str, write) -> int:
-    """Run one table commit; record its version and the engine's own row metrics."""
-    previous = open_table(storage, INSURANCE)
-    rows_before = row_count(previous) if previous else 0
+def _commit(storage: LakeStorage, report: ApplyReport, operation: str, write) -> int:
+    """Run the table commit; record its version and the engine's own row metrics."""
     metrics = write()  # a write that is not a MERGE returns a MERGE's metrics itself
     delta = open_table(storage, INSURANCE)
     if metrics is None:
         metrics = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
-    rows_after = row_count(delta)
-    if operation == "merge":
-        commit = Commit(delta.version(), operation, int(metrics.get("numTargetRowsInserted", 0)),
-                        int(metrics.get("numTargetRowsUpdated", 0)), int(metrics.get("numTargetRowsDeleted", 0)),
-                        rows_after)
-    else:  # a snapshot replaces every row
-        commit = Commit(delta.version(), operation, rows_after, 0, rows_before, rows_after)
+    commit = Commit(delta.version(), operation, int(metrics.get("numTargetRowsInserted", 0)),
+                    int(metrics.get("numTargetRowsUpdated", 0)), int(metrics.get("numTargetRowsDeleted", 0)),
+                    row_count(delta))
     report.commits.append(commit)
     return commit.version
 
@@ -248,6 +575,49 @@ def _commit(storage: LakeStorage, spark: SparkSession, report: ApplyReport, oper
 def _rows_now(report: ApplyReport) -> int:
     """Rows in the table now: after this run's last commit, else as the run found it."""
     return report.commits[-1].rows_after if report.commits else report.rows_before
+
+
+def _tombstones(storage: LakeStorage) -> pa.Table:
+    delta = open_table(storage, INSURANCE_TOMBSTONES)
+    return _KEYED.empty_table() if delta is None else to_arrow(delta).select([KEY, SEQUENCE]).cast(_KEYED)
+
+
+def _prune_tombstones(storage: LakeStorage, cutoff: dt.datetime) -> None:
+    """Forget deletes older than the retention window (one commit, only when some expired)."""
+    delta = open_table(storage, INSURANCE_TOMBSTONES)
+    if delta is None:
+        return
+    deleted_at = to_arrow(delta)["deleted_at"]
+    if pc.any(pc.less(deleted_at, pa.scalar(cutoff, deleted_at.type))).as_py():
+        delta.delete(f"deleted_at < '{cutoff.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}'")
+
+
+def _record_tombstones(storage: LakeStorage, batches: list[FileBatch], plan: Plan, snapshot: Snapshot | None,
+                       at: dt.datetime) -> None:
+    """Remember this run's deletes (upsert: a newer delete replaces an older one)."""
+    deleted = plan.winners.filter(pc.equal(plan.winners["_operation"], "D"))
+    files = pa.array([b.obj.key for b in batches], pa.string())
+    parts = [pa.table({KEY: deleted[KEY].cast(pa.int32()), SEQUENCE: deleted[SEQUENCE],
+                       "source_file": files.take(deleted[BATCH]),
+                       "deleted_at": pa.repeat(pa.scalar(at, pa.timestamp("us", tz="UTC")), deleted.num_rows)})]
+    if snapshot is not None and len(plan.snapshot_deletes):
+        count = len(plan.snapshot_deletes)
+        parts.append(pa.table({KEY: pa.array(plan.snapshot_deletes, pa.int64()).cast(pa.int32()),
+                               SEQUENCE: pa.repeat(plan.floor, count),
+                               "source_file": pa.repeat(snapshot.batches[0].obj.key, count),
+                               "deleted_at": pa.repeat(pa.scalar(at, pa.timestamp("us", tz="UTC")), count)}))
+    rows = pa.concat_tables(parts).cast(TOMBSTONE_SCHEMA)
+    if not rows.num_rows:
+        return
+    uri, options = INSURANCE_TOMBSTONES.uri(storage), storage.delta_storage_options()
+    if open_table(storage, INSURANCE_TOMBSTONES) is None:
+        write_deltalake(uri, rows, mode="append", storage_options=options)
+        return
+    (DeltaTable(uri, storage_options=options)
+     .merge(rows, predicate=f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t")
+     .when_matched_update_all(predicate=f"s.{SEQUENCE} > t.{SEQUENCE}")
+     .when_not_matched_insert_all()
+     .execute())
 
 
 def _quarantine(storage: LakeStorage, batches: list[FileBatch], run_id: str, at: dt.datetime) -> None:
@@ -286,10 +656,15 @@ def _quarantine_rows(batch: FileBatch, run_id: str, at: dt.datetime) -> pa.Table
 
 
 def _ledger_entry(batch: FileBatch, version: int | None, run_id: str, at: dt.datetime) -> LedgerEntry:
-    applied = batch.valid.num_rows - batch.superseded
+    waiting = batch.status == HELD
+    applied = 0 if waiting else batch.valid.num_rows - batch.superseded
+    sequence = None
+    if batch.stamp is not None:
+        sequence = batch.floor if batch.obj.kind == FULLLOAD else batch.stamp.base(batch.delivery)
     return LedgerEntry(
         table_name=TABLE, source_file=batch.obj.key, source_etag=batch.obj.etag, source_size=batch.obj.size,
         source_kind=batch.obj.kind, status=batch.status, rows_in_file=batch.parsed.record_count,
-        rows_applied=applied, rows_superseded=batch.superseded, rows_quarantined=len(batch.rejected),
-        table_version=version, run_id=run_id, recorded_at=at,
+        rows_applied=applied, rows_superseded=0 if waiting else batch.superseded,
+        rows_quarantined=len(batch.rejected), table_version=None if waiting else version, run_id=run_id,
+        recorded_at=at, detail=batch.held or batch.detail, source_sequence=sequence,
     )

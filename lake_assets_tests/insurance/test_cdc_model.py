@@ -1,9 +1,15 @@
-"""Property test: the pipeline agrees with a tiny pure-Python model of the CDC semantics.
+"""Property test: the pipeline agrees with a small pure-Python model of the CDC semantics.
 
-The model: a full load replaces the table's contents; I and U upsert, D deletes; files
-apply in key order and rows in file order (so within one run the last row for a key wins
-and the earlier ones are superseded); invalid rows are quarantined; a CDC file whose key
-sorts at or before an already-applied CDC file is quarantined whole as `late_file`.
+The model orders changes per key by sequence, as `APPLY CHANGES ... SEQUENCE BY` does:
+a change is (file time, part, delivery, row), compared as a tuple; a key takes a change
+only if it is at least as new as the key's row and its tombstone; within a run the newest
+change per key wins and the others are superseded; D deletes and leaves a tombstone; a
+full load is a snapshot as of its stamp (here: as of its arrival, before every change):
+its rows are changes, every other key is deleted as of the stamp unless its snapshot row
+was quarantined; a snapshot with rejected rows or no rows is held until approved. Files are
+delivered in random order across runs, and some are re-delivered later with new content
+(a later delivery of a name follows the earlier one). Invalid rows are quarantined. Both
+commit strategies (MERGE and rewrite) are judged.
 """
 
 import datetime as dt
@@ -18,15 +24,17 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
-from lake_assets.insurance.pipeline import apply_pending
-from lake_assets.core.ledger import APPLIED, REJECTED, Ledger
+from lake_assets.insurance import merge
+from lake_assets.insurance.pipeline import apply_pending, approve_held
+from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 from lake_assets_tests.conftest import make_storage
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL = "raw/fullload/full-load.csv"
-LATE = "raw/cdcload/000-late.csv"  # sorts before every regular CDC file below
+FULL2 = "raw/fullload/full-load-2.csv"
+ARRIVAL = ("0" * 17, 900_000)  # the stamp of a full load that arrives before any change
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -133,59 +141,146 @@ def line_numbers(lines: list[Line], header: bool) -> list[int]:
 
 # --- the model -------------------------------------------------------------------------
 
-def model(full: list[Line] | None, runs: list[list[tuple[str, list[Line]]]]):
-    """(table by key, ledger counts by file, quarantined (file, line, reason) multiset)."""
-    state: dict[int, dict] = {}
-    ledger: dict[str, tuple] = {}
-    parked: Counter = Counter()
-    latest_applied: str | None = None
+Seq = tuple  # (file time, part, delivery, row): compared as a tuple
 
-    def account(name: str, lines: list[Line], superseded: int, late: bool = False, header: bool = False) -> str:
-        valid = 0 if late else sum(line.kind != "bad" for line in lines)
-        quarantined = len(lines) - valid
-        status = REJECTED if late or (valid == 0 and quarantined) else APPLIED  # late: even when empty
-        ledger[name] = (status, len(lines), valid - superseded, superseded, quarantined)
-        for line, number in zip(lines, line_numbers(lines, header)):
-            if late or line.kind == "bad":
-                parked[(name, number, Reason.LATE_FILE.value if late else line.reason)] += 1
-        return status
 
-    for index, files in enumerate(runs):
-        if index == 0 and full is not None:
-            valid = [line for line in full if line.kind != "bad"]
-            winners = {line.key: line.row for line in valid}  # the last row per key
-            if account(FULL, full, len(valid) - len(winners), header=True) == APPLIED:
-                state = winners  # a full load replaces the table's contents
-        on_time = []
-        for name, lines in sorted(files):
-            if latest_applied is not None and name <= latest_applied:
-                account(name, lines, 0, late=True)
-            else:
-                on_time.append((name, lines))
-        changes = [(name, line) for name, lines in on_time for line in lines if line.kind != "bad"]
-        last = {line.key: position for position, (_, line) in enumerate(changes)}
-        for position, (name, line) in enumerate(changes):  # files in key order, rows in file order
+@dataclass(frozen=True)
+class Delivery:
+    """One object put into the raw zone: a CDC file (time index) or the full load."""
+
+    name: str
+    lines: list[Line]
+    newline: str
+    time: str | None  # 17 digits; None for the full load (stamped as of its arrival)
+
+
+def cdc_name(index: int) -> tuple[str, str]:
+    """The object key and file time of the index-th CDC file (DMS naming)."""
+    time = f"2024{1 + index // 28:02d}{1 + index % 28:02d}090000000"
+    return f"raw/cdcload/{time[:8]}-{time[8:]}.csv", time
+
+
+def protected_key(line: Line) -> int | None:
+    """The key a quarantined full-load row names, if its first field is one."""
+    first = line.text.split(",", 1)[0].strip()
+    return int(first) if first.lstrip("+-").isdigit() and len(first.lstrip("+-")) <= 10 \
+        and -(2**31) <= int(first) < 2**31 else None
+
+
+class Model:
+    def __init__(self, max_shrink: float = 0.5) -> None:
+        self.rows: dict[int, tuple[Seq, dict]] = {}
+        self.tombs: dict[int, Seq] = {}
+        self.floor: Seq | None = None  # the newest applied snapshot's stamp
+        self.newest: Seq | None = None  # the newest file applied or held so far
+        self.max_shrink = max_shrink
+        self.seen: dict[str, int] = {}  # deliveries per name
+        self.ledger: dict[tuple[str, int], tuple] = {}  # (name, delivery) -> counts
+        self.parked: Counter = Counter()
+        self.held: list[tuple[Delivery, int, Seq]] = []
+
+    def arrival(self) -> Seq:
+        """The stamp of a snapshot with no time of its own: just after the newest file."""
+        if self.newest is None:
+            return ARRIVAL + (0, 0)
+        return (self.newest[0], max(ARRIVAL[1], self.newest[1] + 1), 0, 0)
+
+    def run(self, deliveries: list[Delivery], approve: bool = False) -> None:
+        files: list[tuple[Delivery, int, Seq | None]] = []
+        for item in sorted(deliveries, key=lambda d: (d.time is not None, d.name)):  # snapshots in key order
+            self.seen[item.name] = self.seen.get(item.name, 0) + 1
+            base = None
+            if item.time is None:  # as of its arrival: after everything applied, held or arrived before
+                base = self.arrival()
+                self.newest = base
+            files.append((item, self.seen[item.name], base))
+        released = self.held if approve else []
+        self.held = [] if approve else self.held
+        for item, delivery, _ in files:
+            for line, number in zip(item.lines, line_numbers(item.lines, item.time is None)):
+                if line.kind == "bad":  # a released snapshot was quarantined when held
+                    self.parked[(item.name, delivery, number, line.reason)] += 1
+
+        events: list[tuple[Seq, Line, tuple[str, int]]] = []
+        snapshots = []
+        for item, delivery, base in files + released:
+            valid = [(record, line) for record, line in enumerate(item.lines, start=2 if base else 1)
+                     if line.kind != "bad"]
+            if base is None:
+                events += [((item.time, 0, delivery, record), line, (item.name, delivery)) for record, line in valid]
+                continue
+            keys = {line.key for _, line in valid}
+            bad = len(item.lines) - len(valid)
+            after = len(keys | {k for k, (seq, _) in self.rows.items() if seq >= base})
+            suspicious = bad or not valid or (self.rows and after < (1 - self.max_shrink) * len(self.rows))
+            if suspicious and (item, delivery, base) not in released:
+                self.held.append((item, delivery, base))
+                self.ledger[(item.name, delivery)] = (HELD, len(item.lines), 0, 0, bad)
+                continue
+            protected = {protected_key(line) for line in item.lines if line.kind == "bad"} - {None}
+            snapshots.append((base, item, delivery, valid, keys, protected))
+        snapshot = max(snapshots, key=lambda s: s[0], default=None)  # the newest decides
+        if snapshot is not None:
+            base, item, delivery, valid, _, _ = snapshot
+            events += [((base[0], base[1], delivery, record), line, (item.name, delivery)) for record, line in valid]
+
+        existing = {k: max([s for s in (self.rows.get(k, (None,))[0], self.tombs.get(k)) if s is not None])
+                    for k in set(self.rows) | set(self.tombs)}
+        newest: dict[int, tuple[Seq, Line, tuple]] = {}
+        for seq, line, origin in events:
+            if line.key not in existing and self.floor is not None and seq < self.floor:
+                continue  # older than the last snapshot, for a key it removed
+            if line.key not in newest or seq > newest[line.key][0]:
+                newest[line.key] = (seq, line, origin)
+        winners = {k: w for k, w in newest.items() if k not in existing or w[0] >= existing[k]}
+        if snapshot is not None:
+            base, _, _, _, inside, protected = snapshot
+            for key in (set(existing) | set(winners)) - inside - protected:
+                latest = max([s for s in (existing.get(key), winners.get(key, (None,))[0]) if s is not None])
+                if latest < base:
+                    winners.pop(key, None)
+                    self.rows.pop(key, None)
+                    self.tombs[key] = max(self.tombs.get(key, base), base)
+            self.floor = max(self.floor or base, base)
+        for key, (seq, line, _) in winners.items():
             if line.kind == "delete":
-                state.pop(line.key, None)
+                self.rows.pop(key, None)
+                self.tombs[key] = max(self.tombs.get(key, seq), seq)
             else:
-                state[line.key] = line.row
-        for name, lines in on_time:
-            kept = sum(1 for position, (n, line) in enumerate(changes) if n == name and last[line.key] == position)
-            valid = sum(line.kind != "bad" for line in lines)
-            if account(name, lines, valid - kept) == APPLIED:
-                latest_applied = max(latest_applied or name, name)
-    return state, ledger, parked
+                self.rows[key] = (seq, line.row)
+
+        applied = Counter(origin for _, _, origin in winners.values())
+        for item, delivery, base in files + released:
+            if any(held[:2] == (item, delivery) for held in self.held):
+                continue
+            valid = sum(line.kind != "bad" for line in item.lines)
+            bad = len(item.lines) - valid
+            status = REJECTED if valid == 0 and bad else APPLIED
+            done = applied[(item.name, delivery)]
+            self.ledger[(item.name, delivery)] = (status, len(item.lines), done, valid - done, bad)
+            if status == APPLIED:
+                stamp = base if base is not None else (item.time, 0, delivery, 0)
+                self.newest = max(self.newest or stamp, stamp)
+
+    def table(self) -> dict[int, dict]:
+        return {k: row for k, (_, row) in self.rows.items()}
+
+    def sequences(self) -> dict[int, str]:
+        return {k: f"{s[0]}.{s[1]:06d}.{s[2]:04d}.{s[3]:010d}" for k, (s, _) in self.rows.items()}
 
 
 # --- running it through the pipeline ---------------------------------------------------
 
-def check(base: LakeStorage, spark: SparkSession, full, files, boundaries: list[int], late) -> None:
+def check(base: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]], rewrite: bool) -> None:
     """Run one example in a bucket of its own, dropped afterwards: SeaweedFS gives every
     bucket its own volumes, and a server runs out of them after some dozens of buckets."""
     storage = make_storage(base.endpoint_url, Path(base.home), f"h-{uuid.uuid4().hex[:12]}")
+    saved = merge.REWRITE_MIN_ROWS, merge.REWRITE_FRACTION
+    merge.REWRITE_MIN_ROWS, merge.REWRITE_FRACTION = (0, 0.0) if rewrite else (10**12, 1e12)
     try:
-        _check(storage, spark, full, files, boundaries, late)
+        _check(storage, spark, full, runs)
     finally:
+        merge.REWRITE_MIN_ROWS, merge.REWRITE_FRACTION = saved
         drop_bucket(storage)
 
 
@@ -197,74 +292,119 @@ def drop_bucket(storage: LakeStorage) -> None:
         pass
 
 
-def _check(storage: LakeStorage, spark: SparkSession, full, files, boundaries: list[int], late) -> None:
-    named = [(f"raw/cdcload/{i + 1:03d}.csv", lines, newline) for i, (lines, newline) in enumerate(files)]
-    runs = [named[start:stop] for start, stop in zip([0, *boundaries], [*boundaries, len(named)])]
-    if late is not None:
-        runs[-1] = [*runs[-1], (LATE, *late)]
-
+def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]]) -> None:
+    model = Model()
+    deliveries: dict[tuple[str, str], int] = {}  # (name, ETag) -> its delivery number
+    contents: dict[str, bytes] = {}
+    if full is not None:
+        runs = [[Delivery(FULL, full[0], full[1], None), *runs[0]], *runs[1:]]
     for index, run in enumerate(runs):
-        if index == 0 and full is not None:
-            storage.put_bytes(FULL, render(full[0], full[1], header=True))
-        for name, lines, newline in reversed(run):  # uploaded out of key order on purpose
-            storage.put_bytes(name, render(lines, newline))
+        put = []
+        for item in reversed(run):  # uploaded in no particular order
+            body = render(item.lines, item.newline, header=item.time is None)
+            if contents.get(item.name) == body:
+                continue  # the same bytes again are the same delivery: nothing to do
+            contents[item.name] = body
+            etag = storage.put_bytes(item.name, body)
+            deliveries[(item.name, etag)] = 1 + sum(name == item.name for name, _ in deliveries)
+            put.append(item)
         apply_pending(storage, spark, f"run-{index}")
-
-    expected, counts, parked = model(full and full[0], [[(n, lines) for n, lines, _ in run] for run in runs])
+        model.run(put[::-1])
+    if model.held:  # approve the held snapshots and publish them
+        approve_held(storage, None, "approve")
+        apply_pending(storage, spark, "run-approved")
+        model.run([], approve=True)
 
     delta = open_table(storage, INSURANCE)
-    rows = to_arrow(delta).select(DATA_COLUMN_NAMES).to_pylist() if delta else []
+    rows = to_arrow(delta).to_pylist() if delta else []
     assert len({r["policy_id"] for r in rows}) == len(rows), "duplicate keys in the table"
-    assert {r["policy_id"]: r for r in rows} == expected
+    assert {r["policy_id"]: {c: r[c] for c in DATA_COLUMN_NAMES} for r in rows} == model.table()
+    assert {r["policy_id"]: r["_sequence"] for r in rows} == model.sequences()
 
-    entries = Ledger(storage).entries("insurance").to_pylist()
-    assert len(entries) == len({e["source_file"] for e in entries}), "a file was recorded twice"
-    actual = {e["source_file"]: (e["status"], e["rows_in_file"], e["rows_applied"], e["rows_superseded"],
-                                 e["rows_quarantined"]) for e in entries}
-    assert actual == counts
+    latest = {}
+    for e in Ledger(storage).entries("insurance").to_pylist():
+        latest[(e["source_file"], deliveries[(e["source_file"], e["source_etag"])])] = e
+    actual = {key: (e["status"], e["rows_in_file"], e["rows_applied"], e["rows_superseded"], e["rows_quarantined"])
+              for key, e in latest.items()}
+    assert actual == model.ledger
     for status, in_file, applied, superseded, quarantined in actual.values():
-        assert in_file == applied + superseded + quarantined
+        assert in_file == applied + superseded + quarantined or status == HELD
 
     quarantine = open_table(storage, INSURANCE_QUARANTINE)
     found = Counter()
     if quarantine is not None:
         for q in to_arrow(quarantine).to_pylist():
-            found[(q["source_file"], q["line_number"], q["reason"])] += 1
-    assert found == parked
-
-
-@SETTINGS
-@given(full=FULL_LOAD, files=st.lists(FILE, min_size=1, max_size=4))
-def test_one_run_matches_the_model(storage: LakeStorage, spark: SparkSession, full, files) -> None:
-    check(storage, spark, full, files, [], None)
+            delivery = deliveries[(q["source_file"], q["source_etag"])]
+            found[(q["source_file"], delivery, q["line_number"], q["reason"])] += 1
+    assert found == model.parked
 
 
 @st.composite
-def split(draw):
-    files = draw(st.lists(FILE, min_size=2, max_size=4))
-    cuts = draw(st.lists(st.integers(1, len(files) - 1), min_size=1, max_size=len(files) - 1, unique=True))
-    late = draw(st.none() | FILE)
-    return files, sorted(cuts), late
+def deliveries(draw):
+    """CDC files with distinct times, delivered across runs in random order, some of them
+    re-delivered with new content in a later run."""
+    files = draw(st.lists(FILE, min_size=1, max_size=5))
+    count = draw(st.integers(1, 3))
+    runs: list[list[Delivery]] = [[] for _ in range(count)]
+    for index, (lines, newline) in enumerate(files):
+        name, time = cdc_name(index)
+        at = draw(st.integers(0, count - 1))
+        runs[at].append(Delivery(name, lines, newline, time))
+        if at + 1 < count and draw(st.integers(0, 3)) == 0:
+            again, newline = draw(FILE)
+            runs[draw(st.integers(at + 1, count - 1))].append(Delivery(name, again, newline, time))
+    if count > 1 and draw(st.booleans()):  # a second snapshot, as of its arrival
+        lines, newline = draw(st.tuples(st.lists(full_load_line(), max_size=5), NEWLINES))
+        runs[draw(st.integers(1, count - 1))].append(Delivery(FULL2, lines, newline, None))
+    return runs
 
 
 @SETTINGS
-@given(full=FULL_LOAD, plan=split())
-def test_several_runs_match_the_model(storage: LakeStorage, spark: SparkSession, full, plan) -> None:
-    files, cuts, late = plan
-    check(storage, spark, full, files, cuts, late)
+@given(full=FULL_LOAD, runs=deliveries(), rewrite=st.booleans())
+def test_shuffled_and_late_deliveries_match_the_model(storage: LakeStorage, spark: SparkSession, full, runs,
+                                                       rewrite) -> None:
+    check(storage, spark, full, runs, rewrite)
 
 
-def test_model_on_the_seed_example() -> None:
+def test_model_on_a_hand_checked_example() -> None:
     """The model itself, on a hand-checked case (so a wrong model cannot pass silently)."""
     row = {"x": 1}
-    full = [Line("1,...", "upsert", 1, row), Line("2,...", "upsert", 2, row), Line("bad", "bad", reason="bad_date")]
-    f1 = [Line("I,3", "upsert", 3, row), Line("D,1", "delete", 1), Line("U,3", "upsert", 3, {"x": 2})]
-    f2 = [Line("D,3", "delete", 3), Line("I,4", "upsert", 4, row)]
-    late = [Line("U,2", "upsert", 2, {"x": 9})]
-    state, ledger, parked = model(full, [[("raw/cdcload/001.csv", f1)], [("raw/cdcload/002.csv", f2), (LATE, late)]])
-    assert state == {2: row, 4: row}
-    assert ledger == {
-        FULL: (APPLIED, 3, 2, 0, 1), "raw/cdcload/001.csv": (APPLIED, 3, 2, 1, 0),
-        "raw/cdcload/002.csv": (APPLIED, 2, 2, 0, 0), LATE: (REJECTED, 1, 0, 0, 1),
+    full = [Line("1,...", "upsert", 1, row), Line("2,...", "upsert", 2, row), Line("3,...", "upsert", 3, row)]
+    (n1, t1), (n2, t2), (n3, t3) = cdc_name(0), cdc_name(1), cdc_name(2)
+    f1 = [Line("I,4", "upsert", 4, row), Line("U,4", "upsert", 4, {"x": 2})]
+    f2 = [Line("U,2", "upsert", 2, {"x": 5}), Line("D,4", "delete", 4), Line("D,1", "delete", 1)]
+    late = [Line("U,2", "upsert", 2, {"x": 9}), Line("I,1", "upsert", 1, {"x": 9}), Line("I,7", "upsert", 7, row)]
+    f2_again = [Line("U,3", "upsert", 3, {"x": 6})]
+    model = Model()
+    model.run([Delivery(FULL, full, "\n", None), Delivery(n1, f1, "\n", t1)])
+    model.run([Delivery(n3, f2, "\n", t3)])
+    model.run([Delivery(n2, late, "\n", t2), Delivery(n3, f2_again, "\n", t3)])
+    # 2: file 3's update beats the late file 2; 1: deleted by file 3, the late insert is older
+    # (its tombstone); 4: deleted by file 3; 7: new; 3: the second delivery of file 3 updates it
+    assert model.table() == {2: {"x": 5}, 3: {"x": 6}, 7: row}
+    assert model.ledger == {
+        (FULL, 1): (APPLIED, 3, 3, 0, 0), (n1, 1): (APPLIED, 2, 1, 1, 0), (n3, 1): (APPLIED, 3, 3, 0, 0),
+        (n2, 1): (APPLIED, 3, 1, 2, 0), (n3, 2): (APPLIED, 1, 1, 0, 0),
     }
-    assert parked == Counter({(FULL, 4, "bad_date"): 1, (LATE, 1, "late_file"): 1})
+    assert model.tombs == {1: (t3, 0, 1, 3), 4: (t3, 0, 1, 2)}
+    assert model.sequences()[3] == f"{t3}.000000.0002.0000000001"
+
+    second = [Line("2,...", "upsert", 2, {"x": 8}), Line("3,...", "upsert", 3, {"x": 8})]
+    model.run([Delivery(FULL2, second, "\n", None)])  # as of its arrival: after file 3's second delivery
+    assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.tombs[7] == (t3, 900_000, 0, 0)
+    model.run([Delivery(n2, [Line("I,9", "upsert", 9, row)], "\n", t2)])  # older than the snapshot
+    assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.ledger[(n2, 2)] == (APPLIED, 1, 0, 1, 0)
+    model.run([Delivery(FULL, [Line("2,...", "upsert", 2, row)], "\n", None)])  # shrinks by half: allowed
+    assert model.ledger[(FULL, 2)] == (APPLIED, 1, 1, 0, 0) and model.table() == {2: row}
+    assert model.tombs[3] == (t3, 900_001, 0, 0)  # each later arrival follows the one before
+    model.run([Delivery(FULL2, [Line("4,...", "upsert", 4, row)], "\n", None)])  # 1 -> 1 row: allowed
+    model.run([Delivery(FULL2, [Line("5,...", "upsert", 5, row), Line("6,...", "upsert", 6, row),
+                                Line("7,...", "upsert", 7, row)], "\n", None)])
+    model.run([Delivery(FULL, [Line("5,...", "upsert", 5, row)], "\n", None)])  # 3 -> 1 rows: held
+    assert model.ledger[(FULL, 3)] == (HELD, 1, 0, 0, 0) and set(model.table()) == {5, 6, 7}
+
+    held = Model()
+    held.run([Delivery(FULL, [Line("5,...", "upsert", 5, row), Line("6,x", "bad", reason="bad_date")], "\n", None)])
+    assert held.table() == {} and held.ledger == {(FULL, 1): (HELD, 2, 0, 0, 1)}
+    held.run([], approve=True)
+    assert held.table() == {5: row} and held.ledger == {(FULL, 1): (APPLIED, 2, 1, 0, 1)}

@@ -304,7 +304,7 @@ def test_a_big_file_with_one_unterminated_quote_keeps_every_later_row() -> None:
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
 def test_multi_line_records_keep_the_line_they_start_on(newline: str) -> None:
     text = newline.join([
-        f'I,1,2024-01-31,5" pipe,CA,West,1,Retail,N,Y',         # line 1: a literal quote
+        'I,1,2024-01-31,5" pipe,CA,West,1,Retail,N,Y',         # line 1: a literal quote
         'I,2,2024-01-31,"Two',                                    # lines 2-3: one record
         'Lines",CA,West,1,Retail,N,Y',
         f"I,3,{GOOD}",                                            # line 4

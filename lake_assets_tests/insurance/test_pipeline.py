@@ -19,18 +19,21 @@ from pyspark.sql import SparkSession
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
+from lake_assets.core.errors import UsageError
 from lake_assets.insurance.pipeline import (
     CDCLOAD,
     FULLLOAD,
     STAGING,
+    IngestRules,
     apply_pending,
+    approve_held,
     pending_objects,
     raw_objects,
 )
-from lake_assets.core.ledger import APPLIED, REJECTED, Ledger
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets_tests.conftest import DATA, make_storage
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
@@ -105,9 +108,13 @@ def assert_conserved(storage: LakeStorage) -> None:
     """Every ledger entry accounts for each row of its file, and its quarantine rows exist."""
     parked = quarantine(storage)
     for entry in Ledger(storage).entries("insurance").to_pylist():
-        assert entry["rows_in_file"] == entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"], entry
         mine = [q for q in parked if q["source_file"] == entry["source_file"] and q["source_etag"] == entry["source_etag"]]
         assert len(mine) == entry["rows_quarantined"], entry
+        if entry["status"] in (HELD, APPROVED):  # its valid rows wait for `lake approve`
+            assert entry["rows_applied"] == entry["rows_superseded"] == 0, entry
+            assert entry["rows_in_file"] >= entry["rows_quarantined"], entry
+            continue
+        assert entry["rows_in_file"] == entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"], entry
         if entry["rows_applied"] or entry["rows_superseded"]:
             assert entry["status"] == APPLIED, entry
         elif entry["rows_quarantined"]:
@@ -243,13 +250,13 @@ def test_seed_full_load_then_cdc_batches(storage: LakeStorage, spark: SparkSessi
 def test_seed_cdc_batches_in_one_run_supersede_across_files(storage: LakeStorage, spark: SparkSession) -> None:
     put_seed(storage, FULL, CDC_1, CDC_2)
     report = run(storage, spark)
-    assert [c.operation for c in report.commits] == ["full load", "merge"]
+    assert [c.operation for c in report.commits] == ["full load"]  # one commit: snapshot and changes
     assert report.rows_after == 26
     entries = ledger(storage)
     # 110002's insert (file 1, line 5) is superseded by its update in file 2
     assert (entries[CDC_1]["rows_applied"], entries[CDC_1]["rows_superseded"]) == (4, 1)
     assert (entries[CDC_2]["rows_applied"], entries[CDC_2]["rows_quarantined"]) == (2, 1)
-    assert entries[CDC_1]["table_version"] == entries[CDC_2]["table_version"] == 1
+    assert entries[CDC_1]["table_version"] == entries[CDC_2]["table_version"] == entries[FULL]["table_version"] == 0
     rows = table(storage)
     assert rows[110002]["flood_coverage"] == "N" and 100617 not in rows
     assert rows[100462]["expiry_date"] == dt.date(2024, 12, 31)
@@ -260,7 +267,7 @@ def test_seed_cdc_batches_in_one_run_supersede_across_files(storage: LakeStorage
 def test_insert_update_delete(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
     run(storage, spark)
-    put(storage, "raw/cdcload/001.csv", cdc(
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(
         f"I,{row(4, 40)}",
         f"U,{row(2, 21, flood='Y')}",
         "D,3,,,,,,,,",
@@ -272,7 +279,7 @@ def test_insert_update_delete(storage: LakeStorage, spark: SparkSession) -> None
     assert values(storage) == {1: 11, 2: 21, 4: 40, 5: 50}
     assert table(storage)[2]["flood_coverage"] == "Y"
     assert (report.total("inserted"), report.total("updated"), report.total("deleted")) == (2, 2, 1)
-    entry = ledger(storage)["raw/cdcload/001.csv"]
+    entry = ledger(storage)["raw/cdcload/20240101-000000001.csv"]
     assert (entry["rows_in_file"], entry["rows_applied"], entry["status"]) == (6, 6, APPLIED)
     assert report.version_after == report.version_before + 1
 
@@ -284,7 +291,7 @@ def test_duplicate_keys_within_a_file_last_row_wins(storage: LakeStorage, spark:
     entry = ledger(storage)["raw/fullload/a.csv"]
     assert (entry["rows_in_file"], entry["rows_applied"], entry["rows_superseded"]) == (4, 3, 1)
 
-    put(storage, "raw/cdcload/001.csv", cdc(
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(
         f"I,{row(10, 1)}", f"U,{row(10, 2)}", f"U,{row(10, 3)}",  # 10 ends at 3
         f"I,{row(11, 1)}", "D,11,,,,,,,,",                         # 11 inserted then deleted
         "D,7,,,,,,,,", f"I,{row(7, 71)}",                          # 7 deleted then re-inserted
@@ -292,18 +299,18 @@ def test_duplicate_keys_within_a_file_last_row_wins(storage: LakeStorage, spark:
     ))
     run(storage, spark)
     assert values(storage) == {1: 12, 7: 71, 10: 3}
-    entry = ledger(storage)["raw/cdcload/001.csv"]
+    entry = ledger(storage)["raw/cdcload/20240101-000000001.csv"]
     assert (entry["rows_in_file"], entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]) == (
         9, 4, 5, 0)
 
 
 def test_replayed_file_changes_nothing(storage: LakeStorage, spark: SparkSession) -> None:
     body = cdc(f"I,{row(1, 10)}", f"I,{row(2, 20)}", "U,3,2024-02-30,Urban,CA,West,1,Retail,N,Y")
-    put(storage, "raw/cdcload/001.csv", body)
+    put(storage, "raw/cdcload/20240101-000000001.csv", body)
     run(storage, spark)
     before = (version(storage), values(storage), len(ledger(storage)), len(quarantine(storage)))
     assert before[0] is not None and before[3] == 1
-    put(storage, "raw/cdcload/001.csv", body)  # the same bytes again: same key, same ETag
+    put(storage, "raw/cdcload/20240101-000000001.csv", body)  # the same bytes again: same key, same ETag
     assert pending_objects(storage, Ledger(storage)) == []
     report = run(storage, spark)
     assert report.files == [] and report.commits == []
@@ -312,47 +319,114 @@ def test_replayed_file_changes_nothing(storage: LakeStorage, spark: SparkSession
 
 
 def test_files_put_out_of_key_order_apply_in_key_order(storage: LakeStorage, spark: SparkSession) -> None:
-    put(storage, "raw/cdcload/20240502.csv", cdc(f"U,{row(1, 2)}", f"I,{row(2, 2)}"))
-    put(storage, "raw/cdcload/20240501.csv", cdc(f"I,{row(1, 1)}", "D,2,,,,,,,,", f"I,{row(3, 1)}"))
-    assert [o.key for o in raw_objects(storage)] == ["raw/cdcload/20240501.csv", "raw/cdcload/20240502.csv"]
+    put(storage, "raw/cdcload/20240502-000000000.csv", cdc(f"U,{row(1, 2)}", f"I,{row(2, 2)}"))
+    put(storage, "raw/cdcload/20240501-000000000.csv", cdc(f"I,{row(1, 1)}", "D,2,,,,,,,,", f"I,{row(3, 1)}"))
+    assert [o.key for o in raw_objects(storage)] == ["raw/cdcload/20240501-000000000.csv", "raw/cdcload/20240502-000000000.csv"]
     run(storage, spark)
     assert values(storage) == {1: 2, 2: 2, 3: 1}
     entries = ledger(storage)
-    assert (entries["raw/cdcload/20240501.csv"]["rows_applied"], entries["raw/cdcload/20240501.csv"]["rows_superseded"]) == (1, 2)
-    assert (entries["raw/cdcload/20240502.csv"]["rows_applied"], entries["raw/cdcload/20240502.csv"]["rows_superseded"]) == (2, 0)
+    assert (entries["raw/cdcload/20240501-000000000.csv"]["rows_applied"], entries["raw/cdcload/20240501-000000000.csv"]["rows_superseded"]) == (1, 2)
+    assert (entries["raw/cdcload/20240502-000000000.csv"]["rows_applied"], entries["raw/cdcload/20240502-000000000.csv"]["rows_superseded"]) == (2, 0)
 
 
-def test_late_file_is_quarantined_whole(storage: LakeStorage, spark: SparkSession) -> None:
-    put(storage, "raw/cdcload/20240502.csv", cdc(f"I,{row(1, 2)}"))
+def test_late_file_applies_per_key_and_a_corrected_copy_wins(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: a file sorting before an applied one was refused whole as `late_file`, and a
+    corrected copy of the newest file was refused as late "after itself"."""
+    put(storage, "raw/cdcload/20240502-000000000.csv", cdc(f"I,{row(1, 2)}"))
     run(storage, spark)
-    applied_version = version(storage)
-    put(storage, "raw/cdcload/20240501.csv", cdc(f"U,{row(1, 1)}", f"I,{row(9, 9)}", "garbage"))
-    put(storage, "raw/cdcload/20240502.csv", cdc(f"U,{row(1, 3)}"))  # same name, new content
+    put(storage, "raw/cdcload/20240501-000000000.csv", cdc(f"U,{row(1, 1)}", f"I,{row(9, 9)}", "garbage"))
     run(storage, spark)
-    assert version(storage) == applied_version
+    assert values(storage) == {1: 2, 9: 9}  # key 1 has a newer change; key 9 had none
+    late = ledger(storage)["raw/cdcload/20240501-000000000.csv"]
+    assert (late["status"], late["rows_applied"], late["rows_superseded"], late["rows_quarantined"]) == (
+        APPLIED, 1, 1, 1)
+    assert [(q["line_number"], q["reason"]) for q in quarantine(storage)] == [(3, "wrong_field_count")]
+
+    put(storage, "raw/cdcload/20240502-000000000.csv", cdc(f"U,{row(1, 3)}"))  # same name, new content
+    run(storage, spark)
+    assert values(storage) == {1: 3, 9: 9}  # the second delivery of a file follows its first
+    entry = ledger(storage)["raw/cdcload/20240502-000000000.csv"]
+    assert (entry["status"], entry["rows_applied"]) == (APPLIED, 1)
+    assert entry["source_sequence"].endswith(".0002.0000000000")
+
+    put(storage, "raw/cdcload/20240503-000000000.csv", cdc(f"U,{row(1, 4)}"))
+    run(storage, spark)
+    assert values(storage) == {1: 4, 9: 9}
+    sequences = {r["policy_id"]: r["_sequence"] for r in to_arrow(open_table(storage, INSURANCE)).to_pylist()}
+    assert sequences == {1: "20240503000000000.000000.0001.0000000001",
+                         9: "20240501000000000.000000.0001.0000000002"}
+
+
+def test_redelivered_late_file_does_not_overwrite_newer_values(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: re-delivering a late file under a newer name (as the README advised)
+    overwrote newer values with older ones. Now its own name keeps its place in time."""
+    put(storage, "raw/cdcload/20240401-090000000.csv", cdc(f"I,{row(1, 1)}", f"I,{row(2, 1)}"))
+    put(storage, "raw/cdcload/20240403-090000000.csv", cdc(f"U,{row(1, 3)}"))
+    run(storage, spark)
+    put(storage, "raw/cdcload/20240402-090000000.csv", cdc(f"U,{row(1, 2)}", f"U,{row(2, 2)}"))
+    run(storage, spark)
+    assert values(storage) == {1: 3, 2: 2}
+    entry = ledger(storage)["raw/cdcload/20240402-090000000.csv"]
+    assert (entry["rows_applied"], entry["rows_superseded"]) == (1, 1)
+
+
+def test_a_file_without_a_sequence_is_refused_and_blocks_nothing(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: `manual-fix.csv` (or anything in a subfolder) sorted after every DMS file and
+    made each later one `late_file`, forever."""
+    put(storage, "raw/cdcload/20240401-090000000.csv", cdc(f"I,{row(1, 1)}"))
+    put(storage, "raw/cdcload/manual-fix.csv", cdc(f"U,{row(1, 99)}", f"I,{row(7, 7)}"))
+    put(storage, "raw/cdcload/2024/04/02/20240402-090000000.csv", cdc(f"I,{row(2, 2)}"))
+    run(storage, spark)
+    put(storage, "raw/cdcload/20240403-090000000.csv", cdc(f"U,{row(1, 3)}"))
+    put(storage, "raw/cdcload/zz/2024/04/04/part-1.csv", cdc(f"U,{row(2, 4)}"))  # dated by its folders
+    run(storage, spark)
+    assert values(storage) == {1: 3, 2: 4}
+    fix = ledger(storage)["raw/cdcload/manual-fix.csv"]
+    assert (fix["status"], fix["rows_quarantined"]) == (REJECTED, 2)
+    assert fix["detail"].startswith("no_sequence: ") and "YYYYMMDD-HHMMSSfff" in fix["detail"]
+    assert {q["reason"] for q in quarantine(storage)} == {Reason.NO_SEQUENCE.value}
+
+
+def test_ddmmyyyy_folders_apply_in_time_order(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: DMS's DDMMYYYY partition folders applied in key order, not time order."""
+    put(storage, "raw/cdcload/02032024/changes.csv", cdc(f"I,{row(1, 1)}"))   # 2 March
+    put(storage, "raw/cdcload/01042024/changes.csv", cdc(f"U,{row(1, 2)}"))   # 1 April: sorts first
+    apply_pending(storage, spark, "run-dd", IngestRules(folder_date_format="DDMMYYYY"))
     assert values(storage) == {1: 2}
     entries = ledger(storage)
-    for key, count in (("raw/cdcload/20240501.csv", 3), ("raw/cdcload/20240502.csv", 1)):
-        assert (entries[key]["status"], entries[key]["rows_quarantined"], entries[key]["table_version"]) == (
-            REJECTED, count, None)
-    late = [q for q in quarantine(storage) if q["source_file"] == "raw/cdcload/20240501.csv"]
-    assert [(q["line_number"], q["reason"]) for q in late] == [(1, "late_file"), (2, "late_file"), (3, "late_file")]
-    assert late[2]["raw_text"] == "garbage"
+    assert entries["raw/cdcload/02032024/changes.csv"]["rows_superseded"] == 1
+    assert entries["raw/cdcload/01042024/changes.csv"]["source_sequence"].startswith("20240401")
 
-    put(storage, "raw/cdcload/20240503.csv", cdc(f"U,{row(1, 4)}"))  # a newer name still applies
+
+def test_late_insert_after_a_delete_inside_and_after_the_tombstone_window(
+        storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, "raw/cdcload/20240401-090000000.csv", cdc(f"I,{row(1, 1)}", f"I,{row(2, 1)}"))
+    put(storage, "raw/cdcload/20240403-090000000.csv", cdc("D,1,,,,,,,,", "D,2,,,,,,,,"))
     run(storage, spark)
-    assert values(storage) == {1: 4}
+    assert values(storage) == {}
+    tombs = {r["policy_id"]: r["_sequence"] for r in to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()}
+    assert tombs == {1: "20240403090000000.000000.0001.0000000001", 2: "20240403090000000.000000.0001.0000000002"}
+
+    put(storage, "raw/cdcload/20240402-090000000.csv", cdc(f"U,{row(1, 2)}"))  # older than the delete
+    run(storage, spark)
+    assert values(storage) == {}  # inside the window: not resurrected
+    assert ledger(storage)["raw/cdcload/20240402-090000000.csv"]["rows_superseded"] == 1
+
+    put(storage, "raw/cdcload/20240402-100000000.csv", cdc(f"U,{row(2, 2)}"))
+    apply_pending(storage, spark, "run-late", IngestRules(tombstone_retention=dt.timedelta(0)))
+    assert values(storage) == {2: 2}  # after the window the delete is forgotten (documented)
+    assert open_table(storage, INSURANCE_TOMBSTONES).count() == 0
 
 
 def test_full_load_replaces_the_contents(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/fullload/a.csv", full_load(row(1, 1), row(2, 1), row(3, 1)))
-    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(4, 1)}"))
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(f"I,{row(4, 1)}"))
     run(storage, spark)
     assert set(values(storage)) == {1, 2, 3, 4}
     put(storage, "raw/fullload/b.csv", full_load(row(3, 2), row(5, 2)))
     report = run(storage, spark)
-    assert values(storage) == {3: 2, 5: 2}
-    assert [(c.operation, c.inserted, c.deleted) for c in report.commits] == [("full load", 2, 4)]
+    assert values(storage) == {3: 2, 5: 2}  # the CDC-inserted key 4 is older than the snapshot
+    assert [(c.operation, c.inserted, c.updated, c.deleted) for c in report.commits] == [("full load", 1, 1, 3)]
 
 
 def test_raw_objects_lists_full_loads_then_cdc_in_key_order(storage: LakeStorage) -> None:
@@ -386,8 +460,11 @@ def test_every_bad_row_class_ends_in_quarantine(storage: LakeStorage, spark: Spa
         "I,18,2024-01-31,Urban,CA,West,lots,Retail,N,Y\r\n"       # 13: non-integer value
         "D,1,2024-13-45,,,,lots,,maybe,\n"                         # 14: a delete needs only its key
     )
-    put(storage, "raw/cdcload/001.csv", body)
+    put(storage, "raw/cdcload/20240101-000000001.csv", body)
     run(storage, spark)
+    assert set(table(storage)) == {10, 17}  # the snapshot with bad rows is held; the changes apply
+    approve_held(storage, None, "approve")
+    run(storage, spark)  # the held snapshot is older than the changes: they stay
 
     rows = table(storage)
     assert set(rows) == {4, 10, 17}
@@ -395,39 +472,39 @@ def test_every_bad_row_class_ends_in_quarantine(storage: LakeStorage, spark: Spa
     parked = {(q["source_file"], q["line_number"]): q for q in quarantine(storage)}
     expected = {
         ("raw/fullload/a.csv", 3): Reason.BAD_DATE, ("raw/fullload/a.csv", 4): Reason.WRONG_FIELD_COUNT,
-        ("raw/cdcload/001.csv", 2): Reason.WRONG_FIELD_COUNT, ("raw/cdcload/001.csv", 3): Reason.EMPTY_KEY,
-        ("raw/cdcload/001.csv", 4): Reason.BAD_INTEGER, ("raw/cdcload/001.csv", 5): Reason.BAD_INTEGER,
-        ("raw/cdcload/001.csv", 6): Reason.BAD_DATE, ("raw/cdcload/001.csv", 7): Reason.BAD_DATE,
-        ("raw/cdcload/001.csv", 8): Reason.BAD_FLAG, ("raw/cdcload/001.csv", 9): Reason.UNKNOWN_OPERATION,
-        ("raw/cdcload/001.csv", 13): Reason.BAD_INTEGER,
+        ("raw/cdcload/20240101-000000001.csv", 2): Reason.WRONG_FIELD_COUNT, ("raw/cdcload/20240101-000000001.csv", 3): Reason.EMPTY_KEY,
+        ("raw/cdcload/20240101-000000001.csv", 4): Reason.BAD_INTEGER, ("raw/cdcload/20240101-000000001.csv", 5): Reason.BAD_INTEGER,
+        ("raw/cdcload/20240101-000000001.csv", 6): Reason.BAD_DATE, ("raw/cdcload/20240101-000000001.csv", 7): Reason.BAD_DATE,
+        ("raw/cdcload/20240101-000000001.csv", 8): Reason.BAD_FLAG, ("raw/cdcload/20240101-000000001.csv", 9): Reason.UNKNOWN_OPERATION,
+        ("raw/cdcload/20240101-000000001.csv", 13): Reason.BAD_INTEGER,
     }
     assert {k: q["reason"] for k, q in parked.items()} == {k: v.value for k, v in expected.items()}
-    assert parked[("raw/cdcload/001.csv", 13)]["raw_text"] == "I,18,2024-01-31,Urban,CA,West,lots,Retail,N,Y"
-    assert parked[("raw/cdcload/001.csv", 13)]["detail"] == "insured_value=lots"
+    assert parked[("raw/cdcload/20240101-000000001.csv", 13)]["raw_text"] == "I,18,2024-01-31,Urban,CA,West,lots,Retail,N,Y"
+    assert parked[("raw/cdcload/20240101-000000001.csv", 13)]["detail"] == "insured_value=lots"
     assert parked[("raw/fullload/a.csv", 4)]["raw_text"] == "3,2024-01-31,Urban"
     assert all(q["source_etag"] and q["run_id"].startswith("run-") for q in parked.values())
     entries = ledger(storage)
-    assert (entries["raw/cdcload/001.csv"]["rows_in_file"], entries["raw/cdcload/001.csv"]["rows_applied"],
-            entries["raw/cdcload/001.csv"]["rows_quarantined"]) == (12, 3, 9)
-    assert (entries["raw/fullload/a.csv"]["rows_in_file"], entries["raw/fullload/a.csv"]["rows_applied"]) == (4, 2)
+    assert (entries["raw/cdcload/20240101-000000001.csv"]["rows_in_file"], entries["raw/cdcload/20240101-000000001.csv"]["rows_applied"],
+            entries["raw/cdcload/20240101-000000001.csv"]["rows_quarantined"]) == (12, 3, 9)
+    # of the snapshot's two valid rows, key 1's is older than the CDC delete of key 1: superseded
+    assert (entries["raw/fullload/a.csv"]["rows_in_file"], entries["raw/fullload/a.csv"]["rows_applied"],
+            entries["raw/fullload/a.csv"]["rows_superseded"]) == (4, 1, 1)
 
 
-# pyarrow cannot decode a non-UTF-8 bad row for `invalid_row_handler` and reports that as an
-# "exception ignored" before failing the read, which parse.py turns into `unreadable_file`.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_file_that_is_not_csv_is_rejected(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
     run(storage, spark)
     before = version(storage)
     noise = random.Random(7).randbytes(3000)
-    put(storage, "raw/cdcload/001.csv", noise)
-    put(storage, "raw/cdcload/002.csv", "This is not a CSV file.\nIt has prose, and no fields.\n\nThe end\n")
-    put(storage, "raw/cdcload/003.csv", b'{"policy_id": 1}\n{"policy_id": 2}\n')
+    put(storage, "raw/cdcload/20240101-000000001.csv", noise)
+    put(storage, "raw/cdcload/20240101-000000002.csv", "This is not a CSV file.\nIt has prose, and no fields.\n\nThe end\n")
+    put(storage, "raw/cdcload/20240101-000000003.csv", b'{"policy_id": 1}\n{"policy_id": 2}\n')
     report = run(storage, spark)
     assert report.commits == []
     assert version(storage) == before and values(storage) == {1: 10}
     entries = ledger(storage)
-    lines = {"raw/cdcload/001.csv": None, "raw/cdcload/002.csv": 3, "raw/cdcload/003.csv": 2}
+    lines = {"raw/cdcload/20240101-000000001.csv": None, "raw/cdcload/20240101-000000002.csv": 3,
+             "raw/cdcload/20240101-000000003.csv": 2}
     for key, count in lines.items():
         entry = entries[key]
         assert (entry["status"], entry["rows_applied"], entry["table_version"]) == (REJECTED, 0, None), key
@@ -436,8 +513,9 @@ def test_a_file_that_is_not_csv_is_rejected(storage: LakeStorage, spark: SparkSe
     for q in quarantine(storage):
         reasons[q["source_file"]].add(q["reason"])
     # binary noise: each record rejected for its own reason (issue 5: only bad records, never the whole file)
-    assert "bad_encoding" in reasons.pop("raw/cdcload/001.csv")
-    assert reasons == {"raw/cdcload/002.csv": {"wrong_field_count"}, "raw/cdcload/003.csv": {"wrong_field_count"}}
+    assert "bad_encoding" in reasons.pop("raw/cdcload/20240101-000000001.csv")
+    assert reasons == {"raw/cdcload/20240101-000000002.csv": {"wrong_field_count"},
+                       "raw/cdcload/20240101-000000003.csv": {"wrong_field_count"}}
     assert pending_objects(storage, Ledger(storage)) == []  # rejected files are done with
 
 
@@ -460,14 +538,98 @@ def test_full_load_with_a_wrong_header_is_rejected(storage: LakeStorage, spark: 
     assert "header must be policy_id,expiry_date," in parked[0]["detail"]
 
 
-def test_header_only_full_load_empties_the_table(storage: LakeStorage, spark: SparkSession) -> None:
+def test_header_only_full_load_is_held_until_approved(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: a header-only snapshot emptied the table with every check green."""
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20)))
     run(storage, spark)
-    put(storage, "raw/fullload/b.csv", full_load())  # the source table is empty now
+    before = version(storage)
+    put(storage, "raw/fullload/b.csv", full_load())
     report = run(storage, spark)
-    assert values(storage) == {} and report.rows_after == 0
+    assert report.commits == [] and version(storage) == before and values(storage) == {1: 10, 2: 20}
     entry = ledger(storage)["raw/fullload/b.csv"]
-    assert (entry["status"], entry["rows_in_file"], entry["table_version"]) == (APPLIED, 0, report.version_after)
+    assert (entry["status"], entry["rows_in_file"], entry["table_version"]) == (HELD, 0, None)
+    assert entry["detail"].startswith("empty:")
+    assert [e.source_file for e in report.held] == ["raw/fullload/b.csv"]
+    assert pending_objects(storage, Ledger(storage)) == []  # a rerun does not publish it
+    assert run(storage, spark).commits == []
+
+    assert [o.key for o in approve_held(storage, ["raw/fullload/b.csv"], "approve")] == ["raw/fullload/b.csv"]
+    report = run(storage, spark)  # the source table really is empty now
+    assert values(storage) == {} and report.version_after == before + 1
+    entry = ledger(storage)["raw/fullload/b.csv"]
+    assert (entry["status"], entry["table_version"]) == (APPLIED, before + 1)
+
+
+def test_truncated_full_load_that_shrinks_the_table_is_held(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: an upload cut at one third kept 6 of 25 rows."""
+    put_seed(storage, FULL)
+    run(storage, spark)
+    seed = (DATA / "fullload/full-load.csv").read_bytes()
+    put(storage, "raw/fullload/full-load-2.csv", seed[:len(seed) // 3].rsplit(b"\n", 1)[0] + b"\n")
+    report = run(storage, spark)
+    assert report.commits == [] and len(table(storage)) == 25
+    entry = ledger(storage)["raw/fullload/full-load-2.csv"]
+    assert entry["status"] == HELD and entry["detail"].startswith("shrinks:") and "from 25 to" in entry["detail"]
+    with pytest.raises(UsageError, match="not held"):
+        approve_held(storage, ["raw/fullload/full-load.csv"], "approve")
+
+
+def test_a_quarantined_snapshot_row_keeps_the_current_row(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: one `2023-02-30` row in a snapshot deleted that policy."""
+    put(storage, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
+    run(storage, spark)
+    put(storage, "raw/fullload/b.csv", full_load(row(1, 11), row(2, 21, date="2023-02-30"), row(4, 41)))
+    report = run(storage, spark)
+    assert report.commits == [] and values(storage) == {1: 10, 2: 20, 3: 30}
+    entry = ledger(storage)["raw/fullload/b.csv"]
+    assert (entry["status"], entry["rows_quarantined"]) == (HELD, 1) and entry["detail"].startswith("rejected_rows:")
+    approve_held(storage, None, "approve")
+    run(storage, spark)
+    assert values(storage) == {1: 11, 2: 20, 4: 41}  # 2 keeps its row; 3 is gone from the source
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(f"U,{row(2, 22)}"))
+    run(storage, spark)
+    assert values(storage) == {1: 11, 2: 22, 4: 41}
+    assert len(quarantine(storage)) == 1  # quarantined once, though read by two runs
+
+
+def test_multi_part_full_load_publishes_one_version(storage: LakeStorage, spark: SparkSession) -> None:
+    """Before: DMS's LOAD00000001.csv, LOAD00000002.csv, ... each replaced the table: the last part won."""
+    put(storage, "raw/fullload/dbo/policy/LOAD00000001.csv", full_load(row(1, 1), row(2, 1)))
+    put(storage, "raw/fullload/dbo/policy/LOAD00000002.csv", full_load(row(3, 1), row(4, 1)))
+    put(storage, "raw/fullload/dbo/policy/LOAD00000003.csv", full_load(row(5, 1)))
+    report = run(storage, spark)
+    assert values(storage) == {1: 1, 2: 1, 3: 1, 4: 1, 5: 1}
+    assert len(report.commits) == 1 and report.version_after == 0
+    assert {e["table_version"] for e in ledger(storage).values()} == {0}
+    put(storage, "raw/fullload/dbo/policy/LOAD00000001.csv", full_load(row(1, 2), row(2, 2)))  # a new full load
+    put(storage, "raw/fullload/dbo/policy/LOAD00000002.csv", full_load(row(3, 2), row(6, 2)))
+    report = run(storage, spark)
+    assert len(report.commits) == 1 and values(storage) == {1: 2, 2: 2, 3: 2, 6: 2}
+
+    put(storage, "raw/fullload/dbo/policy/LOAD00000001.csv", full_load(row(1, 3), row(2, 3)))
+    put(storage, "raw/fullload/dbo/policy/LOAD00000002.csv", "policy,expiry\n" + row(3, 3) + "\n")  # refused
+    report = run(storage, spark)  # a snapshot missing a part is held whole
+    assert report.commits == [] and values(storage) == {1: 2, 2: 2, 3: 2, 6: 2}
+    entries = ledger(storage)
+    assert (entries["raw/fullload/dbo/policy/LOAD00000001.csv"]["status"],
+            entries["raw/fullload/dbo/policy/LOAD00000002.csv"]["status"]) == (HELD, REJECTED)
+
+
+def test_staging_cleanup_never_masks_the_error(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(f"I,{row(1, 1)}"))
+
+    def engine_lost(*args):
+        raise RuntimeError("engine lost")
+
+    def s3_down(self, prefix):
+        raise StorageUnavailable("S3 down")
+
+    monkeypatch.setattr(merge, "create_from", engine_lost)
+    monkeypatch.setattr(LakeStorage, "delete_prefix", s3_down)
+    with pytest.raises(RuntimeError, match="engine lost") as raised:
+        apply_pending(storage, spark, "run-x")
+    assert any("could not be removed" in note for note in raised.value.__notes__)
 
 
 @pytest.mark.parametrize("body", [b"", b"\n\n"])
@@ -487,19 +649,19 @@ def test_empty_cdc_file(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
     run(storage, spark)
     before = version(storage)
-    put(storage, "raw/cdcload/001.csv", b"")
-    put(storage, "raw/cdcload/002.csv", b"\n\r\n")
+    put(storage, "raw/cdcload/20240101-000000001.csv", b"")
+    put(storage, "raw/cdcload/20240101-000000002.csv", b"\n\r\n")
     report = run(storage, spark)
     assert report.commits == [] and version(storage) == before and values(storage) == {1: 10}
     entries = ledger(storage)
-    for key in ("raw/cdcload/001.csv", "raw/cdcload/002.csv"):
+    for key in ("raw/cdcload/20240101-000000001.csv", "raw/cdcload/20240101-000000002.csv"):
         assert (entries[key]["status"], entries[key]["rows_in_file"], entries[key]["rows_quarantined"]) == (APPLIED, 0, 0)
     assert quarantine(storage) == []
     assert pending_objects(storage, Ledger(storage)) == []
 
 
 def test_cdc_before_any_full_load_creates_the_table(storage: LakeStorage, spark: SparkSession) -> None:
-    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(1, 10)}", f"U,{row(2, 20)}", "D,3,,,,,,,,"))
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(f"I,{row(1, 10)}", f"U,{row(2, 20)}", "D,3,,,,,,,,"))
     report = run(storage, spark)
     assert report.version_before is None and report.version_after is not None
     assert values(storage) == {1: 10, 2: 20}
@@ -509,10 +671,10 @@ def test_cdc_before_any_full_load_creates_the_table(storage: LakeStorage, spark:
 
 
 def test_only_deletes_before_any_table(storage: LakeStorage, spark: SparkSession) -> None:
-    put(storage, "raw/cdcload/001.csv", cdc("D,1,,,,,,,,"))
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc("D,1,,,,,,,,"))
     run(storage, spark)
     assert values(storage) == {}
-    assert ledger(storage)["raw/cdcload/001.csv"]["status"] == APPLIED
+    assert ledger(storage)["raw/cdcload/20240101-000000001.csv"]["status"] == APPLIED
 
 
 # --- failures ------------------------------------------------------------------------------
@@ -524,7 +686,7 @@ def test_unreachable_s3_raises_storage_unavailable(storage: LakeStorage, spark: 
 
     put(storage, "raw/fullload/a.csv", full_load(row(1, 10)))
     run(storage, spark)
-    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(2, 20)}"))
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(f"I,{row(2, 20)}"))
     before = (version(storage), len(ledger(storage)), storage.list_objects("curated/"))
     down = storage.with_endpoint(endpoint)  # the same bucket, behind a dead endpoint
     with pytest.raises(StorageUnavailable, match=re.escape(endpoint)) as raised:
@@ -540,8 +702,8 @@ def _failing_scenario(storage: LakeStorage) -> None:
 
 
 def _failing_batches(storage: LakeStorage) -> None:
-    put(storage, "raw/cdcload/001.csv", cdc(f"I,{row(4, 40)}", "D,1,,,,,,,,", "U,2,2024-02-30,x,CA,West,1,Retail,N,Y"))
-    put(storage, "raw/cdcload/002.csv", cdc(f"U,{row(4, 41)}", "I,5,nope", f"U,{row(3, 31)}"))
+    put(storage, "raw/cdcload/20240101-000000001.csv", cdc(f"I,{row(4, 40)}", "D,1,,,,,,,,", "U,2,2024-02-30,x,CA,West,1,Retail,N,Y"))
+    put(storage, "raw/cdcload/20240101-000000002.csv", cdc(f"U,{row(4, 41)}", "I,5,nope", f"U,{row(3, 31)}"))
 
 
 def test_failure_half_way_leaves_the_table_and_ledger_untouched(
@@ -563,7 +725,7 @@ def test_failure_half_way_leaves_the_table_and_ledger_untouched(
     assert set(ledger(storage)) == {"raw/fullload/a.csv"}  # nothing recorded for the CDC files
     assert len(quarantine(storage)) == 2  # the quarantine was written before the failure
     assert storage.list_objects(STAGING) == []
-    assert [o.key for o in pending_objects(storage, Ledger(storage))] == ["raw/cdcload/001.csv", "raw/cdcload/002.csv"]
+    assert [o.key for o in pending_objects(storage, Ledger(storage))] == ["raw/cdcload/20240101-000000001.csv", "raw/cdcload/20240101-000000002.csv"]
 
     monkeypatch.undo()
     run(storage, spark)
@@ -589,3 +751,43 @@ def _compare_with_clean_run(storage: LakeStorage, clean: LakeStorage) -> None:
     assert {k: [e[c] for c in counts] for k, e in entries.items()} == {
         k: [e[c] for c in counts] for k, e in clean_entries.items()}
     assert pc.sum(Ledger(storage).entries("insurance")["rows_quarantined"]).as_py() == 2
+
+
+@pytest.mark.parametrize("crash_in", ["_record_tombstones", "record"])
+def test_crash_after_the_commit_converges_on_rerun(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, crash_in: str) -> None:
+    """The commit landed, then tombstones or the ledger failed: the rerun re-applies the same
+    changes (equal sequences re-apply) and ends where a clean run ends."""
+    from lake_assets.insurance import pipeline
+
+    def scenario(target: LakeStorage) -> None:
+        put(target, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
+        put(target, "raw/cdcload/20240101-000000001.csv", cdc(f"U,{row(1, 11)}", "D,2,,,,,,,,", "I,9,bad"))
+
+    scenario(storage)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed after the commit")
+
+    monkeypatch.setattr(pipeline if crash_in == "_record_tombstones" else Ledger, crash_in, crash)
+    with pytest.raises(RuntimeError, match="after the commit"):
+        apply_pending(storage, spark, "run-crash")
+    assert version(storage) == 0 and values(storage) == {1: 11, 3: 30}
+    monkeypatch.undo()
+    run(storage, spark)
+    put(storage, "raw/cdcload/20231231-000000000.csv", cdc(f"I,{row(2, 5)}"))  # older than the delete
+    run(storage, spark)
+
+    clean = make_storage(storage.endpoint_url, Path(storage.home), f"c-{uuid.uuid4().hex[:12]}")
+    try:
+        scenario(clean)
+        run(clean, spark)
+        put(clean, "raw/cdcload/20231231-000000000.csv", cdc(f"I,{row(2, 5)}"))
+        run(clean, spark)
+        assert table(storage) == table(clean) and values(storage) == {1: 11, 3: 30}
+        counts = ("status", "rows_in_file", "rows_applied", "rows_superseded", "rows_quarantined", "source_sequence")
+        assert {k: [e[c] for c in counts] for k, e in ledger(storage).items()} == {
+            k: [e[c] for c in counts] for k, e in ledger(clean).items()}
+        assert len(quarantine(storage)) == len(quarantine(clean)) == 1
+    finally:
+        drop_bucket(clean)

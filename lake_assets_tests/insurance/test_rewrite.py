@@ -3,11 +3,13 @@
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.insurance import merge
+from lake_assets.insurance.contract import TABLE_SCHEMA
 from lake_assets.insurance.pipeline import apply_pending
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE
@@ -55,3 +57,34 @@ def test_wide_batches_choose_the_rewrite() -> None:
     assert not merge.prefers_rewrite(10, 25)
     assert merge.prefers_rewrite(100_000, 1_000_000)
     assert not merge.prefers_rewrite(50_000, 10_000_000)
+
+
+def _rows(changes: list[tuple[int, str, str, int | None]]) -> pa.Table:
+    """Staged rows (key, operation, sequence, insured value) in the table's schema."""
+    count = len(changes)
+    columns = {name: pa.nulls(count, field.type) for name, field in zip(TABLE_SCHEMA.names, TABLE_SCHEMA)}
+    columns.update({"policy_id": pa.array([c[0] for c in changes], pa.int32()),
+                    "_operation": pa.array([c[1] for c in changes]), "_sequence": pa.array([c[2] for c in changes]),
+                    "insured_value": pa.array([c[3] for c in changes], pa.int32())})
+    return pa.table(columns, schema=TABLE_SCHEMA)
+
+
+@pytest.mark.parametrize("strategy", ["merge_changes", "rewrite_changes"])
+def test_both_strategies_take_only_changes_at_least_as_new_as_the_row(
+        storage: LakeStorage, spark: SparkSession, strategy: str) -> None:
+    """The engine-side guard of SEQUENCE BY (the pipeline also filters before staging)."""
+    uri = INSURANCE.uri(storage)
+    merge.create_from(spark, uri, merge.stage(storage, "staging/t/0.parquet", _rows(
+        [(1, "I", "b", 10), (2, "I", "b", 20), (3, "I", "b", 30), (4, "I", "b", 40)])))
+    batch = _rows([(1, "U", "a", 11),   # older: ignored
+                   (2, "D", "a", None),  # older delete: ignored
+                   (3, "U", "b", 31),   # equal (a rerun): re-applied
+                   (4, "D", "c", None),  # newer delete
+                   (5, "I", "a", 50)])  # a new key
+    metrics = getattr(merge, strategy)(spark, uri, merge.stage(storage, "staging/t/1.parquet", batch))
+    rows = {r["policy_id"]: (r["insured_value"], r["_sequence"]) for r in to_arrow(open_table(storage, INSURANCE)).to_pylist()}
+    assert rows == {1: (10, "b"), 2: (20, "b"), 3: (31, "b"), 5: (50, "a")}
+    if metrics is None:
+        metrics = open_table(storage, INSURANCE).history(limit=1)[0]["operationMetrics"]
+    assert (int(metrics["numTargetRowsInserted"]), int(metrics["numTargetRowsUpdated"]),
+            int(metrics["numTargetRowsDeleted"])) == (1, 1, 1)

@@ -1,0 +1,34 @@
+"""`lake approve`: publish full loads held by the write-audit-publish guard."""
+
+from typing import Annotated
+
+import typer
+
+from lake_assets.cli.app import app, friendly
+from lake_assets.cli.output import console
+from lake_assets.cli.run import report_run, run_pending
+from lake_assets.cli.session import lake_session
+from lake_assets.core.errors import UsageError
+from lake_assets.insurance.pipeline import approve_held
+
+
+@app.command()
+@friendly
+def approve(
+    files: Annotated[list[str] | None, typer.Argument(help="held raw files (key or s3:// URI), see `lake status`")] = None,
+    all_held: Annotated[bool, typer.Option("--all", help="approve every held full load")] = False,
+) -> None:
+    """Release held full loads and publish them now (a part releases its whole snapshot).
+
+    A full load that is empty, has quarantined rows, or would shrink the table too much is
+    held instead of published; approving it publishes it as one new table version, through
+    the same run as any other full load.
+    """
+    if bool(files) == all_held:
+        raise UsageError("name the held FILE(s) to approve, or pass --all")
+    with lake_session() as lake:
+        released = approve_held(lake.storage, None if all_held else files, "lake approve")
+        for obj in released:
+            console.print(f"approved {lake.storage.uri(obj.key)} (etag {obj.etag})")
+        if not report_run(run_pending(lake)):
+            raise typer.Exit(1)
