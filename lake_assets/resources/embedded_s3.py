@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -199,10 +200,12 @@ def _start(home: Path, port: int, credentials: S3Credentials) -> EmbeddedS3:
     partial = {"run_dir": str(run_dir), "sockets": list(sockets)}
     env = {**os.environ, "AWS_ACCESS_KEY_ID": credentials.access_key_id,
            "AWS_SECRET_ACCESS_KEY": credentials.secret_access_key}
-    supervisor = subprocess.Popen(
-        [sys.executable, "-m", "lake_assets.resources.s3_supervisor", str(home), json.dumps(partial), "--", *args],
-        cwd=home, env=env, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-    )
+    # the supervisor outlives this command: its own errors go to the server log, never the terminal
+    with os.fdopen(os.open(home / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "lake_assets.resources.s3_supervisor", str(home), json.dumps(partial), "--", *args],
+            cwd=home, env=env, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
     weed_pid = supervisor.stdout.readline().strip()
     supervisor.stdout.close()
     if not weed_pid.isdigit():
@@ -232,8 +235,6 @@ def _fresh_run_dir(home: Path) -> Path:
     """
     run_dir = home / RUN_DIR
     if len(str(run_dir)) > 80:
-        import tempfile
-
         return Path(tempfile.mkdtemp(prefix="lake-s3-"))
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(mode=0o700)
