@@ -30,5 +30,6 @@ def approve(
         released = approve_held(lake.storage, None if all_held else files, "lake approve")
         for obj in released:
             console.print(f"approved {lake.storage.uri(obj.key)} (etag {obj.etag})")
-        if not report_run(run_pending(lake)):
-            raise typer.Exit(1)
+        code = report_run(run_pending(lake))
+        if code:
+            raise typer.Exit(code)
