@@ -157,7 +157,7 @@ def profile_pipeline() -> None:
     """Wrap the pipeline's steps with timers; nested steps are counted in both."""
     import functools
 
-    from lake_assets import delta as delta_module
+    from lake_assets.core.formats import delta as delta_module
     from lake_assets.insurance import merge, pipeline
     from lake_assets.resources.storage import LakeStorage
 
@@ -174,7 +174,7 @@ def profile_pipeline() -> None:
         setattr(owner, name, wrapper)
 
     for name in ("parse_csv", "validate", "resolve", "_current_sequences", "_with_audit", "_quarantine", "_commit",
-                 "open_table", "row_count", "pending_objects", "_record_tombstones"):
+                 "open_table", "row_count", "pending_objects", "_record_tombstones", "_read_batch", "_publish", "_guard"):
         if hasattr(pipeline, name):
             timed(pipeline, name, name)
     for name in ("stage", "create_from", "merge_changes", "rewrite_changes"):

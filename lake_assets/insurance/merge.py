@@ -31,12 +31,10 @@ def stage(storage: LakeStorage, key: str, rows: pa.Table) -> str:
     return storage.uri(key)
 
 
-def create_from(spark: SparkSession, table_uri: str, staged_uri: str) -> dict[str, int]:
-    """The first commit of the table: the staged upserts (deletes meet no row). Returns
-    the metrics a MERGE into an empty table would report."""
+def create_from(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
+    """The first commit of the table: the staged upserts (deletes meet no row)."""
     rows = spark.read.parquet(staged_uri).where(F.col("_operation") != "D").select(*_DATA_AND_AUDIT)
     rows.write.format("delta").mode("append").save(table_uri)
-    return {"numTargetRowsInserted": rows.count(), "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0}
 
 
 #: A change is newer than the row it meets (a row without a sequence is older than any).

@@ -458,8 +458,9 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
                               tombstones.select([KEY, SEQUENCE]).cast(_KEYED)])
     existing = known.group_by(KEY).aggregate([(SEQUENCE, "max")])
     existing = pa.table({KEY: existing[KEY], "_existing": existing[f"{SEQUENCE}_max"]})
-    events = events.cast(events.schema.set(events.schema.get_field_index(KEY), pa.field(KEY, pa.int64()))) \
-        .join(existing, KEY, join_type="left outer")
+    events = events.cast(events.schema.set(events.schema.get_field_index(KEY), pa.field(KEY, pa.int64())))
+    position = pc.index_in(events[KEY], value_set=existing[KEY])  # a lookup, not a join of wide rows
+    events = events.append_column("_existing", existing["_existing"].take(position))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         unknown = pc.is_null(events["_existing"])
         events = events.filter(pc.invert(pc.and_(unknown, pc.less(events[SEQUENCE], floor))))
@@ -536,7 +537,11 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, bat
         rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
     staged = merge.stage(storage, f"{staging}changes.parquet", rows)
     if open_table(storage, INSURANCE) is None:
-        apply = merge.create_from
+        inserted = int(pc.sum(pc.not_equal(rows["_operation"], "D")).as_py() or 0)
+
+        def apply(spark_session: SparkSession, uri: str, staged_uri: str) -> dict[str, int]:
+            merge.create_from(spark_session, uri, staged_uri)
+            return {"numTargetRowsInserted": inserted, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0}
     elif merge.prefers_rewrite(rows.num_rows, _rows_now(report)):
         apply = merge.rewrite_changes
     else:

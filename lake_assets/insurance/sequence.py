@@ -30,10 +30,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lake_assets.core.errors import UsageError
+
 NAME_STAMP = re.compile(r"(?<![0-9])([0-9]{8})-([0-9]{6})([0-9]{3})?(?![0-9])")
 TOKENS = {"YYYY": r"(?P<year>[0-9]{4})", "MM": r"(?P<month>[0-9]{2})", "DD": r"(?P<day>[0-9]{2})",
           "HH": r"(?P<hour>[0-9]{2})"}
-MAX_PART, MAX_DELIVERY, MAX_ROW = 10**6 - 1, 10**4 - 1, 10**10 - 1
+MAX_PART, MAX_DELIVERY = 10**6 - 1, 10**4 - 1
 ARRIVAL_PART = 900_000  # parts from names stay below it
 
 
@@ -66,7 +68,7 @@ def folder_pattern(date_format: str) -> re.Pattern:
     with `/`, `-`, `_` or nothing between them, e.g. `YYYY/MM/DD`, `DDMMYYYY`)."""
     pattern, rest = "", date_format.strip()
     if not rest:
-        raise ValueError("LAKE_CDC_FOLDER_DATE_FORMAT is empty")
+        raise UsageError("LAKE_CDC_FOLDER_DATE_FORMAT is empty")
     while rest:
         token = next((t for t in TOKENS if rest.startswith(t)), None)
         if token is not None:
@@ -74,9 +76,9 @@ def folder_pattern(date_format: str) -> re.Pattern:
         elif rest[0] in "/-_":
             pattern, rest = pattern + re.escape(rest[0]), rest[1:]
         else:
-            raise ValueError(f"LAKE_CDC_FOLDER_DATE_FORMAT {date_format!r}: use YYYY, MM, DD, HH and / - _")
+            raise UsageError(f"LAKE_CDC_FOLDER_DATE_FORMAT {date_format!r}: use YYYY, MM, DD, HH and / - _")
     if "year" not in pattern or "month" not in pattern:
-        raise ValueError(f"LAKE_CDC_FOLDER_DATE_FORMAT {date_format!r} needs at least YYYY and MM")
+        raise UsageError(f"LAKE_CDC_FOLDER_DATE_FORMAT {date_format!r} needs at least YYYY and MM")
     return re.compile(f"(?:^|/){pattern}$")
 
 
