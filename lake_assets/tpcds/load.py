@@ -21,10 +21,11 @@ converge), and the ledger is written last, so a failed run leaves objects pendin
 rerun converges.
 """
 
+import contextlib
 import datetime as dt
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -142,11 +143,11 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
     started = time.perf_counter()
     name = qualified(TpcdsTable.WEB_SALES)
     ensure_table(storage, TpcdsTable.WEB_SALES)
-    report = _report(storage, name)
+    report = start_report(storage, name)
     objects = fact_objects(storage)
     selected = {day: objects[day] for day in sorted(set(days), key=_day_order) if day in objects}
     if not selected:
-        return _finish(storage, report, started)
+        return finish_report(storage, report, started)
 
     folders = {(NULL_PARTITION if day is None else day.isoformat()): obj for day, obj in selected.items()}
     lines = (spark.read.text(storage.uri(RAW.facts))
@@ -159,9 +160,9 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
                    extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
                                                F.col(_FOLDER), F.lit(")")))])
 
-    with _staged(storage, spark, parsed.drop(_FOLDER), run_id) as staged:
+    with staged_parse(storage, spark, parsed.drop(_FOLDER), run_id) as staged:
         at = dt.datetime.now(dt.timezone.utc)
-        _quarantine(storage, staged, folders, run_id, at)
+        quarantine_rejected(storage, staged, folders, run_id, at)
         valid = staged.where(F.col(REASON).isNull())
         condition = F.lit(False)
         sks = [date_sk(day) for day in selected if day is not None]
@@ -170,12 +171,12 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         if None in selected:
             condition = condition | F.col(PARTITION_COLUMN).isNull()
         _table_columns_of(valid, spark, name).writeTo(name).overwrite(condition)
-        counts = _counts(staged)
+        counts = counts_per_source(staged)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
-    report.files = [_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at)
+    report.files = [ledger_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at)
                     for folder, obj in folders.items()]
     Ledger(storage).record(report.files)
-    return _finish(storage, report, started)
+    return finish_report(storage, report, started)
 
 
 def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
@@ -198,51 +199,47 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
     started = time.perf_counter()
     qualified_name = qualified(name)
     ensure_table(storage, name)
-    report = _report(storage, qualified_name)
+    report = start_report(storage, qualified_name)
     key = RAW.dimension_key(name)
     objects = [o for o in list_raw(storage, key) if o.key == key]
     if not objects:
-        return _finish(storage, report, started)
+        return finish_report(storage, report, started)
     obj = objects[0]
     lines = spark.read.text(storage.uri(key)).withColumn(SOURCE, F.lit(key))
     parsed = parse(numbered(lines), COLUMNS[name], KEYS[name])
     columns = [c for c, _ in COLUMNS[name]]
-    with _staged(storage, spark, parsed, run_id) as staged:
+    with staged_parse(storage, spark, parsed, run_id) as staged:
         at = dt.datetime.now(dt.timezone.utc)
-        _quarantine(storage, staged, {key: obj}, run_id, at)
+        quarantine_rejected(storage, staged, {key: obj}, run_id, at)
         latest = Window.partitionBy(*KEYS[name]).orderBy(F.col(LINE).desc())
         winners = (staged.where(F.col(REASON).isNull())
                    .withColumn("_rank", F.row_number().over(latest)).where("_rank = 1").select(*columns))
         view = f"lake_tpcds_{name}_batch"
         winners.createOrReplaceTempView(view)
         spark.sql(merge_sql(qualified_name, view, KEYS[name], columns, operation=None)).collect()
-        in_file, valid, _ = _counts(staged).get(key, (0, 0, 0))
+        in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
         applied = winners.count()
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(qualified_name)))
-    report.files = [_entry(qualified_name, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
+    report.files = [ledger_entry(qualified_name, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
     Ledger(storage).record(report.files)
-    return _finish(storage, report, started)
+    return finish_report(storage, report, started)
 
 
 # --- shared steps ----------------------------------------------------------------
 
-class _staged:
-    """Write the parsed rows once as Parquet in the bucket; read them back; delete after."""
-
-    def __init__(self, storage: LakeStorage, spark: SparkSession, parsed: DataFrame, run_id: str) -> None:
-        self._storage = storage
-        self._prefix = f"{STAGING}{run_id}/{uuid.uuid4().hex[:8]}/"
-        parsed.write.mode("overwrite").parquet(storage.uri(self._prefix))
-        self._frame = spark.read.parquet(storage.uri(self._prefix))
-
-    def __enter__(self) -> DataFrame:
-        return self._frame
-
-    def __exit__(self, *exc: object) -> None:
-        self._storage.delete_prefix(self._prefix)
+@contextlib.contextmanager
+def staged_parse(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, run_id: str) -> Iterator[DataFrame]:
+    """Write the parsed rows once as Parquet in the bucket (one read of the raw objects),
+    yield them read back, and delete them afterwards."""
+    prefix = f"{STAGING}{run_id}/{uuid.uuid4().hex[:8]}/"
+    parsed.write.mode("overwrite").parquet(storage.uri(prefix))
+    try:
+        yield spark.read.parquet(storage.uri(prefix))
+    finally:
+        storage.delete_prefix(prefix)
 
 
-def _quarantine(storage: LakeStorage, staged: DataFrame, objects: dict[str, RawObject], run_id: str,
+def quarantine_rejected(storage: LakeStorage, staged: DataFrame, objects: dict[str, RawObject], run_id: str,
                 at: dt.datetime) -> None:
     """Insert the rejected rows, with their object's key and ETag, into `tpcds_quarantine`."""
     rejected = staged.where(F.col(REASON).isNotNull())
@@ -258,7 +255,7 @@ def _quarantine(storage: LakeStorage, staged: DataFrame, objects: dict[str, RawO
         insert_absent_frame(storage, TPCDS_QUARANTINE, rows)
 
 
-def _counts(staged: DataFrame) -> dict[str, tuple[int, int, int]]:
+def counts_per_source(staged: DataFrame) -> dict[str, tuple[int, int, int]]:
     """(lines, valid lines, 0) per source: the only data the Dagster process receives."""
     rows = staged.groupBy(SOURCE).agg(
         F.count(F.lit(1)).alias("lines"), F.sum(F.when(F.col(REASON).isNull(), 1).otherwise(0)).alias("valid"),
@@ -271,7 +268,7 @@ def _table_columns_of(frame: DataFrame, spark: SparkSession, name: str) -> DataF
     return frame.select(*spark.table(name).columns)
 
 
-def _entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, int], snapshot: int | None,
+def ledger_entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, int], snapshot: int | None,
            run_id: str, at: dt.datetime) -> LedgerEntry:
     lines, valid, superseded = counts
     return LedgerEntry(
@@ -282,13 +279,13 @@ def _entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, int], s
     )
 
 
-def _report(storage: LakeStorage, name: str) -> LoadReport:
+def start_report(storage: LakeStorage, name: str) -> LoadReport:
     current = iceberg.open_table(storage, table(name))
     return LoadReport(name, iceberg.current_snapshot_id(current) if current else None,
                       iceberg.row_count(current) if current else 0)
 
 
-def _finish(storage: LakeStorage, report: LoadReport, started: float) -> LoadReport:
+def finish_report(storage: LakeStorage, report: LoadReport, started: float) -> LoadReport:
     current = iceberg.open_table(storage, table(report.table))
     report.snapshot_after = iceberg.current_snapshot_id(current) if current else None
     report.rows_after = iceberg.row_count(current) if current else 0
