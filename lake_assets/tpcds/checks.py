@@ -23,7 +23,7 @@ from lake_assets.core.ledger import Ledger
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.assets import DIMENSION_KEYS, WEB_SALES_KEY, asset_key
+from lake_assets.tpcds.assets import CORRECTIONS_KEY, DIMENSION_KEYS, WEB_SALES_KEY, asset_key
 from lake_assets.tpcds.load import DAILY as DAILY_KIND
 from lake_assets.tpcds.load import fact_objects
 from lake_assets.tpcds.schema import (
@@ -158,6 +158,13 @@ def web_sales_referential_integrity(storage: LakeStorage, engine: SparkEngine) -
         return evaluate_referential_integrity(running, engine)
 
 
+@dg.asset_check(asset=CORRECTIONS_KEY, name="web_sales_key_unique_after_corrections", blocking=True,
+                description="After the corrections MERGE, (ws_item_sk, ws_order_number) is still unique.")
+def web_sales_key_unique_after_corrections(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_key_unique(running, engine, TpcdsTable.WEB_SALES)
+
+
 # --- schema and freshness ---------------------------------------------------------
 
 def evaluate_schema(storage: LakeStorage, name: str) -> dg.AssetCheckResult:
@@ -212,5 +219,6 @@ def date_dim_key_unique(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCh
 
 TPCDS_CHECKS = [
     web_sales_rows_match_raw, web_sales_key_unique, web_sales_referential_integrity, web_sales_freshness,
+    web_sales_key_unique_after_corrections,
     date_dim_key_unique, *[_schema_check(name) for name in (TpcdsTable.WEB_SALES, *DIMENSIONS)],
 ]

@@ -72,7 +72,7 @@ class LoadReport:
     duration_seconds: float = 0.0
 
     def total(self, attribute: str) -> int:
-        return sum(getattr(f, attribute) for f in self.files)
+        return int(sum(getattr(f, attribute) for f in self.files))
 
 
 # --- the tables ------------------------------------------------------------------
@@ -218,7 +218,7 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
         winners.createOrReplaceTempView(view)
         spark.sql(merge_sql(qualified_name, view, KEYS[name], columns, operation=None)).collect()
         in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
-        applied = winners.count()
+        applied = int(winners.count())
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(qualified_name)))
     report.files = [ledger_entry(qualified_name, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
     Ledger(storage).record(report.files)
@@ -273,8 +273,8 @@ def ledger_entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, i
     lines, valid, superseded = counts
     return LedgerEntry(
         table_name=name, source_file=obj.key, source_etag=obj.etag, source_size=obj.size, source_kind=kind,
-        status=APPLIED if valid or not lines else REJECTED, rows_in_file=lines, rows_applied=valid - superseded,
-        rows_superseded=superseded, rows_quarantined=lines - valid, table_version=snapshot, run_id=run_id,
+        status=APPLIED if valid or not lines else REJECTED, rows_in_file=int(lines),
+        rows_applied=int(valid - superseded), rows_superseded=int(superseded), rows_quarantined=int(lines - valid), table_version=snapshot, run_id=run_id,
         recorded_at=at,
     )
 
