@@ -69,7 +69,7 @@ def query(
     version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version or Iceberg snapshot id")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="read the table as of this timestamp")] = None,
 ) -> None:
-    """Run SQL over the lake's tables (insurance, insurance_quarantine, lake_ledger)."""
+    """Run SQL over the lake's tables by name (insurance, tpcds.web_sales, ...; see `lake status`)."""
     with lake_session() as lake:
         show_query(lake, sql, fmt, version, as_of)
 
@@ -119,6 +119,6 @@ def history(
     name: Annotated[str, typer.Argument(metavar="TABLE", help="table name, e.g. insurance")],
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
 ) -> None:
-    """A table's Delta history, newest first (first column the version)."""
+    """A table's history, newest first: Delta versions or Iceberg snapshots (first column the id)."""
     with lake_session() as lake:
         show_history(lake, name, fmt)

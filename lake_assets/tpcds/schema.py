@@ -146,6 +146,13 @@ class RawLayout:
     def corrections(self) -> str:
         return f"{self.root}web_sales_cdc/"
 
+    def table_of(self, key: str) -> str | None:
+        """The table an object under the raw root feeds (`tpcds.web_sales` for facts and corrections)."""
+        folder = key[len(self.root):].split("/", 1)[0] if key.startswith(self.root) else ""
+        if folder in (TpcdsTable.WEB_SALES, "web_sales_cdc"):
+            return qualified(TpcdsTable.WEB_SALES)
+        return qualified(folder) if folder in KEYS else None
+
     def fact_folder(self, day: dt.date | None) -> str:
         return f"{self.facts}ws_sold_date={day.isoformat() if day else NULL_PARTITION}/"
 
