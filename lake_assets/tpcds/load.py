@@ -70,6 +70,16 @@ class LoadReport:
     rows_after: int = 0
     files: list[LedgerEntry] = field(default_factory=list)
     duration_seconds: float = 0.0
+    #: seconds per step (parse_and_stage, quarantine, commit, count), for metadata and benchmarks
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
     def total(self, attribute: str) -> int:
         return int(sum(getattr(f, attribute) for f in self.files))
@@ -160,9 +170,12 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
                    extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
                                                F.col(_FOLDER), F.lit(")")))])
 
-    with staged_parse(storage, spark, parsed.drop(_FOLDER), run_id) as staged:
+    with contextlib.ExitStack() as stack:
+        with report.step("parse_and_stage"):
+            staged = stack.enter_context(staged_parse(storage, spark, parsed.drop(_FOLDER), run_id))
         at = dt.datetime.now(dt.timezone.utc)
-        quarantine_rejected(storage, staged, folders, run_id, at)
+        with report.step("quarantine"):
+            quarantine_rejected(storage, staged, folders, run_id, at)
         valid = staged.where(F.col(REASON).isNull())
         condition = F.lit(False)
         sks = [date_sk(day) for day in selected if day is not None]
@@ -170,8 +183,10 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
             condition = condition | F.col(PARTITION_COLUMN).isin(sks)
         if None in selected:
             condition = condition | F.col(PARTITION_COLUMN).isNull()
-        _table_columns_of(valid, spark, name).writeTo(name).overwrite(condition)
-        counts = counts_per_source(staged)
+        with report.step("commit"):
+            _table_columns_of(valid, spark, name).writeTo(name).overwrite(condition)
+        with report.step("count"):
+            counts = counts_per_source(staged)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
     report.files = [ledger_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at)
                     for folder, obj in folders.items()]

@@ -1,0 +1,90 @@
+"""Measure web_sales partitioning choices on this machine (not a test): identity on
+ws_sold_date_sk (one partition per day, what the loader uses) vs months() of a derived
+sold date column, at a given scale.
+
+    uv run python benchmarks/tpcds_partitioning.py --scale 1
+
+Prints, for each layout: load time of every day through the engine, data files, a full
+scan, a one-month range query (TPC-DS Q12's shape) and the re-load of one day.
+"""
+
+import argparse
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from lake_assets.core.formats import iceberg
+from lake_assets.core.tables import TPCDS_WEB_SALES
+from lake_assets.resources.catalog import lake_catalog
+from lake_assets.resources.embedded_s3 import free_port, start_server, stop_server
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
+from lake_assets.tpcds.load import fact_objects, load_fact_days
+from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
+
+
+def timed(label: str, work) -> float:  # noqa: ANN001
+    started = time.perf_counter()
+    result = work()
+    seconds = time.perf_counter() - started
+    print(f"  {label:<40} {seconds:8.2f} s" + (f"  ({result})" if result is not None else ""), flush=True)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scale", type=float, default=1.0)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="lake-bench-"))
+    server = start_server(home, free_port(), EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY)
+    try:
+        storage = LakeStorage(bucket="bench", home=str(home)).with_endpoint(server.endpoint)
+        storage.ensure_bucket()
+        oracle = generated(args.scale)
+        timed("land raw objects", lambda: len(land_facts(storage, oracle)))
+        print(f"  raw bytes: {sum(o['Size'] for o in storage.list_objects('raw/tpcds/web_sales/'))}")
+        spark = SparkEngine().session(storage)
+        lake_catalog(storage)
+        days = list(fact_objects(storage))
+        print("identity(ws_sold_date_sk), one partition per day:")
+        report = load_fact_days(storage, spark, days, "bench")
+        print(f"  load every day (one run)                 {report.duration_seconds:8.2f} s  "
+              f"({report.rows_after} rows; steps {report.steps})")
+        table = iceberg.open_table(storage, TPCDS_WEB_SALES)
+        print(f"  data files: {len(table.inspect.files())}")
+        month = sold_dates(oracle)[400]
+        q = (f"SELECT count(*), sum(ws_ext_sales_price) FROM tpcds.web_sales JOIN tpcds_bench.dd ON "
+             f"ws_sold_date_sk = d_date_sk WHERE d_date BETWEEN DATE'{month}' AND DATE'{month}' + INTERVAL 30 DAYS")
+        spark.sql("CREATE DATABASE IF NOT EXISTS tpcds_bench")
+        oracle_dates = oracle.sql("SELECT d_date_sk, d_date FROM date_dim").df()
+        spark.createDataFrame(oracle_dates).writeTo("tpcds_bench.dd").create()
+        timed("full scan sum", lambda: spark.sql("SELECT sum(ws_net_paid) FROM tpcds.web_sales").collect()[0][0])
+        timed("30-day range via date_dim join", lambda: spark.sql(q).collect()[0][0])
+        timed("re-load one day", lambda: load_fact_days(storage, spark, [month], "bench-2").rows_after)
+
+        print("months(ws_sold_date), derived column:")
+        name = f"tpcds_bench.ws_{uuid.uuid4().hex[:6]}"
+        source = spark.sql("SELECT w.*, d_date AS ws_sold_date FROM tpcds.web_sales w LEFT JOIN tpcds_bench.dd "
+                           "ON ws_sold_date_sk = d_date_sk")
+        columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in source.schema.fields)
+        spark.sql(f"CREATE TABLE {name} ({columns}) USING iceberg PARTITIONED BY (months(ws_sold_date))")
+        timed("write every row (one commit)", lambda: source.writeTo(name).append())
+        months = lake_catalog(storage).pyiceberg().load_table(name)
+        print(f"  data files: {len(months.inspect.files())}")
+        qm = (f"SELECT count(*), sum(ws_ext_sales_price) FROM {name} WHERE ws_sold_date BETWEEN DATE'{month}' "
+              f"AND DATE'{month}' + INTERVAL 30 DAYS")
+        timed("full scan sum", lambda: spark.sql(f"SELECT sum(ws_net_paid) FROM {name}").collect()[0][0])
+        timed("30-day range on the partition column", lambda: spark.sql(qm).collect()[0][0])
+        day = spark.table(name).where(f"ws_sold_date = DATE'{month}'")
+        timed("re-load one day (overwrite by condition)",
+              lambda: day.writeTo(name).overwrite(F.col("ws_sold_date") == F.lit(month)))
+    finally:
+        stop_server(home, server)
+
+
+if __name__ == "__main__":
+    main()
