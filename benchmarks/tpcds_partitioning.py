@@ -61,7 +61,7 @@ def main() -> None:
              f"ws_sold_date_sk = d_date_sk WHERE d_date BETWEEN DATE'{month}' AND DATE'{month}' + INTERVAL 30 DAYS")
         spark.sql("CREATE DATABASE IF NOT EXISTS tpcds_bench")
         oracle_dates = oracle.sql("SELECT d_date_sk, d_date FROM date_dim").df()
-        spark.createDataFrame(oracle_dates).writeTo("tpcds_bench.dd").create()
+        spark.createDataFrame(oracle_dates).writeTo("tpcds_bench.dd").using("iceberg").create()
         timed("full scan sum", lambda: spark.sql("SELECT sum(ws_net_paid) FROM tpcds.web_sales").collect()[0][0])
         timed("30-day range via date_dim join", lambda: spark.sql(q).collect()[0][0])
         timed("re-load one day", lambda: load_fact_days(storage, spark, [month], "bench-2").rows_after)
@@ -70,9 +70,8 @@ def main() -> None:
         name = f"tpcds_bench.ws_{uuid.uuid4().hex[:6]}"
         source = spark.sql("SELECT w.*, d_date AS ws_sold_date FROM tpcds.web_sales w LEFT JOIN tpcds_bench.dd "
                            "ON ws_sold_date_sk = d_date_sk")
-        columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in source.schema.fields)
-        spark.sql(f"CREATE TABLE {name} ({columns}) USING iceberg PARTITIONED BY (months(ws_sold_date))")
-        timed("write every row (one commit)", lambda: source.writeTo(name).append())
+        timed("write every row (one commit)",
+              lambda: source.writeTo(name).using("iceberg").partitionedBy(F.months("ws_sold_date")).create())
         months = lake_catalog(storage).pyiceberg().load_table(name)
         print(f"  data files: {len(months.inspect.files())}")
         qm = (f"SELECT count(*), sum(ws_ext_sales_price) FROM {name} WHERE ws_sold_date BETWEEN DATE'{month}' "

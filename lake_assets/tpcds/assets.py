@@ -73,6 +73,7 @@ def load_metadata(report: LoadReport) -> dict:
         "rows_superseded": report.total("rows_superseded"),
         "rows_quarantined": report.total("rows_quarantined"),
         "duration_seconds": round(report.duration_seconds, 3),
+        "step_seconds": dg.MetadataValue.json(report.steps),
         "table": report.table,
     }
 
