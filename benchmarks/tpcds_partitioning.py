@@ -1,6 +1,6 @@
-"""Measure web_sales partitioning choices on this machine (not a test): identity on
-ws_sold_date_sk (one partition per day, what the loader uses) vs months() of a derived
-sold date column, at a given scale.
+"""Measure web_sales partitioning choices on this machine (not a test): the loader's
+truncate(ws_sold_date_sk, 30) with days replaced by MERGE, vs identity on ws_sold_date_sk
+(one partition per day, replaced by overwrite(condition)), at a given scale.
 
     uv run python benchmarks/tpcds_partitioning.py --scale 1
 
@@ -50,7 +50,7 @@ def main() -> None:
         spark = SparkEngine().session(storage)
         lake_catalog(storage)
         days = list(fact_objects(storage))
-        print("identity(ws_sold_date_sk), one partition per day:")
+        print("truncate(ws_sold_date_sk, 30), the loader's layout:")
         report = load_fact_days(storage, spark, days, "bench")
         print(f"  load every day (one run)                 {report.duration_seconds:8.2f} s  "
               f"({report.rows_after} rows; steps {report.steps})")
@@ -66,21 +66,20 @@ def main() -> None:
         timed("30-day range via date_dim join", lambda: spark.sql(q).collect()[0][0])
         timed("re-load one day", lambda: load_fact_days(storage, spark, [month], "bench-2").rows_after)
 
-        print("months(ws_sold_date), derived column:")
+        print("identity(ws_sold_date_sk), one partition per day:")
         name = f"tpcds_bench.ws_{uuid.uuid4().hex[:6]}"
-        source = spark.sql("SELECT w.*, d_date AS ws_sold_date FROM tpcds.web_sales w LEFT JOIN tpcds_bench.dd "
-                           "ON ws_sold_date_sk = d_date_sk")
+        source = spark.table("tpcds.web_sales")
         timed("write every row (one commit)",
-              lambda: source.writeTo(name).using("iceberg").partitionedBy(F.months("ws_sold_date")).create())
-        months = lake_catalog(storage).pyiceberg().load_table(name)
-        print(f"  data files: {len(months.inspect.files())}")
-        qm = (f"SELECT count(*), sum(ws_ext_sales_price) FROM {name} WHERE ws_sold_date BETWEEN DATE'{month}' "
-              f"AND DATE'{month}' + INTERVAL 30 DAYS")
+              lambda: source.writeTo(name).using("iceberg").partitionedBy("ws_sold_date_sk").create())
+        daily = lake_catalog(storage).pyiceberg().load_table(name)
+        print(f"  data files: {len(daily.inspect.files())}")
+        qd = q.replace("tpcds.web_sales", name)
         timed("full scan sum", lambda: spark.sql(f"SELECT sum(ws_net_paid) FROM {name}").collect()[0][0])
-        timed("30-day range on the partition column", lambda: spark.sql(qm).collect()[0][0])
-        day = spark.table(name).where(f"ws_sold_date = DATE'{month}'")
+        timed("30-day range via date_dim join", lambda: spark.sql(qd).collect()[0][0])
+        sk = spark.sql(f"SELECT d_date_sk FROM tpcds_bench.dd WHERE d_date = DATE'{month}'").collect()[0][0]
+        day = spark.table(name).where(F.col("ws_sold_date_sk") == sk)
         timed("re-load one day (overwrite by condition)",
-              lambda: day.writeTo(name).overwrite(F.col("ws_sold_date") == F.lit(month)))
+              lambda: day.writeTo(name).overwrite(F.col("ws_sold_date_sk") == F.lit(sk)))
     finally:
         stop_server(home, server)
 
