@@ -186,7 +186,10 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         view = "lake_tpcds_fact_days"
         winners.createOrReplaceTempView(view)
         with report.step("commit"):
-            spark.sql(replace_days_sql(name, view, columns, list(selected))).collect()
+            if report.rows_before == 0:  # an empty table: the MERGE would only insert
+                winners.select(*columns).writeTo(name).append()
+            else:
+                spark.sql(replace_days_sql(name, view, columns, list(selected))).collect()
         with report.step("count"):
             counts = counts_per_source(staged)
             kept = {r[SOURCE]: int(r["n"]) for r in
