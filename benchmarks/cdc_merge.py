@@ -9,7 +9,6 @@ The S3 server (SeaweedFS) is a separate process with its own temporary LAKE_HOME
 
 import argparse
 import warnings
-import datetime as dt
 import io
 import os
 import resource

@@ -40,6 +40,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
     "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
+    "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
+    "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
 }
 
 
@@ -59,6 +61,8 @@ class LakeSettings:
     cdc_folder_date_format: str = "YYYY/MM/DD"
     fullload_max_shrink: float = 0.5
     tombstone_retention_days: float = 7.0
+    iceberg_uri: str = ""
+    iceberg_warehouse: str = "warehouse"
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -79,6 +83,8 @@ class LakeSettings:
             cdc_folder_date_format=env.get("LAKE_CDC_FOLDER_DATE_FORMAT") or "YYYY/MM/DD",
             fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", 0.5),
             tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0),
+            iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
+            iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
         )
 
     @property

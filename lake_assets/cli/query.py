@@ -13,7 +13,8 @@ from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table
-from lake_assets.core.tables import TABLES, table
+from lake_assets.core.formats import iceberg
+from lake_assets.core.tables import TABLES, TableFormat, table
 
 
 #: Functions that reach outside the lake (files, the JVM) are refused wherever they appear.
@@ -83,6 +84,12 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
     spark = lake.spark()
     for name in names:
         entry = table(name)
+        if entry.format is TableFormat.ICEBERG:
+            # Iceberg tables resolve by name in the engine's default (REST) catalog.
+            if iceberg.open_table(lake.storage, entry) is None:
+                raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+            spark.sql(f"SELECT * FROM {name}{_time_travel(version, as_of)}").createOrReplaceTempView(_view_name(name))
+            continue
         if open_table(lake.storage, entry) is None:
             raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
         reader = spark.read.format(entry.format)
@@ -109,12 +116,28 @@ def _bind_qualified_names(sql: str) -> str:
     return tree.sql(dialect="spark")
 
 
+def _time_travel(version: int | None, as_of: str | None) -> str:
+    """The clause reading an Iceberg table at a snapshot id or timestamp, or nothing."""
+    if version is not None:
+        return f" VERSION AS OF {int(version)}"
+    if as_of:
+        return f" TIMESTAMP AS OF '{_timestamp_literal(as_of)}'"
+    return ""
+
+
+def _timestamp_literal(text: str) -> str:
+    try:
+        return dt.datetime.fromisoformat(text).isoformat(sep=" ")
+    except ValueError:
+        raise UsageError(f"--as-of must be an ISO timestamp, not {text!r}") from None
+
+
 @app.command()
 @friendly
 def query(
     sql: Annotated[str, typer.Argument(help="Spark SQL over the lake's tables by name")],
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
-    version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version")] = None,
+    version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version or Iceberg snapshot id")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="read the table as of this timestamp")] = None,
 ) -> None:
     """Run a read-only SQL query over the lake's tables by name (insurance, insurance_quarantine, lake_ledger).
@@ -127,6 +150,9 @@ def query(
 
 
 def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
+    if table(name).format is TableFormat.ICEBERG:
+        show_iceberg_history(lake, name, fmt)
+        return
     delta = open_table(lake.storage, table(name))
     if delta is None:
         raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
@@ -147,6 +173,17 @@ def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
             "files_added", "files_removed"], rows, fmt)
 
 
+def show_iceberg_history(lake: LakeSession, name: str, fmt: Format) -> None:
+    """An Iceberg table's snapshots (pyiceberg), newest first; the first column is the snapshot id."""
+    current = iceberg.open_table(lake.storage, table(name))
+    if current is None:
+        raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+    entries = iceberg.history(current)
+    columns = ["snapshot_id", "timestamp", "operation", "added_records", "deleted_records", "total_records",
+               "added_files", "deleted_files"]
+    render(columns, [tuple(e[c] for c in columns) for e in entries], fmt)
+
+
 def _timestamp(millis: int | None) -> str | None:
     return dt.datetime.fromtimestamp(millis / 1000, dt.timezone.utc).isoformat() if millis else None
 
@@ -157,6 +194,6 @@ def history(
     name: Annotated[str, typer.Argument(metavar="TABLE", help="table name, e.g. insurance")],
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
 ) -> None:
-    """A table's Delta history, newest first (first column the version)."""
+    """A table's history, newest first: Delta versions or Iceberg snapshots (first column the id)."""
     with lake_session() as lake:
         show_history(lake, name, fmt)

@@ -219,7 +219,7 @@ def _start(home: Path, port: int, credentials: S3Credentials) -> EmbeddedS3:
         if supervisor.poll() is not None or not pid_alive(server.pid):
             stop(home, server)
             raise EmbeddedS3Error(f"the embedded S3 server exited at start; see {home / LOG_FILE}")
-        if _s3_answers(server.endpoint, credentials):
+        if _s3_answers(server.endpoint, credentials) and _port_open(server.iceberg_endpoint):
             _write_private(home / STATE_FILE, server.to_json())
             return server
         time.sleep(0.2)

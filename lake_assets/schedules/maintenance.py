@@ -11,13 +11,13 @@ from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.runs import record_process
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, TABLES, LakeTable
+from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat
 
 VACUUM_RETENTION_HOURS = 168
 #: The write lock each table is maintained under: the lock of the run that writes it.
 #: Tables not listed have their own (the ledger is appended to by delta-rs, whose
 #: optimistic commits retry on conflict).
-WRITE_LOCK = {INSURANCE.name: INSURANCE.name, INSURANCE_QUARANTINE.name: INSURANCE.name}
+WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES)}
 
 
 class MaintenanceConfig(dg.Config):
@@ -34,7 +34,7 @@ def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig
 
 def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
     owner = LockOwner.current(context.run_id)
-    for table in TABLES.values():
+    for table in (t for t in TABLES.values() if t.format is TableFormat.DELTA):
         with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner,
                         wait_seconds=config.lock_wait_seconds):
             _maintain_table(context, config, storage, table)

@@ -1,0 +1,101 @@
+"""Corrections (CDC) MERGEd into tpcds.web_sales, compared with a pure-Python model."""
+
+import random
+
+from pyspark.sql import SparkSession
+
+from lake_assets.core.ledger import Ledger
+from lake_assets.resources.catalog import LakeCatalog
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
+from lake_assets.tpcds.load import load_fact_days
+from lake_assets.tpcds.schema import RAW, TpcdsTable, qualified
+from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
+from lake_assets_tests.tpcds.test_load import fact_rows, quarantine
+
+ITEM, ORDER = 3, 17  # positions of the key columns in a web_sales line
+
+
+def key_of(fields: list[str]) -> tuple[str, str]:
+    return fields[ITEM], fields[ORDER]
+
+
+def apply_model(model: dict[tuple[str, str], list[str]], lines: list[str]) -> None:
+    """The CDC semantics in plain Python: the last line per key wins; D deletes, I/U upsert."""
+    for line in lines:
+        op, *fields = line.split("|")
+        if op == "D":
+            model.pop(key_of(fields), None)
+        else:
+            model[key_of(fields)] = fields
+
+
+def as_text(row: tuple) -> list[str]:
+    return ["" if v is None else str(v) for v in row]
+
+
+def correction_batch(rng: random.Random, model: dict, next_order: list[int]) -> list[str]:
+    lines = []
+    keys = sorted(model)
+    for fields in (model[k] for k in rng.sample(keys, 8)):  # changed quantities and prices
+        changed = list(fields)
+        changed[18] = str(rng.randint(1, 100))
+        changed[21] = f"{rng.randint(1, 30000) / 100:.2f}"
+        lines.append("U|" + "|".join(changed))
+    for key in rng.sample(keys, 5):  # cancelled orders: only the key is given
+        blank = [""] * 34
+        blank[ITEM], blank[ORDER] = key
+        lines.append("D|" + "|".join(blank))
+    for _ in range(4):  # late new rows
+        fields = list(model[rng.choice(keys)])
+        next_order[0] += 1
+        fields[ORDER] = str(next_order[0])
+        lines.append("I|" + "|".join(fields))
+    twice = list(model[keys[0]])  # the same key twice in one batch: the later line wins
+    twice[18] = "1"
+    lines.append("U|" + "|".join(twice))
+    twice[18] = "2"
+    lines.append("U|" + "|".join(twice))
+    return lines
+
+
+def test_corrections_merge_like_the_model(storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession) -> None:
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:20] + [None]
+    land_facts(storage, oracle, days)
+    load_fact_days(storage, spark, days, "run-load")
+    model = {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)}
+    rng = random.Random(6)
+    next_order = [10_000_000]
+
+    first = correction_batch(rng, model, next_order)
+    second = correction_batch(rng, model, next_order)
+    bad = ["X|" + "|".join(model[sorted(model)[1]]), "U|too|few", "U|" + "|".join(["1"] * 3 + [""] + ["1"] * 30)]
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("\n".join(first + bad) + "\n").encode())
+    storage.put_bytes(f"{RAW.corrections}20240101-000000001.dat", ("\n".join(second) + "\n").encode())
+    apply_model(model, first)
+    apply_model(model, second)
+
+    report = apply_corrections(storage, spark, "run-cdc")
+
+    assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
+    assert report.rows_after == len(model)
+    reasons = [(r["line_number"], r["reason"]) for r in quarantine(storage)]
+    n = len(first)
+    assert reasons == [(n + 1, "unknown_operation"), (n + 2, "wrong_field_count"), (n + 3, "missing_key")]
+    entries = {e.source_file: e for e in report.files}
+    assert sum(e.rows_in_file for e in entries.values()) == len(first) + len(second) + 3
+    for e in entries.values():
+        assert e.rows_applied + e.rows_superseded + e.rows_quarantined == e.rows_in_file
+    assert sum(e.rows_superseded for e in entries.values()) >= 1  # the key written twice
+    assert pending_corrections(storage, Ledger(storage)) == []
+
+    # a file that sorts before an applied one is late: quarantined whole, table unchanged
+    late = correction_batch(rng, model, next_order)
+    storage.put_bytes(f"{RAW.corrections}20231231-000000000.dat", ("\n".join(late) + "\n").encode())
+    apply_corrections(storage, spark, "run-late")
+    assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
+    assert sum(1 for r in quarantine(storage) if r["reason"] == "late_file") == len(late)
+    entry = [e for e in Ledger(storage).entries(qualified(TpcdsTable.WEB_SALES)).to_pylist()
+             if e["source_file"].endswith("20231231-000000000.dat")][0]
+    assert entry["status"] == "rejected" and entry["rows_quarantined"] == len(late)
