@@ -19,10 +19,10 @@ from pyspark.sql import functions as F
 from lake_assets.core.formats import iceberg
 from lake_assets.core.tables import TPCDS_WEB_SALES
 from lake_assets.resources.catalog import lake_catalog
-from lake_assets.resources.embedded_s3 import free_port, start_server, stop_server
+from lake_assets.resources.embedded_s3 import embedded_s3, free_port
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
+from lake_assets.settings import embedded_credentials
 from lake_assets.tpcds.load import fact_objects, load_fact_days
 from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
 
@@ -40,8 +40,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lake-bench-"))
-    server = start_server(home, free_port(), EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY)
-    try:
+    with embedded_s3(home, free_port(), embedded_credentials(home)) as server:
         storage = LakeStorage(bucket="bench", home=str(home)).with_endpoint(server.endpoint)
         storage.ensure_bucket()
         oracle = generated(args.scale)
@@ -80,8 +79,6 @@ def main() -> None:
         day = spark.table(name).where(F.col("ws_sold_date_sk") == sk)
         timed("re-load one day (overwrite by condition)",
               lambda: day.writeTo(name).overwrite(F.col("ws_sold_date_sk") == F.lit(sk)))
-    finally:
-        stop_server(home, server)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import running_server
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import s3_credentials
 
 #: The name of the REST catalog in Sail (its default catalog) and in DuckDB (`ATTACH ... AS lake`).
 CATALOG_NAME = "lake"
@@ -71,7 +70,7 @@ class LakeCatalog:
 
     def fetch_token(self) -> str:
         """A fresh bearer token (client credentials grant with the S3 key and secret)."""
-        key, secret = s3_credentials(self.storage.embedded)
+        key, secret = self.storage.credentials()
         body = urllib.parse.urlencode(
             {"grant_type": "client_credentials", "client_id": key, "client_secret": secret}
         ).encode()
@@ -116,7 +115,7 @@ class LakeCatalog:
         """Create the table bucket if it does not exist (S3 Tables API of the embedded server)."""
         if not self.embedded:
             return
-        key, secret = s3_credentials(self.storage.embedded)
+        key, secret = self.storage.credentials()
         client = boto3.client("s3tables", endpoint_url=self.storage.endpoint_url, aws_access_key_id=key,
                               aws_secret_access_key=secret, region_name=self.storage.region)
         try:
@@ -133,7 +132,7 @@ class LakeCatalog:
         """A pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog."""
         from pyiceberg.catalog.rest import RestCatalog
 
-        key, secret = s3_credentials(self.storage.embedded)
+        key, secret = self.storage.credentials()
         return RestCatalog(
             CATALOG_NAME, uri=self.uri, warehouse=self.warehouse_uri, credential=f"{key}:{secret}",
             **{
@@ -160,7 +159,7 @@ class LakeCatalog:
         from lake_assets.resources.duckdb_extensions import load_extensions
 
         load_extensions(con, "httpfs", "avro", "iceberg")
-        key, secret = s3_credentials(self.storage.embedded)
+        key, secret = self.storage.credentials()
         host = self.storage.endpoint_url.split("://", 1)[1]
         use_ssl = str(self.storage.endpoint_url.startswith("https")).lower()
         con.execute(
