@@ -33,3 +33,18 @@ def generate(
         console.print(f"landed {result.objects} objects ({result.bytes / 1e6:.1f} MB) under "
                       f"{lake.storage.uri(raw_contract.RAW_PREFIX)} in "
                       + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in result.seconds.items()))
+
+
+@tpcds_app.command()
+@friendly
+def corrections(
+    count: Annotated[int, typer.Argument(help="number of changed web_sales lines")],
+    seed: Annotated[int, typer.Option(help="seed of the deterministic pick")] = 0,
+) -> None:
+    """Land a batch of COUNT late corrections (changed quantities and prices, cancelled orders, late lines)."""
+    from lake_assets.tpcds.corrections import land_corrections
+
+    with lake_session() as lake:
+        result = land_corrections(lake.storage, count, seed)
+        console.print(f"landed {lake.storage.uri(result.key)}: {result.updates} updates, "
+                      f"{result.deletes} deletes (cancelled orders), {result.inserts} inserts (late lines)")

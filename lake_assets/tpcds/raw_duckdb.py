@@ -1,0 +1,57 @@
+"""DuckDB views over the raw zone's TPC-DS files: the independent reading of the raw data.
+
+The column names and types come from DuckDB's own `dsdgen` (an empty scale-0 star), not
+from our loader's schema, so comparisons against these views check the loader too.
+"""
+
+import functools
+
+import duckdb
+
+from lake_assets.core.duckdb_reader import Extension, add_s3_secret, connect, load
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds import raw_contract as contract
+
+
+@functools.cache
+def dsdgen_columns() -> dict[str, tuple[tuple[str, str], ...]]:
+    """(column, DuckDB type) per star table, in dsdgen's column order."""
+    con = connect(":memory:", Extension.tpcds)
+    try:
+        con.execute("CALL dsdgen(sf=0)")
+        return {table: tuple((row[0], row[1]) for row in con.execute(f"DESCRIBE {table}").fetchall())
+                for table in contract.STAR_TABLES}
+    finally:
+        con.close()
+
+
+def read_raw_sql(source: str, table: str, with_operation: bool = False) -> str:
+    """A `read_csv` over raw-contract files at `source` (a path or glob, local or s3://)."""
+    columns = dsdgen_columns()[table]
+    if with_operation:
+        columns = (("op", "VARCHAR"), *columns)
+    spec = ", ".join(f"'{name}': '{kind}'" for name, kind in columns)
+    return (f"read_csv('{source}', delim='|', header=false, quote='', escape='', nullstr='', "
+            f"auto_detect=false, hive_partitioning=false, columns={{{spec}}})")
+
+
+def raw_sources(storage: LakeStorage) -> dict[str, str]:
+    """Glob of every star table's raw objects in `storage`."""
+    sources = {table: storage.uri(contract.dimension_key(table)) for table in contract.DIMENSIONS}
+    sources[contract.FACT] = storage.uri(f"{contract.FACT_PREFIX}*/*{contract.EXTENSION}")
+    return sources
+
+
+def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schema: str = "tpcds") -> None:
+    """Views `<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret)."""
+    load(con, Extension.httpfs)
+    add_s3_secret(con, storage)
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for table, source in raw_sources(storage).items():
+        con.execute(f"CREATE OR REPLACE VIEW {schema}.{table} AS SELECT * FROM {read_raw_sql(source, table)}")
+
+
+def raw_connection(storage: LakeStorage, schema: str = "tpcds") -> duckdb.DuckDBPyConnection:
+    con = connect(":memory:")
+    create_raw_views(con, storage, schema)
+    return con
