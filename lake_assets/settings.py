@@ -29,6 +29,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensor lists S3 (default 5)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000)",
+    "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
+    "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
 }
 
 
@@ -45,6 +47,8 @@ class LakeSettings:
     spark_packages: str
     sensor_interval_seconds: int
     web_port: int
+    iceberg_uri: str = ""
+    iceberg_warehouse: str = "warehouse"
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -62,6 +66,8 @@ class LakeSettings:
             spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
             sensor_interval_seconds=int(env.get("LAKE_SENSOR_INTERVAL_SECONDS", "5")),
             web_port=int(env.get("LAKE_WEB_PORT", "3000")),
+            iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
+            iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE", "warehouse"),
         )
 
 

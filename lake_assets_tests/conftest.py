@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from lake_assets.resources.catalog import LakeCatalog, lake_catalog
 from lake_assets.resources.embedded_s3 import EmbeddedS3, free_port, start_server, stop_server
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
+
+from lake_assets_tests.helpers.iceberg import drop_namespace_tables
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
@@ -52,3 +55,11 @@ def storage(s3_server: EmbeddedS3, lake_home: Path) -> Iterator[LakeStorage]:
 @pytest.fixture
 def spark(storage: LakeStorage) -> SparkSession:
     return SparkEngine().session(storage)
+
+
+@pytest.fixture
+def catalog(storage: LakeStorage) -> Iterator[LakeCatalog]:
+    """The session server's Iceberg REST catalog, with no `tpcds` tables left by earlier tests."""
+    lake = lake_catalog(storage)
+    drop_namespace_tables(lake, "tpcds")
+    yield lake

@@ -32,6 +32,8 @@ STOP_TIMEOUT_SECONDS = 15.0
 class EmbeddedS3:
     pid: int
     endpoint: str
+    #: the Iceberg REST catalog the server serves on its `-s3.port.iceberg` port
+    catalog_endpoint: str = ""
 
     def is_alive(self) -> bool:
         return _pid_alive(self.pid) and _port_open(self.endpoint)
@@ -55,7 +57,8 @@ def running_server(home: Path) -> EmbeddedS3 | None:
         return None
     try:
         info = json.loads(state.read_text())
-        server = EmbeddedS3(pid=int(info["pid"]), endpoint=str(info["endpoint"]))
+        server = EmbeddedS3(pid=int(info["pid"]), endpoint=str(info["endpoint"]),
+                            catalog_endpoint=str(info.get("catalog_endpoint", "")))
     except (ValueError, KeyError):
         return None
     return server if server.is_alive() else None
@@ -107,13 +110,15 @@ def start_server(home: Path, port: int, access_key: str, secret_key: str) -> Emb
         start_new_session=True,
     )
     log.close()
-    server = EmbeddedS3(pid=process.pid, endpoint=f"http://127.0.0.1:{port}")
+    server = EmbeddedS3(pid=process.pid, endpoint=f"http://127.0.0.1:{port}",
+                        catalog_endpoint=f"http://127.0.0.1:{ports[3]}")
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise EmbeddedS3Error(f"the embedded S3 server exited at start; see {home / 's3-server.log'}")
-        if _s3_answers(server.endpoint, access_key, secret_key):
-            (home / STATE_FILE).write_text(json.dumps({"pid": server.pid, "endpoint": server.endpoint}))
+        if _s3_answers(server.endpoint, access_key, secret_key) and _port_open(server.catalog_endpoint):
+            (home / STATE_FILE).write_text(json.dumps(
+                {"pid": server.pid, "endpoint": server.endpoint, "catalog_endpoint": server.catalog_endpoint}))
             return server
         time.sleep(0.2)
     _terminate(process.pid)

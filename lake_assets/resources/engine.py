@@ -18,6 +18,7 @@ import dagster as dg
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import EngineUnavailable
+from lake_assets.resources.catalog import find_catalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings, s3_credentials
 
@@ -62,7 +63,9 @@ class SparkEngine(dg.ConfigurableResource):
 
     def _build(self, storage: LakeStorage) -> SparkSession:
         if self.engine == "sail":
-            return SparkSession.builder.remote(_sail_url(storage)).getOrCreate()
+            # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
+            return (SparkSession.builder.remote(_sail_url(storage))
+                    .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         if self.engine == "remote":
             if not self.remote.startswith("sc://"):
                 raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
@@ -117,8 +120,13 @@ def _sail_url(storage: LakeStorage) -> str:
     if endpoint not in _sail_servers:
         from pysail.spark import SparkConnectServer
 
-        # Sail's object store reads its S3 settings from the process environment.
+        # Sail's object store reads its S3 settings from the process environment, and its
+        # catalogs too: the Iceberg REST catalog (if there is one) becomes its default catalog.
         os.environ.update(storage.engine_environment())
+        catalog = find_catalog(storage)
+        if catalog is not None:
+            catalog.ensure_warehouse()
+            os.environ.update(catalog.sail_environment())
         os.environ.setdefault("RUST_LOG", "warn")
         server = SparkConnectServer(ip="127.0.0.1", port=0)
         server.start(background=True)

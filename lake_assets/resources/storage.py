@@ -28,6 +28,9 @@ class LakeStorage(dg.ConfigurableResource):
     region: str = "us-east-1"
     home: str = ".lake"
     embedded_port: int = 8333
+    #: Iceberg REST catalog: empty means the one the embedded server serves (see resources/catalog.py).
+    catalog_uri: str = ""
+    warehouse: str = "warehouse"
 
     _resolved_endpoint: str = PrivateAttr(default="")
 
@@ -36,6 +39,7 @@ class LakeStorage(dg.ConfigurableResource):
         return cls(
             endpoint=settings.s3_endpoint, bucket=settings.s3_bucket, region=settings.s3_region,
             home=str(settings.home), embedded_port=settings.s3_port,
+            catalog_uri=settings.iceberg_uri, warehouse=settings.iceberg_warehouse,
         )
 
     @property

@@ -1,0 +1,208 @@
+"""The Iceberg REST catalog the lake's Iceberg tables live in, and a client for every engine.
+
+By default the catalog is the one the embedded S3 server serves (`weed mini
+-s3.port.iceberg=P`, its endpoint recorded in the server state file); `LAKE_ICEBERG_URI`
+names another one. Tables live in a *table bucket* (`LAKE_ICEBERG_WAREHOUSE`, default
+`warehouse`): SeaweedFS serves each table bucket as its own catalog, selected by
+`warehouse=s3://<bucket>`, and creates table buckets through the S3 Tables API
+(`s3tables:CreateTableBucket`), which `ensure_warehouse` calls.
+
+Authentication is OAuth2 client credentials with the S3 key and secret
+(`POST /v1/oauth/tokens`, tokens valid 3600 s). pyiceberg and DuckDB fetch their own
+tokens; Sail reads a ready token from a file (`bearer_access_token_file`) and re-reads it
+on a 401, so `token_file()` writes that file and a daemon thread keeps it fresh.
+
+Sail gets the catalog as its *default* catalog, named `lake`, so `tpcds.web_sales`
+resolves in SQL; path tables (`delta.\\`s3://...\\``) and temporary views keep working
+beside it.
+"""
+
+import contextlib
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lake_assets.core.errors import StorageUnavailable
+from lake_assets.resources.embedded_s3 import running_server
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.settings import s3_credentials
+
+#: The name of the REST catalog in Sail (its default catalog) and in DuckDB (`ATTACH ... AS lake`).
+CATALOG_NAME = "lake"
+TOKEN_FILE = "iceberg-token"
+#: Tokens last 3600 s; the file is rewritten when older than this.
+TOKEN_REFRESH_SECONDS = 1200
+
+_refreshers: dict[Path, threading.Thread] = {}
+_refresh_lock = threading.Lock()
+
+
+class CatalogUnavailable(StorageUnavailable):
+    """The Iceberg REST catalog cannot be found, reached, or refused us."""
+
+
+@dataclass(frozen=True)
+class LakeCatalog:
+    """The REST catalog (its URI and table bucket) reached with the storage's credentials."""
+
+    uri: str
+    warehouse: str
+    storage: LakeStorage
+    embedded: bool
+
+    @property
+    def warehouse_uri(self) -> str:
+        return f"s3://{self.warehouse}"
+
+    @property
+    def token_path(self) -> Path:
+        return Path(self.storage.home).resolve() / TOKEN_FILE
+
+    # --- tokens ------------------------------------------------------------------
+
+    def fetch_token(self) -> str:
+        """A fresh bearer token (client credentials grant with the S3 key and secret)."""
+        key, secret = s3_credentials(self.storage.embedded)
+        body = urllib.parse.urlencode(
+            {"grant_type": "client_credentials", "client_id": key, "client_secret": secret}
+        ).encode()
+        try:
+            with urllib.request.urlopen(f"{self.uri}/v1/oauth/tokens", data=body, timeout=10) as response:
+                return json.load(response)["access_token"]
+        except (urllib.error.URLError, OSError, KeyError, ValueError) as error:
+            raise CatalogUnavailable(f"Iceberg REST catalog at {self.uri}: no token ({error})") from error
+
+    def token_file(self) -> Path:
+        """The token file Sail reads, fresh now and kept fresh by a daemon thread."""
+        path = self.token_path
+        stale = not path.exists() or time.time() - path.stat().st_mtime > TOKEN_REFRESH_SECONDS
+        if stale:
+            self._write_token(path)
+        with _refresh_lock:
+            thread = _refreshers.get(path)
+            if thread is None or not thread.is_alive():
+                thread = threading.Thread(target=self._keep_fresh, args=(path,), daemon=True,
+                                          name=f"iceberg-token-{path}")
+                thread.start()
+                _refreshers[path] = thread
+        return path
+
+    def _write_token(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(self.fetch_token())
+        partial.chmod(0o600)
+        os.replace(partial, path)
+
+    def _keep_fresh(self, path: Path) -> None:
+        while True:
+            time.sleep(TOKEN_REFRESH_SECONDS / 2)
+            with contextlib.suppress(CatalogUnavailable, OSError):
+                if time.time() - path.stat().st_mtime > TOKEN_REFRESH_SECONDS / 2:
+                    self._write_token(path)
+
+    # --- the warehouse -----------------------------------------------------------
+
+    def ensure_warehouse(self) -> None:
+        """Create the table bucket if it does not exist (S3 Tables API of the embedded server)."""
+        if not self.embedded:
+            return
+        key, secret = s3_credentials(self.storage.embedded)
+        client = boto3.client("s3tables", endpoint_url=self.storage.endpoint_url, aws_access_key_id=key,
+                              aws_secret_access_key=secret, region_name=self.storage.region)
+        try:
+            client.create_table_bucket(name=self.warehouse)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ("ConflictException", "BucketAlreadyExists"):
+                raise CatalogUnavailable(f"table bucket {self.warehouse}: {error}") from error
+        except BotoCoreError as error:
+            raise CatalogUnavailable(f"table bucket {self.warehouse}: {error}") from error
+
+    # --- clients -----------------------------------------------------------------
+
+    def pyiceberg(self):  # noqa: ANN201 - pyiceberg is imported lazily (slow import)
+        """A pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog."""
+        from pyiceberg.catalog.rest import RestCatalog
+
+        key, secret = s3_credentials(self.storage.embedded)
+        return RestCatalog(
+            CATALOG_NAME, uri=self.uri, warehouse=self.warehouse_uri, credential=f"{key}:{secret}",
+            **{
+                "oauth2-server-uri": f"{self.uri}/v1/oauth/tokens",
+                "s3.endpoint": self.storage.endpoint_url,
+                "s3.access-key-id": key,
+                "s3.secret-access-key": secret,
+                "s3.region": self.storage.region,
+                "s3.force-virtual-addressing": "false",
+            },
+        )
+
+    def sail_environment(self) -> dict[str, str]:
+        """Environment that makes this catalog Sail's default catalog (read when Sail starts)."""
+        token = self.token_file()
+        catalogs = (
+            f'[{{type="iceberg-rest", name="{CATALOG_NAME}", uri="{self.uri}", '
+            f'warehouse="{self.warehouse_uri}", bearer_access_token_file="{token}"}}]'
+        )
+        return {"SAIL_CATALOG__LIST": catalogs, "SAIL_CATALOG__DEFAULT_CATALOG": CATALOG_NAME}
+
+    def attach_duckdb(self, con) -> None:  # noqa: ANN001 - a duckdb connection
+        """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`."""
+        from lake_assets.resources.duckdb_extensions import load_extensions
+
+        load_extensions(con, "httpfs", "avro", "iceberg")
+        key, secret = s3_credentials(self.storage.embedded)
+        host = self.storage.endpoint_url.split("://", 1)[1]
+        use_ssl = str(self.storage.endpoint_url.startswith("https")).lower()
+        con.execute(
+            f"CREATE OR REPLACE SECRET lake_s3 (TYPE s3, KEY_ID '{key}', SECRET '{secret}', ENDPOINT '{host}', "
+            f"URL_STYLE 'path', USE_SSL {use_ssl}, REGION '{self.storage.region}')"
+        )
+        con.execute(
+            f"CREATE OR REPLACE SECRET lake_iceberg (TYPE iceberg, CLIENT_ID '{key}', CLIENT_SECRET '{secret}', "
+            f"OAUTH2_SERVER_URI '{self.uri}/v1/oauth/tokens')"
+        )
+        con.execute(
+            f"ATTACH IF NOT EXISTS '{self.warehouse}' AS {CATALOG_NAME} "
+            f"(TYPE iceberg, SECRET lake_iceberg, ENDPOINT '{self.uri}')"
+        )
+
+
+def catalog_uri(storage: LakeStorage) -> str:
+    """The configured REST catalog URI, else the embedded server's ("" when there is none)."""
+    if storage.catalog_uri:
+        return storage.catalog_uri.rstrip("/")
+    if storage.embedded:
+        server = running_server(Path(storage.home))
+        if server and server.catalog_endpoint:
+            return server.catalog_endpoint
+    return ""
+
+
+def find_catalog(storage: LakeStorage) -> LakeCatalog | None:
+    """The lake's Iceberg catalog, or None when none is configured or running."""
+    uri = catalog_uri(storage)
+    if not uri:
+        return None
+    return LakeCatalog(uri=uri, warehouse=storage.warehouse, storage=storage,
+                       embedded=storage.embedded and not storage.catalog_uri)
+
+
+def lake_catalog(storage: LakeStorage) -> LakeCatalog:
+    """The lake's Iceberg catalog with its warehouse in place; raises if there is none."""
+    catalog = find_catalog(storage)
+    if catalog is None:
+        raise CatalogUnavailable(
+            "no Iceberg REST catalog: the embedded S3 server is not running and LAKE_ICEBERG_URI is not set"
+        )
+    catalog.ensure_warehouse()
+    return catalog
