@@ -6,10 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.embedded_s3 import EmbeddedS3
+from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.generate import GenerateResult, generate
 from lake_assets_tests.conftest import make_storage
+from lake_assets_tests.helpers.iceberg import drop_namespace_tables
+from lake_assets_tests.helpers.tpcds import load_star
 
 SCALE = 0.01
 
@@ -22,3 +26,19 @@ def raw_star(s3_server: EmbeddedS3, lake_home: Path) -> Iterator[tuple[LakeStora
     yield storage, result
     storage.delete_prefix("")
     storage.get_client().delete_bucket(Bucket=storage.bucket)
+
+
+@pytest.fixture(scope="module")
+def star_catalog(raw_star):
+    storage, _ = raw_star
+    catalog = lake_catalog(storage)
+    drop_namespace_tables(catalog, "tpcds")
+    return catalog
+
+
+@pytest.fixture(scope="module")
+def star_engine(raw_star, star_catalog):
+    """A Sail session over the raw bucket whose catalog holds the star as Iceberg tables."""
+    storage, _ = raw_star
+    load_star(storage, star_catalog)
+    return SparkEngine().session(storage)
