@@ -1,4 +1,5 @@
-"""TPC-DS fixtures: one bucket with SF 0.01 generated into its raw zone, shared by the module's tests."""
+"""TPC-DS fixtures: one bucket with SF 0.01 generated into its raw zone (once per session; tests only add
+objects beside it), the star loaded into the Iceberg catalog, a Sail session on both."""
 
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from lake_assets_tests.helpers.tpcds import load_star
 SCALE = 0.01
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def raw_star(s3_server: EmbeddedS3, lake_home: Path) -> Iterator[tuple[LakeStorage, GenerateResult]]:
     """A bucket holding TPC-DS SF 0.01 in the raw zone, and what the generator reported."""
     storage = make_storage(s3_server.endpoint, lake_home, f"tpcds-{uuid.uuid4().hex[:12]}")
