@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lake_assets.core.duckdb_reader import Extension, connect
+from lake_assets.resources.duckdb_reader import connect
 from lake_assets.core.errors import LakeError, UsageError
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds import raw_contract as contract
@@ -51,7 +51,7 @@ def generate(storage: LakeStorage, scale: float, workdir: Path | None = None) ->
     result = GenerateResult(scale=scale)
     with tempfile.TemporaryDirectory(prefix="lake-tpcds-", dir=workdir) as tmp:
         root = Path(tmp)
-        con = connect(str(root / "dsdgen.duckdb"), Extension.tpcds)
+        con = connect(str(root / "dsdgen.duckdb"), "tpcds")
         try:
             con.execute(f"SET temp_directory = '{root / 'spill'}'")
             started = time.perf_counter()

@@ -8,7 +8,8 @@ import functools
 
 import duckdb
 
-from lake_assets.core.duckdb_reader import Extension, add_s3_secret, connect, load
+from lake_assets.resources.duckdb_extensions import load_extensions
+from lake_assets.resources.duckdb_reader import add_s3_secret, connect
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds import raw_contract as contract
 
@@ -16,7 +17,7 @@ from lake_assets.tpcds import raw_contract as contract
 @functools.cache
 def dsdgen_columns() -> dict[str, tuple[tuple[str, str], ...]]:
     """(column, DuckDB type) per star table, in dsdgen's column order."""
-    con = connect(":memory:", Extension.tpcds)
+    con = connect(":memory:", "tpcds")
     try:
         con.execute("CALL dsdgen(sf=0)")
         return {table: tuple((row[0], row[1]) for row in con.execute(f"DESCRIBE {table}").fetchall())
@@ -44,7 +45,7 @@ def raw_sources(storage: LakeStorage) -> dict[str, str]:
 
 def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schema: str = "tpcds") -> None:
     """Views `<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret)."""
-    load(con, Extension.httpfs)
+    load_extensions(con, "httpfs")
     add_s3_secret(con, storage)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for table, source in raw_sources(storage).items():

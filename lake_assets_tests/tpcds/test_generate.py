@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from lake_assets.core.duckdb_reader import Extension, connect
+from lake_assets.resources.duckdb_reader import connect
 from lake_assets.core.errors import UsageError
 from lake_assets.tpcds import raw_contract as contract
 from lake_assets.tpcds.generate import generate
@@ -18,7 +18,7 @@ FACT_KEY = re.compile(r"raw/tpcds/web_sales/ws_sold_date=(\d{4}-\d{2}-\d{2}|__HI
 @pytest.fixture(scope="module")
 def dsdgen_counts() -> dict[str, int]:
     """Rows per star table from a separate dsdgen run at the same scale (the reference)."""
-    con = connect(":memory:", Extension.tpcds)
+    con = connect(":memory:", "tpcds")
     con.execute(f"CALL dsdgen(sf={SCALE})")
     return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in contract.STAR_TABLES}
 
