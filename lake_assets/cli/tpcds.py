@@ -42,7 +42,7 @@ def corrections(
     seed: Annotated[int, typer.Option(help="seed of the deterministic pick")] = 0,
 ) -> None:
     """Land a batch of COUNT late corrections (changed quantities and prices, cancelled orders, late lines)."""
-    from lake_assets.tpcds.corrections import land_corrections
+    from lake_assets.tpcds.correction_batch import land_corrections
 
     with lake_session() as lake:
         result = land_corrections(lake.storage, count, seed)

@@ -1,32 +1,75 @@
-"""The lake's tables by name: where each lives in the bucket and what it holds.
+"""The lake's tables by name: format, domain, where each lives and what it holds.
 
-`lake query` resolves table names through this registry; new domains add their tables here.
+`lake query`, `lake history` and the checks resolve table names through this registry and
+dispatch on `format`: Delta tables live under a key prefix of the lake bucket; Iceberg
+tables live in the REST catalog under their own name (`tpcds.web_sales`), their files in
+the catalog's table bucket.
 """
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from lake_assets.core.errors import UsageError
 from lake_assets.resources.storage import LakeStorage
 
 
+class TableFormat(StrEnum):
+    DELTA = "delta"
+    ICEBERG = "iceberg"
+
+
+class Domain(StrEnum):
+    INSURANCE = "insurance"
+    TPCDS = "tpcds"
+    LAKE = "lake"  # the lake's own bookkeeping (ledger)
+
+
 @dataclass(frozen=True)
 class LakeTable:
     name: str
-    prefix: str  # key prefix of the table in the bucket
+    prefix: str  # Delta: key prefix of the table in the bucket; Iceberg: "" (the catalog places it)
     description: str
-    format: str = "delta"
+    format: TableFormat = TableFormat.DELTA
+    domain: Domain = Domain.INSURANCE
 
     def uri(self, storage: LakeStorage) -> str:
+        if self.format is not TableFormat.DELTA:
+            raise TypeError(f"{self.name} is an {self.format} table in the catalog; it has no path URI")
         return storage.uri(self.prefix)
+
+    @property
+    def identifier(self) -> tuple[str, str]:
+        """(namespace, table) of an Iceberg table in the catalog."""
+        namespace, _, name = self.name.partition(".")
+        return namespace, name
 
 
 INSURANCE = LakeTable("insurance", "curated/insurance", "curated insurance policies (full load + CDC)")
 INSURANCE_QUARANTINE = LakeTable(
     "insurance_quarantine", "curated/insurance_quarantine", "raw rows that could not be applied, with the reason"
 )
-LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run")
+LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run",
+                   domain=Domain.LAKE)
 
-TABLES: dict[str, LakeTable] = {t.name: t for t in (INSURANCE, INSURANCE_QUARANTINE, LEDGER)}
+
+def _tpcds(name: str, description: str) -> LakeTable:
+    return LakeTable(f"tpcds.{name}", "", description, TableFormat.ICEBERG, Domain.TPCDS)
+
+
+TPCDS_WEB_SALES = _tpcds("web_sales", "TPC-DS web_sales fact table, partitioned by sold date")
+TPCDS_DATE_DIM = _tpcds("date_dim", "TPC-DS date dimension (upserted on d_date_sk)")
+TPCDS_TIME_DIM = _tpcds("time_dim", "TPC-DS time-of-day dimension (upserted on t_time_sk)")
+TPCDS_CUSTOMER = _tpcds("customer", "TPC-DS customer dimension (upserted on c_customer_sk)")
+TPCDS_ITEM = _tpcds("item", "TPC-DS item dimension (upserted on i_item_sk)")
+#: Delta, like insurance_quarantine: one quarantine schema and writer for every domain
+#: (core/quarantine.py), readable by delta-rs in checks without the engine or the catalog.
+TPCDS_QUARANTINE = LakeTable("tpcds_quarantine", "curated/tpcds_quarantine",
+                             "raw TPC-DS rows that could not be applied, with the reason", domain=Domain.TPCDS)
+
+TABLES: dict[str, LakeTable] = {t.name: t for t in (
+    INSURANCE, INSURANCE_QUARANTINE, LEDGER,
+    TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM, TPCDS_QUARANTINE,
+)}
 
 
 class UnknownTable(UsageError):

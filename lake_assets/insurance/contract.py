@@ -8,6 +8,9 @@ from enum import StrEnum
 
 import pyarrow as pa
 
+# The quarantine columns are every domain's: see core/quarantine.py.
+from lake_assets.core.quarantine import QUARANTINE_COLUMNS, QUARANTINE_SCHEMA  # noqa: F401
+
 TABLE = "insurance"
 QUARANTINE_TABLE = "insurance_quarantine"
 KEY = "policy_id"
@@ -56,16 +59,3 @@ class Reason(StrEnum):
     BAD_HEADER = "bad_header"
     UNREADABLE_FILE = "unreadable_file"
     LATE_FILE = "late_file"
-
-
-QUARANTINE_COLUMNS: list[tuple[str, pa.DataType, str]] = [
-    ("source_file", pa.string(), "STRING"),
-    ("source_etag", pa.string(), "STRING"),
-    ("line_number", pa.int64(), "BIGINT"),
-    ("reason", pa.string(), "STRING"),
-    ("detail", pa.string(), "STRING"),
-    ("raw_text", pa.string(), "STRING"),
-    ("run_id", pa.string(), "STRING"),
-    ("quarantined_at", pa.timestamp("us", tz="UTC"), "TIMESTAMP"),
-]
-QUARANTINE_SCHEMA = pa.schema([(name, arrow_type) for name, arrow_type, _ in QUARANTINE_COLUMNS])

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lake_assets.core.cdc import merge_sql
 from lake_assets.insurance.contract import KEY, TABLE_COLUMNS, TABLE_SCHEMA
 from lake_assets.resources.storage import LakeStorage
 
@@ -45,17 +46,7 @@ def merge_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
     """CDC: one MERGE of the staged changes (one row per key, `_operation` I/U/D)."""
     view = "lake_cdc_batch"
     spark.read.parquet(staged_uri).createOrReplaceTempView(view)
-    assignments = ", ".join(f"t.{c} = s.{c}" for c in _DATA_AND_AUDIT if c != KEY)
-    columns = ", ".join(_DATA_AND_AUDIT)
-    values = ", ".join(f"s.{c}" for c in _DATA_AND_AUDIT)
-    spark.sql(f"""
-        MERGE INTO delta.`{table_uri}` AS t
-        USING {view} AS s
-        ON t.{KEY} = s.{KEY}
-        WHEN MATCHED AND s._operation = 'D' THEN DELETE
-        WHEN MATCHED THEN UPDATE SET {assignments}
-        WHEN NOT MATCHED AND s._operation <> 'D' THEN INSERT ({columns}) VALUES ({values})
-    """).collect()
+    spark.sql(merge_sql(f"delta.`{table_uri}`", view, [KEY], _DATA_AND_AUDIT)).collect()
 
 
 #: A CDC batch of at least REWRITE_MIN_ROWS rows and REWRITE_FRACTION of the table's rows

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import current_version, open_table, row_count
@@ -36,6 +35,7 @@ from lake_assets.insurance.contract import (
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, parse_csv
 from lake_assets.insurance.validate import validate
+from lake_assets.core.quarantine import insert_absent_arrow
 from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
@@ -253,17 +253,7 @@ def _quarantine(storage: LakeStorage, batches: list[FileBatch], run_id: str, at:
     parts = [_quarantine_rows(b, run_id, at) for b in batches if len(b.rejected)]
     if not parts:
         return
-    rows = pa.concat_tables(parts)
-    uri = INSURANCE_QUARANTINE.uri(storage)
-    options = storage.delta_storage_options()
-    if open_table(storage, INSURANCE_QUARANTINE) is None:
-        write_deltalake(uri, rows, mode="append", storage_options=options)
-        return
-    (DeltaTable(uri, storage_options=options)
-     .merge(rows, predicate="t.source_file = s.source_file AND t.source_etag = s.source_etag"
-                            " AND t.line_number = s.line_number", source_alias="s", target_alias="t")
-     .when_not_matched_insert_all()
-     .execute())
+    insert_absent_arrow(storage, INSURANCE_QUARANTINE, pa.concat_tables(parts))
 
 
 def _quarantine_rows(batch: FileBatch, run_id: str, at: dt.datetime) -> pa.Table:

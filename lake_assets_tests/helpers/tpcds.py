@@ -1,18 +1,89 @@
-"""TPC-DS test helpers."""
+"""TPC-DS test data: DuckDB's dsdgen, landed in the raw zone exactly as the contract says.
 
-from lake_assets.resources.catalog import LakeCatalog
+A stand-in for `lake tpcds generate` (the generator helper's module replaces it): `|`
+separated, no header, NULL as an empty field, one web_sales object per sold date plus one
+for the rows without a sold date. The DuckDB connection that generated the data is the
+oracle the tests compare with.
+"""
+
+import datetime as dt
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+from lake_assets.resources.duckdb_extensions import load_extensions
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds import raw_contract as contract
-from lake_assets.tpcds.raw_duckdb import raw_connection
+from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable
+
+_generated: dict[float, duckdb.DuckDBPyConnection] = {}
 
 
-def load_star(storage: LakeStorage, catalog: LakeCatalog) -> None:
-    """Put the raw star into the catalog's `tpcds.*` Iceberg tables (stand-in for the loader)."""
-    con = raw_connection(storage, schema="raw")
-    try:
-        catalog.attach_duckdb(con)
-        con.execute("CREATE SCHEMA IF NOT EXISTS lake.tpcds")
-        for table in contract.STAR_TABLES:
-            con.execute(f"CREATE TABLE lake.tpcds.{table} AS SELECT * FROM raw.{table}")
-    finally:
-        con.close()
+def generated(scale: float) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection holding the TPC-DS tables at `scale` (generated once per process)."""
+    if scale not in _generated:
+        con = duckdb.connect()
+        load_extensions(con, "tpcds")
+        con.execute(f"CALL dsdgen(sf={scale})")
+        _generated[scale] = con
+    return _generated[scale].cursor()
+
+
+def delimited(con: duckdb.DuckDBPyConnection, query: str) -> bytes:
+    """The query's rows as the raw zone holds them (`|`, no header, NULL empty, no quoting)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "out.dat"
+        con.execute(f"COPY ({query}) TO '{path}' (FORMAT csv, DELIMITER '|', HEADER false, QUOTE '', ESCAPE '')")
+        return path.read_bytes()
+
+
+def land_dimensions(storage: LakeStorage, con: duckdb.DuckDBPyConnection) -> None:
+    for table in DIMENSIONS:
+        storage.put_bytes(RAW.dimension_key(table), delimited(con, _select(table)))
+
+
+def sold_dates(con: duckdb.DuckDBPyConnection) -> list[dt.date | None]:
+    """Every sold date of web_sales (None for the rows without one), in order."""
+    rows = con.sql("SELECT DISTINCT d_date FROM web_sales LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk "
+                   "ORDER BY d_date NULLS LAST").fetchall()
+    return [r[0] for r in rows]
+
+
+def fact_query(day: dt.date | None) -> str:
+    condition = ("ws_sold_date_sk IS NULL" if day is None else
+                 f"ws_sold_date_sk = (SELECT d_date_sk FROM date_dim WHERE d_date = DATE '{day}')")
+    return f"{_select(TpcdsTable.WEB_SALES)} WHERE {condition}"
+
+
+def fact_key(day: dt.date | None) -> str:
+    return f"{RAW.fact_folder(day)}part-00000.dat"
+
+
+def land_facts(storage: LakeStorage, con: duckdb.DuckDBPyConnection,
+               days: list[dt.date | None] | None = None) -> list[str]:
+    """One object per sold date (all dates unless `days` is given); returns the keys."""
+    columns = ", ".join(name for name, _ in COLUMNS[TpcdsTable.WEB_SALES])
+    text = delimited(con, f"SELECT coalesce(CAST(d_date AS VARCHAR), ''), {columns} FROM web_sales "
+                          "LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk ORDER BY ws_order_number, ws_item_sk")
+    by_day: dict[dt.date | None, list[str]] = {}
+    for line in text.decode().splitlines():
+        day, _, rest = line.partition("|")
+        by_day.setdefault(dt.date.fromisoformat(day) if day else None, []).append(rest)
+    keys = []
+    for day in by_day if days is None else days:
+        storage.put_bytes(fact_key(day), ("\n".join(by_day[day]) + "\n").encode())
+        keys.append(fact_key(day))
+    return keys
+
+
+def _select(table: str) -> str:
+    return f"SELECT {', '.join(name for name, _ in COLUMNS[table])} FROM {table}"
+
+
+def load_star(storage: LakeStorage, spark) -> None:  # noqa: ANN001 - a SparkSession
+    """Load the raw star into the catalog's `tpcds.*` Iceberg tables with the engine-side loader."""
+    from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days
+
+    load_fact_days(storage, spark, list(fact_objects(storage)), "test-load")
+    for name in DIMENSIONS:
+        load_dimension(storage, spark, name, "test-load")

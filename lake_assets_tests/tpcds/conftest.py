@@ -41,5 +41,6 @@ def star_catalog(raw_star):
 def star_engine(raw_star, star_catalog):
     """A Sail session over the raw bucket whose catalog holds the star as Iceberg tables."""
     storage, _ = raw_star
-    load_star(storage, star_catalog)
-    return SparkEngine().session(storage)
+    spark = SparkEngine().session(storage)
+    load_star(storage, spark)
+    return spark

@@ -1,82 +1,101 @@
-"""A corrections batch is well-formed CDC and realistic: consistent amounts, real keys, whole cancelled orders."""
+"""Corrections (CDC) MERGEd into tpcds.web_sales, compared with a pure-Python model."""
 
-import datetime as dt
-from decimal import Decimal
+import random
 
-import pytest
+from pyspark.sql import SparkSession
 
-from lake_assets.core.errors import UsageError
-from lake_assets.tpcds import raw_contract as contract
-from lake_assets.tpcds.corrections import land_corrections
-from lake_assets.tpcds.raw_duckdb import dsdgen_columns, raw_connection, read_raw_sql
+from lake_assets.core.ledger import Ledger
+from lake_assets.resources.catalog import LakeCatalog
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
+from lake_assets.tpcds.load import load_fact_days
+from lake_assets.tpcds.schema import RAW, TpcdsTable, qualified
+from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
+from lake_assets_tests.tpcds.test_load import fact_rows, quarantine
 
-COUNT = 200
-
-
-@pytest.fixture(scope="module")
-def batch(raw_star):
-    storage, _ = raw_star
-    at = dt.datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=dt.timezone.utc)
-    result = land_corrections(storage, COUNT, seed=7, at=at)
-    con = raw_connection(storage)
-    con.execute(f"CREATE TABLE batch AS SELECT * FROM "
-                f"{read_raw_sql(storage.uri(result.key), contract.FACT, with_operation=True)}")
-    return storage, result, con
+ITEM, ORDER = 3, 17  # positions of the key columns in a web_sales line
 
 
-def test_object_name_and_field_counts(batch):
-    storage, result, _ = batch
-    assert result.key == "raw/tpcds/web_sales_cdc/20260304-050607890.dat"
-    body, _ = storage.get_bytes(result.key)
-    lines = body.decode().rstrip("\n").split("\n")
-    assert len(lines) == COUNT == result.inserts + result.updates + result.deletes
-    width = len(dsdgen_columns()[contract.FACT]) + 1
-    assert all(line.count("|") == width - 1 and line[0] in "IUD" for line in lines)
+def key_of(fields: list[str]) -> tuple[str, str]:
+    return fields[ITEM], fields[ORDER]
 
 
-def test_mix_and_keys(batch):
-    _, result, con = batch
-    assert result.updates > COUNT // 2 and result.deletes > 0 and result.inserts > 0
-    assert con.execute("SELECT count(*) - count(DISTINCT (ws_item_sk, ws_order_number)) FROM batch").fetchone()[0] == 0
-    known = con.execute("""
-        SELECT op, count(*) FILTER (WHERE w.ws_item_sk IS NOT NULL), count(*) FROM batch b
-        LEFT JOIN tpcds.web_sales w USING (ws_item_sk, ws_order_number) GROUP BY op""").fetchall()
-    for op, existing, total in known:
-        assert existing == (0 if op == "I" else total), op
-    # cancellations cover whole orders
-    partial = con.execute("""
-        SELECT count(*) FROM tpcds.web_sales w JOIN (SELECT DISTINCT ws_order_number FROM batch WHERE op = 'D') d
-        USING (ws_order_number) ANTI JOIN (SELECT * FROM batch WHERE op = 'D') b USING (ws_item_sk, ws_order_number)
-        WHERE w.ws_item_sk IS NOT NULL""").fetchone()[0]
-    assert partial == 0
+def apply_model(model: dict[tuple[str, str], list[str]], lines: list[str]) -> None:
+    """The CDC semantics in plain Python: the last line per key wins; D deletes, I/U upsert."""
+    for line in lines:
+        op, *fields = line.split("|")
+        if op == "D":
+            model.pop(key_of(fields), None)
+        else:
+            model[key_of(fields)] = fields
 
 
-def test_amounts_are_consistent(batch):
-    _, _, con = batch
-    rows = con.execute("""
-        SELECT ws_quantity, ws_list_price, ws_sales_price, ws_wholesale_cost, ws_ext_discount_amt, ws_ext_sales_price,
-               ws_ext_wholesale_cost, ws_ext_list_price, ws_ext_tax, ws_coupon_amt, ws_ext_ship_cost, ws_net_paid,
-               ws_net_paid_inc_tax, ws_net_paid_inc_ship, ws_net_paid_inc_ship_tax, ws_net_profit
-        FROM batch WHERE op IN ('I', 'U')""").fetchall()
-    assert rows
-    for (q, lp, sp, wc, disc, ext_sales, ext_wc, ext_list, tax, coupon, ship, paid, paid_tax, paid_ship,
-         paid_ship_tax, profit) in rows:
-        assert 1 <= q <= 100 and sp <= lp
-        assert ext_sales == q * sp and ext_list == q * lp and ext_wc == q * wc and disc == q * (lp - sp)
-        assert paid == ext_sales - coupon and paid_tax == paid + tax and paid_ship == paid + ship
-        assert paid_ship_tax == paid + ship + tax and profit == paid - ext_wc
-        assert all(isinstance(v, Decimal) and abs(v) < Decimal("100000") for v in (ext_sales, profit, paid_ship_tax))
+def as_text(row: tuple) -> list[str]:
+    return ["" if v is None else str(v) for v in row]
 
 
-def test_updates_change_quantity_or_price(batch):
-    _, _, con = batch
-    unchanged, total = con.execute("""
-        SELECT count(*) FILTER (WHERE b.ws_quantity = w.ws_quantity AND b.ws_sales_price = w.ws_sales_price), count(*)
-        FROM batch b JOIN tpcds.web_sales w USING (ws_item_sk, ws_order_number) WHERE op = 'U'""").fetchone()
-    assert unchanged <= total * 0.05, (unchanged, total)
+def correction_batch(rng: random.Random, model: dict, next_order: list[int]) -> list[str]:
+    lines = []
+    keys = sorted(model)
+    for fields in (model[k] for k in rng.sample(keys, 8)):  # changed quantities and prices
+        changed = list(fields)
+        changed[18] = str(rng.randint(1, 100))
+        changed[21] = f"{rng.randint(1, 30000) / 100:.2f}"
+        lines.append("U|" + "|".join(changed))
+    for key in rng.sample(keys, 5):  # cancelled orders: only the key is given
+        blank = [""] * 34
+        blank[ITEM], blank[ORDER] = key
+        lines.append("D|" + "|".join(blank))
+    for _ in range(4):  # late new rows
+        fields = list(model[rng.choice(keys)])
+        next_order[0] += 1
+        fields[ORDER] = str(next_order[0])
+        lines.append("I|" + "|".join(fields))
+    twice = list(model[keys[0]])  # the same key twice in one batch: the later line wins
+    twice[18] = "1"
+    lines.append("U|" + "|".join(twice))
+    twice[18] = "2"
+    lines.append("U|" + "|".join(twice))
+    return lines
 
 
-def test_too_many_corrections_are_refused(raw_star):
-    storage, result = raw_star
-    with pytest.raises(UsageError, match="more than half"):
-        land_corrections(storage, result.rows[contract.FACT])
+def test_corrections_merge_like_the_model(storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession) -> None:
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:20] + [None]
+    land_facts(storage, oracle, days)
+    load_fact_days(storage, spark, days, "run-load")
+    model = {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)}
+    rng = random.Random(6)
+    next_order = [10_000_000]
+
+    first = correction_batch(rng, model, next_order)
+    second = correction_batch(rng, model, next_order)
+    bad = ["X|" + "|".join(model[sorted(model)[1]]), "U|too|few", "U|" + "|".join(["1"] * 3 + [""] + ["1"] * 30)]
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("\n".join(first + bad) + "\n").encode())
+    storage.put_bytes(f"{RAW.corrections}20240101-000000001.dat", ("\n".join(second) + "\n").encode())
+    apply_model(model, first)
+    apply_model(model, second)
+
+    report = apply_corrections(storage, spark, "run-cdc")
+
+    assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
+    assert report.rows_after == len(model)
+    reasons = [(r["line_number"], r["reason"]) for r in quarantine(storage)]
+    n = len(first)
+    assert reasons == [(n + 1, "unknown_operation"), (n + 2, "wrong_field_count"), (n + 3, "missing_key")]
+    entries = {e.source_file: e for e in report.files}
+    assert sum(e.rows_in_file for e in entries.values()) == len(first) + len(second) + 3
+    for e in entries.values():
+        assert e.rows_applied + e.rows_superseded + e.rows_quarantined == e.rows_in_file
+    assert sum(e.rows_superseded for e in entries.values()) >= 1  # the key written twice
+    assert pending_corrections(storage, Ledger(storage)) == []
+
+    # a file that sorts before an applied one is late: quarantined whole, table unchanged
+    late = correction_batch(rng, model, next_order)
+    storage.put_bytes(f"{RAW.corrections}20231231-000000000.dat", ("\n".join(late) + "\n").encode())
+    apply_corrections(storage, spark, "run-late")
+    assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
+    assert sum(1 for r in quarantine(storage) if r["reason"] == "late_file") == len(late)
+    entry = [e for e in Ledger(storage).entries(qualified(TpcdsTable.WEB_SALES)).to_pylist()
+             if e["source_file"].endswith("20231231-000000000.dat")][0]
+    assert entry["status"] == "rejected" and entry["rows_quarantined"] == len(late)

@@ -1,0 +1,63 @@
+"""Iceberg table facts through pyiceberg and the REST catalog: existence, snapshots, row counts.
+
+The Iceberg counterpart of formats/delta.py. pyiceberg reads the catalog independently of
+the engine that wrote the table, so these facts double as a second reader's view.
+"""
+
+import datetime as dt
+
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.table import Table
+
+from lake_assets.core.tables import LakeTable
+from lake_assets.resources.catalog import lake_catalog
+from lake_assets.resources.storage import LakeStorage
+
+
+def open_table(storage: LakeStorage, table: LakeTable) -> Table | None:
+    try:
+        return lake_catalog(storage).pyiceberg().load_table(table.identifier)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+
+
+def exists(storage: LakeStorage, table: LakeTable) -> bool:
+    return open_table(storage, table) is not None
+
+
+def current_snapshot_id(iceberg: Table) -> int | None:
+    snapshot = iceberg.current_snapshot()
+    return snapshot.snapshot_id if snapshot else None
+
+
+def row_count(iceberg: Table) -> int:
+    """Rows in the current snapshot, from its summary (no data file is read)."""
+    snapshot = iceberg.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return 0
+    return int(snapshot.summary.additional_properties.get("total-records", 0))
+
+
+def history(iceberg: Table) -> list[dict]:
+    """Snapshots of the table's log, newest first, with what each one did."""
+    rows = []
+    for entry in reversed(iceberg.history()):
+        snapshot = iceberg.snapshot_by_id(entry.snapshot_id)
+        summary = snapshot.summary if snapshot else None
+        props = summary.additional_properties if summary else {}
+        rows.append({
+            "snapshot_id": entry.snapshot_id,
+            "timestamp": dt.datetime.fromtimestamp(entry.timestamp_ms / 1000, dt.timezone.utc).isoformat(),
+            "operation": str(summary.operation.value) if summary else None,
+            "parent_id": snapshot.parent_snapshot_id if snapshot else None,
+            "added_records": _int(props.get("added-records")),
+            "deleted_records": _int(props.get("deleted-records")),
+            "total_records": _int(props.get("total-records")),
+            "added_files": _int(props.get("added-data-files")),
+            "deleted_files": _int(props.get("deleted-data-files")),
+        })
+    return rows
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None else None

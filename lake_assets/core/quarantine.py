@@ -1,0 +1,65 @@
+"""The quarantine tables: every raw row a domain could not apply, with why and where it came from.
+
+Every domain's quarantine is a Delta table with the same columns (`QUARANTINE_COLUMNS`),
+keyed on (source_file, source_etag, line_number). Rows are inserted only if absent, so a
+run that failed after quarantining and is re-run converges instead of duplicating them.
+Two writers share that rule: `insert_absent_arrow` (delta-rs, for rows the Dagster
+process parsed itself, as the insurance domain does) and `insert_absent_frame` (the
+engine, for rows that never leave it, as TPC-DS loading does).
+"""
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame
+
+from lake_assets.core.formats.delta import open_table
+from lake_assets.core.tables import LakeTable
+from lake_assets.resources.storage import LakeStorage
+
+#: (name, Arrow type, Spark SQL type) of every quarantine table's columns, in order.
+QUARANTINE_COLUMNS: list[tuple[str, pa.DataType, str]] = [
+    ("source_file", pa.string(), "STRING"),
+    ("source_etag", pa.string(), "STRING"),
+    ("line_number", pa.int64(), "BIGINT"),
+    ("reason", pa.string(), "STRING"),
+    ("detail", pa.string(), "STRING"),
+    ("raw_text", pa.string(), "STRING"),
+    ("run_id", pa.string(), "STRING"),
+    ("quarantined_at", pa.timestamp("us", tz="UTC"), "TIMESTAMP"),
+]
+QUARANTINE_SCHEMA = pa.schema([(name, arrow_type) for name, arrow_type, _ in QUARANTINE_COLUMNS])
+QUARANTINE_NAMES = [name for name, _, _ in QUARANTINE_COLUMNS]
+#: A quarantined row is identified by where it came from.
+QUARANTINE_KEY = ("source_file", "source_etag", "line_number")
+
+
+def insert_absent_arrow(storage: LakeStorage, table: LakeTable, rows: pa.Table) -> None:
+    """Insert `rows` (QUARANTINE_SCHEMA) that are not in `table` yet, with delta-rs."""
+    if rows.num_rows == 0:
+        return
+    uri = table.uri(storage)
+    options = storage.delta_storage_options()
+    if open_table(storage, table) is None:
+        write_deltalake(uri, rows, mode="append", storage_options=options)
+        return
+    (DeltaTable(uri, storage_options=options)
+     .merge(rows, predicate=" AND ".join(f"t.{c} = s.{c}" for c in QUARANTINE_KEY),
+            source_alias="s", target_alias="t")
+     .when_not_matched_insert_all()
+     .execute())
+
+
+def insert_absent_frame(storage: LakeStorage, table: LakeTable, rows: DataFrame) -> None:
+    """Insert the engine's `rows` (QUARANTINE_NAMES columns) not in `table` yet, with one MERGE."""
+    spark = rows.sparkSession
+    uri = table.uri(storage)
+    if open_table(storage, table) is None:
+        empty = ", ".join(f"{name} {sql_type}" for name, _, sql_type in QUARANTINE_COLUMNS)
+        spark.createDataFrame([], empty).write.format("delta").mode("append").save(uri)
+    view = "lake_quarantine_batch"
+    rows.select(*QUARANTINE_NAMES).createOrReplaceTempView(view)
+    on = " AND ".join(f"t.{c} = s.{c}" for c in QUARANTINE_KEY)
+    columns = ", ".join(QUARANTINE_NAMES)
+    values = ", ".join(f"s.{c}" for c in QUARANTINE_NAMES)
+    spark.sql(f"MERGE INTO delta.`{uri}` AS t USING {view} AS s ON {on} "
+              f"WHEN NOT MATCHED THEN INSERT ({columns}) VALUES ({values})").collect()
