@@ -12,7 +12,8 @@ from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table
-from lake_assets.core.tables import TABLES, table
+from lake_assets.core.formats import iceberg
+from lake_assets.core.tables import TABLES, TableFormat, table
 
 
 def tables_in(sql: str) -> list[str]:
@@ -27,6 +28,12 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
     spark = lake.spark()
     for name in names:
         entry = table(name)
+        if entry.format is TableFormat.ICEBERG:
+            # Iceberg tables resolve by name in the engine's default (REST) catalog.
+            if iceberg.open_table(lake.storage, entry) is None:
+                raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+            sql = _time_travel(sql, name, version, as_of)
+            continue
         if open_table(lake.storage, entry) is None:
             raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
         reader = spark.read.format(entry.format)
@@ -52,12 +59,27 @@ def show_query_duckdb(lake: LakeSession, sql: str, fmt: Format) -> None:
     render(columns, rows, fmt)
 
 
+def _time_travel(sql: str, name: str, version: int | None, as_of: str | None) -> str:
+    """`name` read at an Iceberg snapshot id or timestamp (`VERSION AS OF` / `TIMESTAMP AS OF`)."""
+    if version is None and not as_of:
+        return sql
+    clause = f"VERSION AS OF {int(version)}" if version is not None else f"TIMESTAMP AS OF '{_timestamp_literal(as_of)}'"
+    return re.sub(rf"(?<![\w.`]){re.escape(name)}(?![\w`])", f"{name} {clause}", sql, flags=re.IGNORECASE)
+
+
+def _timestamp_literal(text: str) -> str:
+    try:
+        return dt.datetime.fromisoformat(text).isoformat(sep=" ")
+    except ValueError:
+        raise UsageError(f"--as-of must be an ISO timestamp, not {text!r}") from None
+
+
 @app.command()
 @friendly
 def query(
     sql: Annotated[str, typer.Argument(help="Spark SQL over the lake's tables by name")],
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
-    version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version")] = None,
+    version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version or Iceberg snapshot id")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="read the table as of this timestamp")] = None,
     engine: Annotated[QueryEngine, typer.Option("--engine", help="spark (default) or duckdb (BI read path)")]
     = QueryEngine.spark,
@@ -73,6 +95,9 @@ def query(
 
 
 def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
+    if table(name).format is TableFormat.ICEBERG:
+        show_iceberg_history(lake, name, fmt)
+        return
     delta = open_table(lake.storage, table(name))
     if delta is None:
         raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
@@ -91,6 +116,17 @@ def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
         ))
     render(["version", "timestamp", "operation", "rows_inserted_or_written", "rows_updated", "rows_deleted",
             "files_added", "files_removed"], rows, fmt)
+
+
+def show_iceberg_history(lake: LakeSession, name: str, fmt: Format) -> None:
+    """An Iceberg table's snapshots (pyiceberg), newest first; the first column is the snapshot id."""
+    current = iceberg.open_table(lake.storage, table(name))
+    if current is None:
+        raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+    entries = iceberg.history(current)
+    columns = ["snapshot_id", "timestamp", "operation", "added_records", "deleted_records", "total_records",
+               "added_files", "deleted_files"]
+    render(columns, [tuple(e[c] for c in columns) for e in entries], fmt)
 
 
 def _timestamp(millis: int | None) -> str | None:

@@ -9,7 +9,7 @@ import dagster as dg
 from lake_assets.core.formats.delta import open_table
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.core.tables import TABLES
+from lake_assets.core.tables import TABLES, TableFormat
 
 VACUUM_RETENTION_HOURS = 168
 
@@ -25,7 +25,7 @@ def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig
 
 
 def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
-    for table in TABLES.values():
+    for table in (t for t in TABLES.values() if t.format is TableFormat.DELTA):
         delta = open_table(storage, table)
         if delta is None:
             continue

@@ -1,0 +1,174 @@
+"""The TPC-DS domain's assets: the raw zone (observed), the Iceberg star, its quarantine.
+
+`tpcds/web_sales` is partitioned by sold day over the generator's date range; a range of
+days (a backfill, a sensor's batch of new days) loads in ONE run (`BackfillPolicy.single_run`)
+and replaces exactly those days' partitions. The rows without a sold date ride along with
+any run while their object is pending. Dimensions and corrections are unpartitioned and
+apply what is pending.
+"""
+
+import datetime as dt
+import hashlib
+
+import dagster as dg
+from deltalake import DeltaTable
+
+from lake_assets.core.formats.delta import open_table as open_delta
+from lake_assets.core.ledger import Ledger
+from lake_assets.core.tables import TPCDS_QUARANTINE
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
+from lake_assets.tpcds.load import (
+    LoadReport,
+    finish_report,
+    load_dimension,
+    load_fact_days,
+    pending_dimensions,
+    pending_fact_days,
+    start_report,
+)
+from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable, qualified
+
+GROUP = "tpcds"
+OWNERS = ["team:data-engineering"]
+RAW_TPCDS_KEY = dg.AssetKey(["raw", "tpcds"])
+#: The sold dates TPC-DS generates (1998-01-02 .. 2003-01-02 at every scale), with margin.
+DAILY = dg.DailyPartitionsDefinition(start_date="1998-01-01", end_date="2004-01-01")
+
+
+def asset_key(name: str) -> dg.AssetKey:
+    return dg.AssetKey(["tpcds", str(name)])
+
+
+WEB_SALES_KEY = asset_key(TpcdsTable.WEB_SALES)
+CORRECTIONS_KEY = asset_key("web_sales_corrections")
+QUARANTINE_KEY = asset_key("tpcds_quarantine")
+DIMENSION_KEYS = [asset_key(name) for name in DIMENSIONS]
+
+
+@dg.observable_source_asset(
+    key=RAW_TPCDS_KEY, group_name="raw", owners=OWNERS,
+    description=f"TPC-DS deliveries under s3://<bucket>/{RAW.root}: dimension snapshots, one web_sales object "
+                "per sold day, correction (CDC) files. `|`-separated text, no header.",
+)
+def raw_tpcds(storage: LakeStorage) -> dg.ObserveResult:
+    with storage.running() as running:
+        objects = running.list_objects(RAW.root)
+    fingerprint = hashlib.sha256("".join(f"{o['Key']}@{o['ETag']}" for o in objects).encode()).hexdigest()
+    return dg.ObserveResult(data_version=dg.DataVersion(fingerprint[:16]),
+                            metadata={"objects": len(objects), "bytes": sum(int(o["Size"]) for o in objects)})
+
+
+def load_metadata(report: LoadReport) -> dict:
+    return {
+        "iceberg_snapshot": report.snapshot_after if report.snapshot_after is not None else -1,
+        "iceberg_snapshot_before": report.snapshot_before if report.snapshot_before is not None else -1,
+        "rows_before": report.rows_before,
+        "rows_after": report.rows_after,
+        "dagster/row_count": report.rows_after,
+        "objects": len(report.files),
+        "rows_in_objects": report.total("rows_in_file"),
+        "rows_applied": report.total("rows_applied"),
+        "rows_superseded": report.total("rows_superseded"),
+        "rows_quarantined": report.total("rows_quarantined"),
+        "duration_seconds": round(report.duration_seconds, 3),
+        "table": report.table,
+    }
+
+
+def _schema(name: str) -> dg.TableSchema:
+    return dg.TableSchema(columns=[dg.TableColumn(c, t.lower()) for c, t in COLUMNS[name]])
+
+
+def _dimension_asset(name: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(name), group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY], kinds={"iceberg", "spark", "s3"},
+        description=f"Iceberg table `{qualified(name)}`: the raw snapshot {RAW.dimension_key(name)} upserted "
+                    "(MERGE) on its surrogate key, when a new snapshot is pending.",
+        metadata={"dagster/column_schema": _schema(name), "dagster/table_name": qualified(name)},
+    )
+    def load(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
+        with storage.running() as running:
+            if name in pending_dimensions(running, Ledger(running)):
+                report = load_dimension(running, engine.session(running), name, context.run.run_id)
+            else:
+                context.log.info(f"{qualified(name)}: no new snapshot pending")
+                report = _nothing(running, name)
+        return dg.MaterializeResult(metadata=load_metadata(report))
+
+    return load
+
+
+def _nothing(storage: LakeStorage, name: str) -> LoadReport:
+    return finish_report(storage, start_report(storage, qualified(name)), 0.0)
+
+
+dimension_assets = [_dimension_asset(name) for name in DIMENSIONS]
+
+
+def days_of(window: dg.TimeWindow) -> list[dt.date]:
+    start, end = window.start.date(), window.end.date()
+    return [start + dt.timedelta(days=i) for i in range((end - start).days)]
+
+
+@dg.asset(
+    key=WEB_SALES_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, *DIMENSION_KEYS],
+    partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
+    description="Iceberg table `tpcds.web_sales`, partitioned by identity on ws_sold_date_sk: each day's raw "
+                "object replaces exactly its day's partition (one commit per run, any range of days). Rows "
+                "without a sold date land too, whenever their object is pending.",
+    metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
+)
+def web_sales(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
+    days: list[dt.date | None] = list(days_of(context.partition_time_window))
+    with storage.running() as running:
+        if None in pending_fact_days(running, Ledger(running)):
+            days.append(None)
+        report = load_fact_days(running, engine.session(running), days, context.run.run_id)
+    context.log.info(f"web_sales: {len(report.files)} object(s) for {days[0]}..{days[-1]}, "
+                     f"{report.rows_before} -> {report.rows_after} rows")
+    return dg.MaterializeResult(metadata=load_metadata(report))
+
+
+@dg.asset(
+    key=CORRECTIONS_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, WEB_SALES_KEY],
+    kinds={"iceberg", "spark"},
+    description=f"Late corrections from {RAW.corrections} MERGEd into `tpcds.web_sales` on (ws_item_sk, "
+                "ws_order_number): I/U upsert, D delete; the last line per key wins; late files quarantined.",
+)
+def web_sales_corrections(context: dg.AssetExecutionContext, storage: LakeStorage,
+                          engine: SparkEngine) -> dg.MaterializeResult:
+    with storage.running() as running:
+        if pending_corrections(running, Ledger(running)):
+            report = apply_corrections(running, engine.session(running), context.run.run_id)
+        else:
+            report = _nothing(running, TpcdsTable.WEB_SALES)
+    return dg.MaterializeResult(metadata=load_metadata(report))
+
+
+@dg.asset(
+    key=QUARANTINE_KEY, group_name=GROUP, owners=OWNERS, deps=[*DIMENSION_KEYS, WEB_SALES_KEY, CORRECTIONS_KEY],
+    kinds={"delta", "s3"},
+    description="Every raw TPC-DS line that could not be applied: source object, ETag, line, reason, detail, "
+                "raw text. Written by the loaders (shared core/quarantine.py); this asset reports its counts.",
+)
+def tpcds_quarantine(storage: LakeStorage) -> dg.MaterializeResult:
+    with storage.running() as running:
+        counts = quarantine_counts(running)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": sum(counts.values()),
+        "by_reason": dg.MetadataValue.json(counts),
+        "table_uri": TPCDS_QUARANTINE.uri(running),
+    })
+
+
+def quarantine_counts(storage: LakeStorage) -> dict[str, int]:
+    delta: DeltaTable | None = open_delta(storage, TPCDS_QUARANTINE)
+    if delta is None:
+        return {}
+    rows = delta.to_pyarrow_table(columns=["reason"]).group_by("reason").aggregate([("reason", "count")])
+    return dict(zip(rows["reason"].to_pylist(), rows["reason_count"].to_pylist()))
+
+
+TPCDS_ASSETS = [raw_tpcds, *dimension_assets, web_sales, web_sales_corrections, tpcds_quarantine]

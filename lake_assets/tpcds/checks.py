@@ -1,0 +1,216 @@
+"""Asset checks on the TPC-DS star, each verifying the tables independently of the loader.
+
+- rows per partition: every fact object's lines are applied or quarantined (ledger), the
+  quarantine holds exactly that many of its lines, and the partition held exactly the
+  applied rows in the snapshot the load committed (pyiceberg reads the manifests, so later
+  corrections do not blur the comparison);
+- key unique (engine); referential integrity from the fact to every dimension, unknown keys
+  counted and shown, not dropped (engine; a warning, since late dimensions are normal);
+- schema equals the declared one (pyiceberg); freshness: the newest raw day is loaded.
+The `evaluate_*` functions take a reachable storage and are tested without Dagster.
+"""
+
+import datetime as dt
+from collections import Counter
+
+import dagster as dg
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from lake_assets.core.formats import iceberg
+from lake_assets.core.formats.delta import open_table as open_delta
+from lake_assets.core.ledger import Ledger
+from lake_assets.core.tables import TPCDS_QUARANTINE, table
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.assets import DIMENSION_KEYS, WEB_SALES_KEY, asset_key
+from lake_assets.tpcds.load import DAILY as DAILY_KIND
+from lake_assets.tpcds.load import fact_objects
+from lake_assets.tpcds.schema import (
+    COLUMNS,
+    DIMENSIONS,
+    FOREIGN_KEYS,
+    KEYS,
+    NULL_PARTITION,
+    PARTITION_COLUMN,
+    TpcdsTable,
+    date_sk,
+    qualified,
+    sk_date,
+)
+
+WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+_ICEBERG_TYPES = {"BIGINT": "long", "STRING": "string", "DATE": "date"}
+
+
+def _result(passed: bool, severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR, **metadata) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=passed, severity=severity, metadata=metadata)
+
+
+# --- rows per partition ----------------------------------------------------------
+
+def evaluate_rows_match_raw(storage: LakeStorage) -> dg.AssetCheckResult:
+    entries = Ledger(storage).entries(WEB_SALES)
+    entries = entries.filter(pc.equal(entries["source_kind"], DAILY_KIND)).to_pylist()
+    latest = {}
+    for entry in entries:  # oldest first: the last entry per object is its current state
+        latest[entry["source_file"]] = entry
+    quarantined = _quarantined_per_object(storage)
+    current = iceberg.open_table(storage, table(WEB_SALES))
+    problems: list[dict] = []
+    partition_rows: dict[int, dict] = {}
+    for key, entry in latest.items():
+        accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
+        in_quarantine = quarantined.get((key, entry["source_etag"]), 0)
+        if accounted != entry["rows_in_file"] or in_quarantine != entry["rows_quarantined"]:
+            problems.append({"object": key, "lines": entry["rows_in_file"], "accounted": accounted,
+                             "in_quarantine": in_quarantine, "ledger_quarantined": entry["rows_quarantined"]})
+            continue
+        snapshot = entry["table_version"]
+        if current is None or snapshot is None:
+            continue
+        if snapshot not in partition_rows:
+            partition_rows[snapshot] = _rows_per_partition(current, snapshot)
+        day_sk = _day_sk_of(key)
+        in_partition = partition_rows[snapshot].get(day_sk, 0)
+        if in_partition != entry["rows_applied"]:
+            problems.append({"object": key, "applied": entry["rows_applied"], "partition_rows": in_partition,
+                             "snapshot": snapshot})
+    return _result(not problems, objects=len(latest), problems=dg.MetadataValue.json(problems[:50]),
+                   mismatched_objects=len(problems))
+
+
+def _quarantined_per_object(storage: LakeStorage) -> Counter:
+    delta: DeltaTable | None = open_delta(storage, TPCDS_QUARANTINE)
+    if delta is None:
+        return Counter()
+    rows = delta.to_pyarrow_table(columns=["source_file", "source_etag"])
+    return Counter(zip(rows["source_file"].to_pylist(), rows["source_etag"].to_pylist()))
+
+
+def _rows_per_partition(current, snapshot_id: int) -> dict[int | None, int]:  # noqa: ANN001 - pyiceberg Table
+    partitions = current.inspect.partitions(snapshot_id=snapshot_id).to_pylist()
+    return {p["partition"][PARTITION_COLUMN]: int(p["record_count"]) for p in partitions}
+
+
+def _day_sk_of(key: str) -> int | None:
+    folder = key.split("/")[-2].split("=", 1)[1]
+    return None if folder == NULL_PARTITION else date_sk(dt.date.fromisoformat(folder))
+
+
+@dg.asset_check(asset=WEB_SALES_KEY, blocking=True,
+                description="Every raw line of every day's object is applied or quarantined, and the day's "
+                            "partition held exactly the applied rows in the snapshot its load committed.")
+def web_sales_rows_match_raw(storage: LakeStorage) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_rows_match_raw(running)
+
+
+# --- keys and references ----------------------------------------------------------
+
+def evaluate_key_unique(storage: LakeStorage, engine: SparkEngine, name: str) -> dg.AssetCheckResult:
+    if iceberg.open_table(storage, table(qualified(name))) is None:
+        return _result(True, note="table not created yet")
+    keys = ", ".join(KEYS[name])
+    row = engine.session(storage).sql(
+        f"SELECT count(*) AS duplicates, coalesce(sum(n), 0) AS rows FROM (SELECT {keys}, count(*) AS n "
+        f"FROM {qualified(name)} GROUP BY {keys} HAVING count(*) > 1) d"
+    ).collect()[0]
+    null_keys = engine.session(storage).sql(
+        f"SELECT count(*) AS n FROM {qualified(name)} WHERE "
+        + " OR ".join(f"{k} IS NULL" for k in KEYS[name])).collect()[0]["n"]
+    return _result(row["duplicates"] == 0 and null_keys == 0, duplicate_keys=int(row["duplicates"]),
+                   rows_with_duplicate_keys=int(row["rows"]), rows_with_null_key=int(null_keys))
+
+
+def evaluate_referential_integrity(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    if iceberg.open_table(storage, table(WEB_SALES)) is None:
+        return _result(True, note="table not created yet")
+    spark = engine.session(storage)
+    missing_dims = [d for d in DIMENSIONS if iceberg.open_table(storage, table(qualified(d))) is None]
+    unknown: dict[str, dict] = {}
+    for column, dimension, key in FOREIGN_KEYS:
+        if dimension in missing_dims:
+            count = spark.sql(f"SELECT count({column}) AS n FROM {WEB_SALES}").collect()[0]["n"]
+            unknown[column] = {"dimension": qualified(dimension), "unknown_rows": int(count), "examples": []}
+            continue
+        rows = spark.sql(
+            f"SELECT f.{column} AS k, count(*) AS n FROM {WEB_SALES} f LEFT ANTI JOIN {qualified(dimension)} d "
+            f"ON f.{column} = d.{key} WHERE f.{column} IS NOT NULL GROUP BY f.{column} ORDER BY n DESC, k LIMIT 1000"
+        ).collect()
+        unknown[column] = {"dimension": qualified(dimension), "unknown_rows": sum(int(r["n"]) for r in rows),
+                           "unknown_keys": len(rows), "examples": [int(r["k"]) for r in rows[:10]]}
+    total = sum(v["unknown_rows"] for v in unknown.values())
+    return _result(total == 0, dg.AssetCheckSeverity.WARN, unknown_rows=total,
+                   by_column=dg.MetadataValue.json(unknown), dimensions_not_loaded=dg.MetadataValue.json(missing_dims))
+
+
+@dg.asset_check(asset=WEB_SALES_KEY, blocking=True, description="(ws_item_sk, ws_order_number) is unique, never null.")
+def web_sales_key_unique(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_key_unique(running, engine, TpcdsTable.WEB_SALES)
+
+
+@dg.asset_check(asset=WEB_SALES_KEY, description="Fact keys found in every dimension; unknown keys counted and "
+                                                 "shown (the rows stay in the table).")
+def web_sales_referential_integrity(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_referential_integrity(running, engine)
+
+
+# --- schema and freshness ---------------------------------------------------------
+
+def evaluate_schema(storage: LakeStorage, name: str) -> dg.AssetCheckResult:
+    current = iceberg.open_table(storage, table(qualified(name)))
+    if current is None:
+        return _result(True, note="table not created yet")
+    actual = [(f.name, str(f.field_type)) for f in current.schema().fields]
+    expected = [(c, _ICEBERG_TYPES.get(t, t.lower().replace(",", ", "))) for c, t in COLUMNS[name]]
+    return _result(actual == expected, expected=dg.MetadataValue.json(expected), actual=dg.MetadataValue.json(actual))
+
+
+def _schema_check(name: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset_key(name), name=f"{name}_schema_matches", blocking=True,
+                    description=f"The Iceberg schema of {qualified(name)} equals the declared TPC-DS columns.")
+    def check(storage: LakeStorage) -> dg.AssetCheckResult:
+        with storage.running() as running:
+            return evaluate_schema(running, name)
+
+    return check
+
+
+def evaluate_freshness(storage: LakeStorage) -> dg.AssetCheckResult:
+    objects = fact_objects(storage)
+    days = sorted(d for d in objects if d is not None)
+    if not days:
+        return _result(True, note="no fact objects in the raw zone")
+    newest = days[-1]
+    done = Ledger(storage).done(WEB_SALES)
+    obj = objects[newest]
+    current = iceberg.open_table(storage, table(WEB_SALES))
+    loaded_days = set()
+    if current is not None and current.current_snapshot() is not None:
+        loaded_days = {sk_date(sk) for sk in _rows_per_partition(current, current.current_snapshot().snapshot_id)
+                       if sk is not None}
+    newest_loaded = max(loaded_days) if loaded_days else None
+    return _result((obj.key, obj.etag) in done, dg.AssetCheckSeverity.WARN, newest_raw_day=newest.isoformat(),
+                   newest_loaded_day=newest_loaded.isoformat() if newest_loaded else "")
+
+
+@dg.asset_check(asset=WEB_SALES_KEY, description="The newest day in the raw zone is loaded (its current object).")
+def web_sales_freshness(storage: LakeStorage) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_freshness(running)
+
+
+@dg.asset_check(asset=DIMENSION_KEYS[0], name="date_dim_key_unique", blocking=True,
+                description="d_date_sk is unique and never null.")
+def date_dim_key_unique(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_key_unique(running, engine, TpcdsTable.DATE_DIM)
+
+
+TPCDS_CHECKS = [
+    web_sales_rows_match_raw, web_sales_key_unique, web_sales_referential_integrity, web_sales_freshness,
+    date_dim_key_unique, *[_schema_check(name) for name in (TpcdsTable.WEB_SALES, *DIMENSIONS)],
+]

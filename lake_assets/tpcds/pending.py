@@ -1,0 +1,49 @@
+"""What the TPC-DS raw zone holds that the tables have not taken in yet (no Dagster here).
+
+The sensor, the schedule and `lake run` all ask this one question and launch one run for
+the answer: the dimension snapshots to upsert, the range of sold days to load (a range,
+so one run loads it), whether the rows without a sold date are pending, and whether
+corrections are waiting.
+"""
+
+import datetime as dt
+from dataclasses import dataclass
+
+from lake_assets.core.ledger import Ledger
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.corrections import pending_corrections
+from lake_assets.tpcds.load import fact_objects, pending_dimensions, pending_fact_days
+
+
+@dataclass(frozen=True)
+class PendingWork:
+    dimensions: tuple[str, ...]
+    days: tuple[dt.date, ...]
+    undated: bool  # the object of rows without a sold date
+    corrections: int
+
+    @property
+    def empty(self) -> bool:
+        return not (self.dimensions or self.days or self.undated or self.corrections)
+
+    def day_range(self, storage: LakeStorage) -> tuple[dt.date, dt.date] | None:
+        """First and last pending day; with only undated rows pending, the newest raw day
+        (its partition is re-loaded, which changes nothing, so the run can carry them)."""
+        if self.days:
+            return self.days[0], self.days[-1]
+        if self.undated:
+            dated = [day for day in fact_objects(storage) if day is not None]
+            if dated:
+                return max(dated), max(dated)
+        return None
+
+
+def pending_work(storage: LakeStorage) -> PendingWork:
+    ledger = Ledger(storage)
+    days = pending_fact_days(storage, ledger)
+    return PendingWork(
+        dimensions=tuple(pending_dimensions(storage, ledger)),
+        days=tuple(sorted(d for d in days if d is not None)),
+        undated=None in days,
+        corrections=len(pending_corrections(storage, ledger)),
+    )

@@ -1,0 +1,116 @@
+"""The TPC-DS assets, checks, sensor and schedule through Dagster, on the real S3 server and Sail."""
+
+import time
+
+import dagster as dg
+import pytest
+from pyspark.sql import SparkSession
+
+from lake_assets.definitions import defs
+from lake_assets.resources.catalog import LakeCatalog
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.assets import CORRECTIONS_KEY, QUARANTINE_KEY, TPCDS_ASSETS, WEB_SALES_KEY, asset_key
+from lake_assets.tpcds.checks import TPCDS_CHECKS, evaluate_referential_integrity, evaluate_rows_match_raw
+from lake_assets.tpcds.jobs import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from lake_assets.tpcds.schema import DIMENSIONS, RAW
+from lake_assets.tpcds.sensors import raw_tpcds_sensor
+from lake_assets_tests.helpers.tpcds import generated, land_dimensions, land_facts, sold_dates
+
+
+def _tick(storage: LakeStorage, cursor: str | None):
+    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    return raw_tpcds_sensor(dg.build_sensor_context(cursor=cursor, resources={"storage": resource}))
+
+
+def _run(storage: LakeStorage, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    job = defs.resolve_job_def("load_tpcds")
+    resources = {"storage": LakeStorage(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
+    return dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
+                          selection=request.asset_selection, tags=request.tags, raise_on_error=False) \
+        if job else None
+
+
+def test_definitions_hold_the_tpcds_domain() -> None:
+    job = defs.resolve_job_def("load_tpcds")
+    assert job.tags["lake/table"] == "tpcds"
+    keys = job.asset_layer.asset_graph.get_all_asset_keys()
+    assert {WEB_SALES_KEY, CORRECTIONS_KEY, QUARANTINE_KEY, *(asset_key(d) for d in DIMENSIONS)} <= set(keys)
+    web_sales = defs.resolve_assets_def(WEB_SALES_KEY)
+    assert web_sales.backfill_policy == dg.BackfillPolicy.single_run()
+    assert web_sales.partitions_def.get_first_partition_key() == "1998-01-01"
+    assert defs.resolve_sensor_def("raw_tpcds_sensor").minimum_interval_seconds <= 5
+    assert defs.resolve_schedule_def("tpcds_nightly").cron_schedule == "0 2 * * *"
+
+
+def test_sensor_starts_one_run_per_tick_for_every_new_object(storage: LakeStorage, catalog: LakeCatalog) -> None:
+    oracle = generated(0.01)
+    assert isinstance(_tick(storage, None), dg.SkipReason)
+    days = sold_dates(oracle)
+    land_dimensions(storage, oracle)
+    land_facts(storage, oracle, [days[5], days[2], days[9], None])
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", b"D" + b"|" * 34 + b"\n")
+
+    first = _tick(storage, None)
+    assert len(first.run_requests) == 1
+    request = first.run_requests[0]
+    assert set(request.asset_selection) == {*(asset_key(d) for d in DIMENSIONS), WEB_SALES_KEY, CORRECTIONS_KEY,
+                                            QUARANTINE_KEY}
+    assert request.tags[ASSET_PARTITION_RANGE_START_TAG] == days[2].isoformat()
+    assert request.tags[ASSET_PARTITION_RANGE_END_TAG] == days[9].isoformat()
+    assert request.tags["lake/table"] == "tpcds"
+
+    assert isinstance(_tick(storage, first.cursor), dg.SkipReason)  # nothing new since
+    time.sleep(1.1)
+    land_facts(storage, oracle, [days[20], days[21]])
+    second = _tick(storage, first.cursor)
+    assert len(second.run_requests) == 1  # still one run: everything pending, days 2..21 as one range
+    assert second.run_requests[0].tags[ASSET_PARTITION_RANGE_END_TAG] == days[21].isoformat()
+
+
+@pytest.mark.slow
+def test_one_run_loads_a_range_and_the_checks_pass_then_fail(
+    storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession
+) -> None:
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:6] + [None]
+    land_dimensions(storage, oracle)
+    land_facts(storage, oracle, days)
+    instance = dg.DagsterInstance.ephemeral()
+    request = _tick(storage, None).run_requests[0]
+
+    result = _run(storage, instance, request)
+    assert result.success
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert {"web_sales_rows_match_raw", "web_sales_key_unique", "web_sales_referential_integrity",
+            "web_sales_freshness", "web_sales_schema_matches"} <= set(checks)
+    assert all(c.passed for c in checks.values()), {n: c.metadata for n, c in checks.items() if not c.passed}
+    loaded = spark.sql("SELECT count(*) AS n FROM tpcds.web_sales").collect()[0]["n"]
+    expected = sum(1 for _ in oracle.sql("SELECT 1 FROM web_sales LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk "
+                                         f"WHERE d_date IN ({', '.join(repr(str(d)) for d in days if d)}) "
+                                         "OR ws_sold_date_sk IS NULL").fetchall())
+    assert loaded == expected
+    materialized = instance.get_materialized_partitions(WEB_SALES_KEY)
+    assert {d.isoformat() for d in sold_dates(oracle)[:6]} <= materialized
+
+    # unknown keys are counted and shown, the rows stay
+    spark.sql("DELETE FROM tpcds.item WHERE i_item_sk IN (SELECT ws_item_sk FROM tpcds.web_sales LIMIT 1)")
+    ri = evaluate_referential_integrity(storage, SparkEngine())
+    assert not ri.passed and ri.metadata["unknown_rows"].value >= 1
+    assert ri.metadata["by_column"].value["ws_item_sk"]["examples"]
+    assert spark.sql("SELECT count(*) AS n FROM tpcds.web_sales").collect()[0]["n"] == loaded
+
+    # a duplicated key behind the loader's back fails the blocking key check, and the run
+    spark.sql("INSERT INTO tpcds.web_sales SELECT * FROM tpcds.web_sales LIMIT 1")
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", b"D" + b"|" * 34 + b"\n")
+    again = _run(storage, instance, _tick(storage, None).run_requests[0])
+    failed = {c.check_name for c in again.get_asset_check_evaluations() if not c.passed}
+    assert "web_sales_key_unique" in failed and not again.success
+
+    # a quarantine row lost behind the ledger's back fails the rows check
+    storage.put_bytes(f"{RAW.fact_folder(days[0])}part-00000.dat", b"broken line\n")
+    load = _run(storage, instance, _tick(storage, None).run_requests[0])
+    assert evaluate_rows_match_raw(storage).passed
+    storage.delete_prefix("curated/tpcds_quarantine/")
+    assert not evaluate_rows_match_raw(storage).passed
+    assert load is not None
