@@ -30,6 +30,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensor lists S3 (default 5)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000)",
     "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
+    "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
+                                "(reads the whole raw zone; default 0)",
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
 }
 
@@ -49,6 +51,7 @@ class LakeSettings:
     web_port: int
     iceberg_uri: str = ""
     iceberg_warehouse: str = "warehouse"
+    tpcds_report_checks: bool = False
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -68,6 +71,7 @@ class LakeSettings:
             web_port=int(env.get("LAKE_WEB_PORT", "3000")),
             iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE", "warehouse"),
+            tpcds_report_checks=env.get("LAKE_TPCDS_REPORT_CHECKS", "0").strip().lower() in ("1", "true", "yes"),
         )
 
 

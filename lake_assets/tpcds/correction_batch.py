@@ -152,7 +152,7 @@ def land_corrections(storage: LakeStorage, count: int, seed: int = 0,
     if count < 1:
         raise UsageError(f"the number of corrections must be at least 1, not {count}")
     at = at or dt.datetime.now(dt.timezone.utc)
-    con = raw_connection(storage)
+    con = raw_connection(storage, corrections=True)  # earlier batches count: no double cancels or order numbers
     try:
         with tempfile.TemporaryDirectory(prefix="lake-cdc-") as tmp:
             path = Path(tmp) / "batch.dat"

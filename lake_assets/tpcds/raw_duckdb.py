@@ -43,16 +43,40 @@ def raw_sources(storage: LakeStorage) -> dict[str, str]:
     return sources
 
 
-def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schema: str = "tpcds") -> None:
-    """Views `<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret)."""
+def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schema: str = "tpcds",
+                     corrections: bool = False) -> None:
+    """Views `<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret).
+
+    With `corrections`, `<schema>.web_sales` is the fact snapshot with every correction object
+    applied the way the contract says (object keys in order, the last line per key wins, `D`
+    deletes, `I`/`U` upsert); the line order within an object is DuckDB's scan order.
+    """
     load_extensions(con, "httpfs")
     add_s3_secret(con, storage)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for table, source in raw_sources(storage).items():
         con.execute(f"CREATE OR REPLACE VIEW {schema}.{table} AS SELECT * FROM {read_raw_sql(source, table)}")
+    if not corrections or not storage.list_objects(contract.CDC_PREFIX):
+        return
+    columns = ", ".join(name for name, _ in dsdgen_columns()[contract.FACT])
+    keys = ", ".join(contract.FACT_KEY)
+    cdc = read_raw_sql(storage.uri(f"{contract.CDC_PREFIX}*{contract.EXTENSION}"), contract.FACT, with_operation=True)
+    cdc = cdc.replace("hive_partitioning=false", "hive_partitioning=false, filename=true")
+    con.execute(f"CREATE OR REPLACE VIEW {schema}.web_sales_snapshot AS SELECT * FROM {read_raw_sql(raw_sources(storage)[contract.FACT], contract.FACT)}")
+    con.execute(f"""
+        CREATE OR REPLACE VIEW {schema}.web_sales_changes AS
+        SELECT * EXCLUDE (position, latest) FROM (
+            SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY filename DESC, position DESC) AS latest
+            FROM (SELECT *, row_number() OVER () AS position FROM {cdc}))
+        WHERE latest = 1""")
+    con.execute(f"""
+        CREATE OR REPLACE VIEW {schema}.web_sales AS
+        SELECT {columns} FROM {schema}.web_sales_snapshot ANTI JOIN {schema}.web_sales_changes USING ({keys})
+        UNION ALL
+        SELECT {columns} FROM {schema}.web_sales_changes WHERE op <> 'D'""")
 
 
-def raw_connection(storage: LakeStorage, schema: str = "tpcds") -> duckdb.DuckDBPyConnection:
+def raw_connection(storage: LakeStorage, schema: str = "tpcds", corrections: bool = False) -> duckdb.DuckDBPyConnection:
     con = connect(":memory:")
-    create_raw_views(con, storage, schema)
+    create_raw_views(con, storage, schema, corrections)
     return con

@@ -59,6 +59,6 @@ def refresh_report(spark: SparkSession, report: Report) -> ReportRefresh:
         spark.sql(f"CREATE TABLE {report.table} ({_ddl(frame.schema)}) USING iceberg")
         created = True
     frame.writeTo(report.table).overwrite(F.lit(True))
-    rows = spark.table(report.table).count()
+    rows = int(spark.table(report.table).count())  # Spark Connect returns a numpy integer
     return ReportRefresh(table=report.table, rows=rows, columns=frame.columns, created=created,
                          seconds=round(time.perf_counter() - started, 3))
