@@ -327,6 +327,7 @@ def test_expected_services(services: dict) -> None:
     assert set(services) == {
         "minio",
         "minio-init",
+        "iceberg-rest",
         SPARK_SERVICE,
         "postgres",
         *DAGSTER_SERVICES,
@@ -340,6 +341,7 @@ def test_dagster_services_wait_for_their_dependencies(services: dict) -> None:
             "postgres": "service_healthy",
             "minio-init": "service_completed_successfully",
             SPARK_SERVICE: "service_started",
+            "iceberg-rest": "service_healthy",
         }
     assert services["minio-init"]["depends_on"]["minio"]["condition"] == "service_healthy"
 
@@ -495,6 +497,7 @@ def test_ports_bind_localhost_only(services: dict) -> None:
         "9000": "minio",
         "9001": "minio",
         "15002": SPARK_SERVICE,
+        "8181": "iceberg-rest",
         "3000": "dagster-webserver",
     }
     assert "ports" not in services["postgres"]
@@ -609,3 +612,18 @@ def test_instance_config_passes_dagsters_own_validation(
         data = ConfigurableClassData(entry["module"], entry["class"], config_yaml)
         component = data.rehydrate()
         assert type(component).__name__ == entry["class"]
+
+
+def test_iceberg_rest_catalog_is_wired_like_the_embedded_one(services: dict, default_settings: LakeSettings) -> None:
+    catalog = environment_of(services["iceberg-rest"])
+    for name in DAGSTER_SERVICES:
+        env = environment_of(services[name])
+        assert env["LAKE_ICEBERG_URI"] == "http://iceberg-rest:8181"
+        assert env["LAKE_ICEBERG_WAREHOUSE"] == default_settings.iceberg_warehouse
+        assert catalog["CATALOG_WAREHOUSE"] == f"s3://{env['LAKE_ICEBERG_WAREHOUSE']}/"
+    assert catalog["CATALOG_S3_ENDPOINT"] == "http://minio:9000"
+    assert "LAKE_ICEBERG_WAREHOUSE" in " ".join(command_args(services["minio-init"]))
+    confs = spark_confs(command_args(services[SPARK_SERVICE]))
+    assert confs["spark.sql.catalog.lake.type"] == "rest"
+    assert confs["spark.sql.catalog.lake.uri"] == "http://iceberg-rest:8181"
+

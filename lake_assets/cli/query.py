@@ -84,7 +84,7 @@ def query(
     engine: Annotated[QueryEngine, typer.Option("--engine", help="spark (default) or duckdb (BI read path)")]
     = QueryEngine.spark,
 ) -> None:
-    """Run SQL over the lake's tables (insurance, insurance_quarantine, lake_ledger)."""
+    """Run SQL over the lake's tables by name (insurance, tpcds.web_sales, ...; see `lake status`)."""
     with lake_session() as lake:
         if engine is QueryEngine.duckdb:
             if version is not None or as_of:
@@ -139,6 +139,6 @@ def history(
     name: Annotated[str, typer.Argument(metavar="TABLE", help="table name, e.g. insurance")],
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
 ) -> None:
-    """A table's Delta history, newest first (first column the version)."""
+    """A table's history, newest first: Delta versions or Iceberg snapshots (first column the id)."""
     with lake_session() as lake:
         show_history(lake, name, fmt)

@@ -10,8 +10,10 @@ from lake_assets.cli.output import Format, console, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import Ledger
+from lake_assets.core.raw_zone import list_raw
 from lake_assets.insurance.contract import TABLE
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
+from lake_assets.tpcds.schema import RAW
 
 ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
 
@@ -51,5 +53,29 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
             else:
                 rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
                              entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]))
+        rows.extend(_tpcds_rows(lake.storage))
         render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined"],
                rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")
+
+
+def _tpcds_rows(storage) -> list[tuple]:  # noqa: ANN001 - LakeStorage
+    """Status rows of the TPC-DS raw objects, against the ledger of the table each one feeds."""
+    ledger = Ledger(storage)
+    latest: dict[str, dict] = {}
+    rows = []
+    for obj in list_raw(storage, RAW.root):
+        name = RAW.table_of(obj.key)
+        if name is None:
+            continue
+        if name not in latest:
+            latest[name] = {(e["source_file"], e["source_etag"]): e for e in ledger.entries(name).to_pylist()}
+        entry = latest[name].get((obj.key, obj.etag))
+        if entry is None:
+            redelivered = any(key == obj.key for key, _ in latest[name])
+            rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
+                         None, None, None, None, None))
+        else:
+            rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
+                         entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"]))
+    return rows
+

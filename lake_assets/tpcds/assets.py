@@ -73,6 +73,7 @@ def load_metadata(report: LoadReport) -> dict:
         "rows_superseded": report.total("rows_superseded"),
         "rows_quarantined": report.total("rows_quarantined"),
         "duration_seconds": round(report.duration_seconds, 3),
+        "step_seconds": dg.MetadataValue.json(report.steps),
         "table": report.table,
     }
 
@@ -115,8 +116,8 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
 @dg.asset(
     key=WEB_SALES_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, *DIMENSION_KEYS],
     partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
-    description="Iceberg table `tpcds.web_sales`, partitioned by identity on ws_sold_date_sk: each day's raw "
-                "object replaces exactly its day's partition (one commit per run, any range of days). Rows "
+    description="Iceberg table `tpcds.web_sales`, partitioned by truncate(ws_sold_date_sk, 30): each day's raw "
+                "object replaces exactly its day's rows (one MERGE commit per run, any range of days). Rows "
                 "without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )

@@ -9,15 +9,16 @@ The Dagster process lists objects and receives per-object counts; it never holds
 - Facts: one object per sold day (`ws_sold_date=YYYY-MM-DD/part-00000.dat`, plus the
   `__HIVE_DEFAULT_PARTITION__` object of rows without a sold date). Loading a set of days
   reads those folders with hive-style discovery (Sail has no `input_file_name()`), and
-  replaces exactly those days' partitions with one `writeTo(...).overwrite(condition)`
-  commit — never `partitionOverwriteMode`, which replaces the whole table. A row whose
-  `ws_sold_date_sk` is not its object's day is quarantined (`wrong_partition`), so a day's
-  object can only ever write its own partition.
+  replaces exactly those days' rows with ONE `MERGE INTO` (`replace_days_sql`: upsert on
+  the key, `WHEN NOT MATCHED BY SOURCE AND <the loaded days> THEN DELETE`) — never
+  `partitionOverwriteMode`, which replaces the whole table, and not `overwrite(condition)`,
+  which Sail allows only on identity-partitioned columns. A row whose `ws_sold_date_sk` is
+  not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
+  write its own day; within the loaded objects the last line of a key wins.
 - Dimensions: one snapshot object per table, upserted with one `MERGE INTO` on the
   surrogate key (the last line of a key wins; earlier ones count as superseded).
 
-Every step is idempotent (quarantine inserts only absent rows, overwrite and MERGE
-converge), and the ledger is written last, so a failed run leaves objects pending and a
+Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the ledger is written last, so a failed run leaves objects pending and a
 rerun converges.
 """
 
@@ -48,6 +49,7 @@ from lake_assets.tpcds.schema import (
     NAMESPACE,
     NULL_PARTITION,
     PARTITION_COLUMN,
+    PARTITION_DAYS,
     RAW,
     TpcdsTable,
     date_sk,
@@ -70,9 +72,19 @@ class LoadReport:
     rows_after: int = 0
     files: list[LedgerEntry] = field(default_factory=list)
     duration_seconds: float = 0.0
+    #: seconds per step (parse_and_stage, quarantine, commit, count), for metadata and benchmarks
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
     def total(self, attribute: str) -> int:
-        return sum(getattr(f, attribute) for f in self.files)
+        return int(sum(getattr(f, attribute) for f in self.files))
 
 
 # --- the tables ------------------------------------------------------------------
@@ -98,7 +110,7 @@ def _iceberg_type(sql_type: str):  # noqa: ANN202
 def ensure_table(storage: LakeStorage, name: str) -> None:
     """Create `tpcds.<name>` in the catalog with the declared schema and partition spec."""
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.transforms import TruncateTransform
 
     client = lake_catalog(storage).pyiceberg()
     client.create_namespace_if_not_exists(NAMESPACE)
@@ -106,8 +118,9 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
     spec = UNPARTITIONED_PARTITION_SPEC
     if name == TpcdsTable.WEB_SALES:
         source = schema.find_field(PARTITION_COLUMN).field_id
-        spec = PartitionSpec(PartitionField(source_id=source, field_id=1000, transform=IdentityTransform(),
-                                            name=PARTITION_COLUMN))
+        spec = PartitionSpec(PartitionField(source_id=source, field_id=1000,
+                                            transform=TruncateTransform(PARTITION_DAYS),
+                                            name=f"{PARTITION_COLUMN}_trunc"))
     client.create_table_if_not_exists(
         (NAMESPACE, name), schema=schema, partition_spec=spec,
         properties={"format-version": "2", "write.parquet.compression-codec": "zstd"},
@@ -160,23 +173,47 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
                    extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
                                                F.col(_FOLDER), F.lit(")")))])
 
-    with staged_parse(storage, spark, parsed.drop(_FOLDER), run_id) as staged:
+    with contextlib.ExitStack() as stack:
+        with report.step("parse_and_stage"):
+            staged = stack.enter_context(staged_parse(storage, spark, parsed.drop(_FOLDER), run_id))
         at = dt.datetime.now(dt.timezone.utc)
-        quarantine_rejected(storage, staged, folders, run_id, at)
-        valid = staged.where(F.col(REASON).isNull())
-        condition = F.lit(False)
-        sks = [date_sk(day) for day in selected if day is not None]
-        if sks:
-            condition = condition | F.col(PARTITION_COLUMN).isin(sks)
-        if None in selected:
-            condition = condition | F.col(PARTITION_COLUMN).isNull()
-        _table_columns_of(valid, spark, name).writeTo(name).overwrite(condition)
-        counts = counts_per_source(staged)
+        with report.step("quarantine"):
+            quarantine_rejected(storage, staged, folders, run_id, at)
+        columns = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
+        latest = Window.partitionBy(*KEYS[TpcdsTable.WEB_SALES]).orderBy(F.col(SOURCE).desc(), F.col(LINE).desc())
+        winners = (staged.where(F.col(REASON).isNull())
+                   .withColumn("_rank", F.row_number().over(latest)).where("_rank = 1").select(SOURCE, *columns))
+        view = "lake_tpcds_fact_days"
+        winners.createOrReplaceTempView(view)
+        with report.step("commit"):
+            spark.sql(replace_days_sql(name, view, columns, list(selected))).collect()
+        with report.step("count"):
+            counts = counts_per_source(staged)
+            kept = {r[SOURCE]: int(r["n"]) for r in
+                    winners.groupBy(SOURCE).agg(F.count(F.lit(1)).alias("n")).collect()}
+        counts = {s: (lines, valid, valid - kept.get(s, 0)) for s, (lines, valid, _) in counts.items()}
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
     report.files = [ledger_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at)
                     for folder, obj in folders.items()]
     Ledger(storage).record(report.files)
     return finish_report(storage, report, started)
+
+
+def replace_days_sql(target: str, source: str, columns: list[str], days: Iterable[dt.date | None]) -> str:
+    """ONE MERGE that makes the rows of `days` in `target` exactly `source`'s rows.
+
+    Rows of those days absent from `source` are deleted (`WHEN NOT MATCHED BY SOURCE`),
+    rows of other days are never touched, and a key that moved from another day is moved
+    (updated) rather than duplicated. Sail's predicate overwrite would do it only on an
+    identity-partitioned column; a MERGE works with any partition transform.
+    """
+    keys = KEYS[TpcdsTable.WEB_SALES]
+    sks = [date_sk(day) for day in days if day is not None]
+    loaded = [f"t.{PARTITION_COLUMN} IN ({', '.join(map(str, sks))})"] if sks else []
+    if None in days:
+        loaded.append(f"t.{PARTITION_COLUMN} IS NULL")
+    return (merge_sql(target, source, keys, columns, operation=None)
+            + f" WHEN NOT MATCHED BY SOURCE AND ({' OR '.join(loaded) or 'false'}) THEN DELETE")
 
 
 def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
@@ -218,7 +255,7 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
         winners.createOrReplaceTempView(view)
         spark.sql(merge_sql(qualified_name, view, KEYS[name], columns, operation=None)).collect()
         in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
-        applied = winners.count()
+        applied = int(winners.count())
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(qualified_name)))
     report.files = [ledger_entry(qualified_name, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
     Ledger(storage).record(report.files)
@@ -263,18 +300,13 @@ def counts_per_source(staged: DataFrame) -> dict[str, tuple[int, int, int]]:
     return {r[SOURCE]: (int(r["lines"]), int(r["valid"] or 0), 0) for r in rows}
 
 
-def _table_columns_of(frame: DataFrame, spark: SparkSession, name: str) -> DataFrame:
-    """`frame` with the table's columns in the table's order (writes match by position)."""
-    return frame.select(*spark.table(name).columns)
-
-
 def ledger_entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, int], snapshot: int | None,
            run_id: str, at: dt.datetime) -> LedgerEntry:
     lines, valid, superseded = counts
     return LedgerEntry(
         table_name=name, source_file=obj.key, source_etag=obj.etag, source_size=obj.size, source_kind=kind,
-        status=APPLIED if valid or not lines else REJECTED, rows_in_file=lines, rows_applied=valid - superseded,
-        rows_superseded=superseded, rows_quarantined=lines - valid, table_version=snapshot, run_id=run_id,
+        status=APPLIED if valid or not lines else REJECTED, rows_in_file=int(lines),
+        rows_applied=int(valid - superseded), rows_superseded=int(superseded), rows_quarantined=int(lines - valid), table_version=snapshot, run_id=run_id,
         recorded_at=at,
     )
 

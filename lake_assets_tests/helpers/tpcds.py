@@ -8,6 +8,7 @@ oracle the tests compare with.
 
 import datetime as dt
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -69,11 +70,10 @@ def land_facts(storage: LakeStorage, con: duckdb.DuckDBPyConnection,
     for line in text.decode().splitlines():
         day, _, rest = line.partition("|")
         by_day.setdefault(dt.date.fromisoformat(day) if day else None, []).append(rest)
-    keys = []
-    for day in by_day if days is None else days:
-        storage.put_bytes(fact_key(day), ("\n".join(by_day[day]) + "\n").encode())
-        keys.append(fact_key(day))
-    return keys
+    chosen = list(by_day if days is None else days)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda day: storage.put_bytes(fact_key(day), ("\n".join(by_day[day]) + "\n").encode()), chosen))
+    return [fact_key(day) for day in chosen]
 
 
 def _select(table: str) -> str:
