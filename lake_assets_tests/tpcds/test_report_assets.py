@@ -1,6 +1,13 @@
 """Report assets through Dagster: tables refreshed after corrections, and the DuckDB check passes or fails honestly."""
 
+import datetime as dt
+
 import dagster as dg
+
+from lake_assets.core.formats import iceberg
+from lake_assets.core.formats import iceberg_maintenance as maintenance
+from lake_assets.core.tables import table
+from lake_assets.schedules.maintenance import maintain_iceberg
 
 from lake_assets.definitions import build_definitions
 from lake_assets.resources.engine import SparkEngine
@@ -50,3 +57,27 @@ def test_reports_after_corrections_equal_duckdb(raw_star, star_engine):
                              raise_on_error=False)
     [evaluation] = checked.get_asset_check_evaluations()
     assert not evaluation.passed and evaluation.metadata["mismatches"].value == 1
+
+
+def test_maintenance_shrinks_the_star_and_reports_still_equal_duckdb(raw_star, star_engine):
+    """Run after the corrections: compaction + expiry + orphan removal, then every report check again."""
+    storage, _ = raw_star
+    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    web_sales = table("tpcds.web_sales")
+    before = maintenance.table_stats(storage, iceberg.open_table(storage, web_sales))
+    totals = star_engine.sql("SELECT count(*), sum(ws_net_profit) FROM tpcds.web_sales").collect()[0]
+    context = dg.build_op_context(
+        resources={"storage": resource, "engine": SparkEngine()},
+        op_config={"snapshot_retention_hours": 0, "orphan_grace_hours": 0, "compact_min_files": 2})
+    maintain_iceberg(context)
+    after = maintenance.table_stats(storage, iceberg.open_table(storage, web_sales))
+    assert after.snapshots == 1 < before.snapshots
+    assert after.data_files <= before.data_files and after.objects < before.objects
+    assert after.rows == before.rows
+    assert star_engine.sql("SELECT count(*), sum(ws_net_profit) FROM tpcds.web_sales").collect()[0] == totals
+    assert maintenance.orphan_files(storage, iceberg.open_table(storage, web_sales),
+                                    dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)) == []
+    resources = {"storage": resource, "engine": SparkEngine()}
+    result = dg.materialize([*REPORT_ASSETS, *REPORT_CHECKS], resources=resources,
+                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert result.success and all(e.passed for e in result.get_asset_check_evaluations())

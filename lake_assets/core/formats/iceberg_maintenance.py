@@ -62,14 +62,20 @@ def list_location(storage: LakeStorage, table) -> list[dict]:  # noqa: ANN001
     return objects
 
 
+def data_files(table) -> list[dict]:  # noqa: ANN001
+    """The current snapshot's data files (pyiceberg's `inspect.data_files` fails on a snapshot without any)."""
+    snapshot = table.current_snapshot()
+    if snapshot is None or not snapshot.manifests(table.io):
+        return []
+    return table.inspect.data_files().to_pylist()
+
+
 def table_stats(storage: LakeStorage, table) -> TableStats:  # noqa: ANN001
-    files = table.inspect.data_files() if table.current_snapshot() else None
+    files = data_files(table)
     objects = list_location(storage, table)
     return TableStats(
-        snapshots=len(table.snapshots()),
-        data_files=files.num_rows if files is not None else 0,
-        data_bytes=int(sum(files["file_size_in_bytes"].to_pylist())) if files is not None else 0,
-        rows=int(sum(files["record_count"].to_pylist())) if files is not None else 0,
+        snapshots=len(table.snapshots()), data_files=len(files),
+        data_bytes=sum(f["file_size_in_bytes"] for f in files), rows=sum(f["record_count"] for f in files),
         objects=len(objects), object_bytes=sum(o["Size"] for o in objects),
     )
 
@@ -148,9 +154,7 @@ def remove_orphan_files(storage: LakeStorage, table, older_than: dt.datetime | N
 def small_file_partitions(table, small_bytes: int = SMALL_FILE_BYTES,  # noqa: ANN001
                           min_files: int = MIN_FILES_TO_COMPACT) -> list[dict]:
     """Partition values (as dicts of partition fields) holding at least `min_files` small data files."""
-    if table.current_snapshot() is None:
-        return []
-    files = table.inspect.data_files().to_pylist()
+    files = data_files(table)
     counts = Counter(repr(sorted((f.get("partition") or {}).items())) for f in files
                      if f["file_size_in_bytes"] < small_bytes)
     partitions = {repr(sorted((f.get("partition") or {}).items())): f.get("partition") or {} for f in files}
@@ -167,7 +171,7 @@ def _sql_literal(value: object) -> str:
 
 def partition_condition(table, partition: dict) -> tuple[str, list[str]] | None:  # noqa: ANN001
     """Spark SQL selecting exactly `partition`'s rows, and its source columns; None if a transform is not mapped."""
-    from pyiceberg.transforms import DayTransform, IdentityTransform, MonthTransform
+    from pyiceberg.transforms import DayTransform, IdentityTransform, MonthTransform, TruncateTransform
 
     terms, columns = [], []
     for field in table.spec().fields:
@@ -181,6 +185,8 @@ def partition_condition(table, partition: dict) -> tuple[str, list[str]] | None:
         elif isinstance(field.transform, DayTransform):
             day = value if isinstance(value, dt.date) else dt.date(1970, 1, 1) + dt.timedelta(days=int(value))
             terms.append(f"CAST(`{column}` AS DATE) = {_sql_literal(day)}")
+        elif isinstance(field.transform, TruncateTransform) and isinstance(value, int):
+            terms.append(f"`{column}` >= {value} AND `{column}` < {value + field.transform.width}")
         elif isinstance(field.transform, MonthTransform):
             terms.append(f"(year(`{column}`) - 1970) * 12 + month(`{column}`) - 1 = {int(value)}")
         else:
