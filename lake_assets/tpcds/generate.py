@@ -8,6 +8,7 @@ few GB of temporary disk.
 """
 
 import concurrent.futures
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -92,6 +93,23 @@ def write_raw_files(con: duckdb.DuckDBPyConnection, out: Path, result: GenerateR
         f"({COPY_OPTIONS}, PARTITION_BY ({contract.PARTITION_COLUMN}), FILENAME_PATTERN 'part-{{i}}', "
         f"FILE_EXTENSION 'dat')"
     )
+    join_fact_files(out / contract.FACT_PREFIX)
+
+
+def join_fact_files(facts: Path) -> None:
+    """Make each sold-date folder hold exactly one file, as the contract says.
+
+    A partitioned COPY may write several files into a folder (one per thread, and again
+    whenever it had to close a partition's file: at SF 1, 1,824 folders got up to 2 files).
+    They have no header, so they are concatenated in name order.
+    """
+    for folder in (p for p in facts.iterdir() if p.is_dir()):
+        files = sorted(folder.glob("*.dat"), key=lambda p: (len(p.name), p.name))
+        with files[0].open("ab") as first:
+            for extra in files[1:]:
+                with extra.open("rb") as source:
+                    shutil.copyfileobj(source, first)
+                extra.unlink()
 
 
 def check_text_values(con: duckdb.DuckDBPyConnection, table: str) -> None:
@@ -106,15 +124,12 @@ def check_text_values(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 
 def _object_keys(out: Path) -> list[tuple[Path, str]]:
-    """(local file, object key) pairs; each fact folder's files are numbered part-00000, part-00001, ..."""
+    """(local file, object key) pairs; a fact folder's one file becomes part-00000.dat."""
     pairs: list[tuple[Path, str]] = []
-    for folder in sorted({p.parent for p in out.rglob("*.dat")}):
-        files = sorted(folder.glob("*.dat"), key=lambda p: (len(p.name), p.name))
-        relative = folder.relative_to(out).as_posix()
-        if relative.startswith(contract.FACT_PREFIX):
-            pairs.extend((file, f"{relative}/part-{n:05d}{contract.EXTENSION}") for n, file in enumerate(files))
-        else:
-            pairs.extend((file, f"{relative}/{file.name}") for file in files)
+    for file in sorted(out.rglob("*.dat")):
+        relative = file.parent.relative_to(out).as_posix()
+        name = f"part-00000{contract.EXTENSION}" if relative.startswith(contract.FACT_PREFIX) else file.name
+        pairs.append((file, f"{relative}/{name}"))
     return pairs
 
 

@@ -7,7 +7,7 @@ import pytest
 from lake_assets.resources.duckdb_reader import connect
 from lake_assets.core.errors import UsageError
 from lake_assets.tpcds import raw_contract as contract
-from lake_assets.tpcds.generate import generate
+from lake_assets.tpcds.generate import generate, join_fact_files
 from lake_assets.tpcds.raw_duckdb import dsdgen_columns, raw_connection
 from lake_assets_tests.tpcds.conftest import SCALE
 
@@ -25,13 +25,15 @@ def dsdgen_counts() -> dict[str, int]:
 
 def test_object_names(raw_star):
     storage, result = raw_star
-    keys = [o["Key"] for o in storage.list_objects(contract.RAW_PREFIX)]
+    # other tests of the session may have landed correction objects beside the generated data
+    keys = [o["Key"] for o in storage.list_objects(contract.RAW_PREFIX) if not o["Key"].startswith(contract.CDC_PREFIX)]
     for table in contract.DIMENSIONS:
         assert contract.dimension_key(table) in keys
     fact_keys = [k for k in keys if k.startswith(contract.FACT_PREFIX)]
     assert fact_keys and all(FACT_KEY.fullmatch(k) for k in fact_keys), fact_keys[:5]
     assert len(keys) == len(contract.DIMENSIONS) + len(fact_keys) == result.objects
     folders = {k.rsplit("/", 1)[0] for k in fact_keys}
+    assert all(k.endswith("/part-00000.dat") for k in fact_keys)  # one object per sold date
     assert len(folders) == result.sold_dates + 1  # + the NULL-date folder
     assert contract.fact_key(None) in keys
 
@@ -86,3 +88,14 @@ def test_row_counts_equal_dsdgen_and_dates_match_folders(raw_star, dsdgen_counts
 def test_scale_out_of_range_is_refused(storage):
     with pytest.raises(UsageError, match="scale"):
         generate(storage, 20)
+
+
+def test_several_copy_files_in_a_folder_become_one(tmp_path):
+    folder = tmp_path / "ws_sold_date=2000-01-01"
+    folder.mkdir()
+    (folder / "part-0.dat").write_text("1|a\n2|b\n")
+    (folder / "part-1.dat").write_text("3|c\n")
+    (folder / "part-10.dat").write_text("4|d\n")
+    join_fact_files(tmp_path)
+    assert [p.name for p in folder.iterdir()] == ["part-0.dat"]
+    assert (folder / "part-0.dat").read_text() == "1|a\n2|b\n3|c\n4|d\n"
