@@ -41,6 +41,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
     "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
+    "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
+                                "(reads the whole raw zone; default 0)",
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
 }
 
@@ -63,6 +65,7 @@ class LakeSettings:
     tombstone_retention_days: float = 7.0
     iceberg_uri: str = ""
     iceberg_warehouse: str = "warehouse"
+    tpcds_report_checks: bool = False
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -85,6 +88,7 @@ class LakeSettings:
             tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0),
             iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
+            tpcds_report_checks=env.get("LAKE_TPCDS_REPORT_CHECKS", "0").strip().lower() in ("1", "true", "yes"),
         )
 
     @property

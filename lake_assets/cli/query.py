@@ -2,6 +2,7 @@
 
 import datetime as dt
 import logging
+from enum import StrEnum
 from typing import Annotated
 
 import sqlglot
@@ -105,6 +106,18 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
     render(frame.columns, rows, fmt)
 
 
+class QueryEngine(StrEnum):
+    spark = "spark"  # the configured Spark engine (Sail by default)
+    duckdb = "duckdb"  # the BI read path: DuckDB over the same tables
+
+
+def show_query_duckdb(lake: LakeSession, sql: str, fmt: Format) -> None:
+    from lake_assets.resources import duckdb_reader
+
+    columns, rows = duckdb_reader.query(lake.storage, sql)
+    render(columns, rows, fmt)
+
+
 def _bind_qualified_names(sql: str) -> str:
     """Rewrite references to dotted table names (`tpcds.web_sales`) to their temporary views."""
     tree = sqlglot.parse_one(sql, read="spark")
@@ -139,6 +152,8 @@ def query(
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
     version: Annotated[int | None, typer.Option("--version", help="read the table as of this Delta version or Iceberg snapshot id")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="read the table as of this timestamp")] = None,
+    engine: Annotated[QueryEngine, typer.Option("--engine", help="spark (default) or duckdb (BI read path)")]
+    = QueryEngine.spark,
 ) -> None:
     """Run a read-only SQL query over the lake's tables by name (insurance, insurance_quarantine, lake_ledger).
 
@@ -146,7 +161,12 @@ def query(
     path-based tables, no file-reading functions.
     """
     with lake_session() as lake:
-        show_query(lake, sql, fmt, version, as_of)
+        if engine is QueryEngine.duckdb:
+            if version is not None or as_of:
+                raise UsageError("--version/--as-of need --engine spark")
+            show_query_duckdb(lake, sql, fmt)
+        else:
+            show_query(lake, sql, fmt, version, as_of)
 
 
 def show_history(lake: LakeSession, name: str, fmt: Format) -> None:

@@ -71,9 +71,14 @@ TPCDS_ITEM = _tpcds("item", "TPC-DS item dimension (upserted on i_item_sk)")
 TPCDS_QUARANTINE = LakeTable("tpcds_quarantine", "curated/tpcds_quarantine",
                              "raw TPC-DS rows that could not be applied, with the reason", domain=Domain.TPCDS)
 
+#: The business zone: one Iceberg table per report SQL file in tpcds/reports/ (a test keeps them in step).
+TPCDS_REPORTS = tuple(_tpcds(f"report_{name}", f"BI report {name}, recomputed from the star (tpcds/reports/{name}.sql)")
+                      for name in ("q12", "q41", "q86", "q92", "sales_by_hour", "top_customers"))
+
 TABLES: dict[str, LakeTable] = {t.name: t for t in (
     INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, LEDGER,
     TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM, TPCDS_QUARANTINE,
+    *TPCDS_REPORTS,
 )}
 
 

@@ -1,19 +1,29 @@
-"""Nightly Delta maintenance with delta-rs: compact small files, then vacuum old ones.
+"""Nightly maintenance of every registered table, dispatching on its format.
 
-Vacuum keeps a week of history (Delta's default safe retention), so time travel and
-readers that started before it keep working.
+- Delta (delta-rs): compact small files, then vacuum old ones. Vacuum keeps a week of
+  history (Delta's default safe retention), so time travel and readers that started before
+  it keep working.
+- Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact the
+  partitions holding many small files, expire snapshots older than the retention window
+  (keeping the newest), then remove the files nothing references any more (older than a
+  grace period). Files, bytes and snapshots before and after go into the run's metadata.
 """
+
+import datetime as dt
 
 import dagster as dg
 
+from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.formats.delta import open_table
-from lake_assets.jobs import TABLE_TAG
-from lake_assets.resources.storage import LakeStorage
-from lake_assets.runs import record_process
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat
+from lake_assets.jobs import TABLE_TAG
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.runs import record_process
 
 VACUUM_RETENTION_HOURS = 168
+SNAPSHOT_RETENTION_HOURS = 168
 #: The write lock each table is maintained under: the lock of the run that writes it.
 #: Tables not listed have their own (the ledger is appended to by delta-rs, whose
 #: optimistic commits retry on conflict).
@@ -25,6 +35,13 @@ class MaintenanceConfig(dg.Config):
     lock_wait_seconds: float = DEFAULT_WAIT_SECONDS  # how long to wait for a run writing the table
 
 
+class IcebergMaintenanceConfig(dg.Config):
+    snapshot_retention_hours: int = SNAPSHOT_RETENTION_HOURS
+    retain_last: int = 1
+    orphan_grace_hours: float = iceberg_maintenance.ORPHAN_GRACE.total_seconds() / 3600
+    compact_min_files: int = iceberg_maintenance.MIN_FILES_TO_COMPACT
+
+
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
 def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
     record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
@@ -34,34 +51,68 @@ def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig
 
 def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
     owner = LockOwner.current(context.run_id)
+    metadata = {}
     for table in (t for t in TABLES.values() if t.format is TableFormat.DELTA):
         with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner,
                         wait_seconds=config.lock_wait_seconds):
-            _maintain_table(context, config, storage, table)
+            maintained = _maintain_table(context, config, storage, table)
+        if maintained:
+            metadata[table.name] = maintained
+    context.add_output_metadata(metadata)
 
 
 def _maintain_table(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage,
-                    table: LakeTable) -> None:
-    """Compact and vacuum one table while its writers are locked out."""
+                    table: LakeTable) -> dict[str, int] | None:
+    """Compact and vacuum one table while its writers are locked out; what was done, or None."""
     delta = open_table(storage, table)
     if delta is None:
-        return
+        return None
     compacted = delta.optimize.compact()
     removed = delta.vacuum(retention_hours=config.retention_hours, dry_run=False,
                            enforce_retention_duration=config.retention_hours >= VACUUM_RETENTION_HOURS)
     context.log.info(f"{table.name}: compacted {compacted['numFilesRemoved']} files into "
                      f"{compacted['numFilesAdded']}, vacuumed {len(removed)}")
-    context.add_output_metadata({table.name: {"files_compacted": compacted["numFilesRemoved"],
-                                              "files_vacuumed": len(removed)}})
+    return {"files_compacted": compacted["numFilesRemoved"], "files_vacuumed": len(removed)}
 
 
-@dg.job(tags={TABLE_TAG: "insurance"}, executor_def=dg.in_process_executor,
-        description="Compact and vacuum the curated Delta tables.")
-def delta_maintenance_job() -> None:
+@dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")
+def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceConfig, storage: LakeStorage,
+                     engine: SparkEngine) -> None:
+    with storage.running() as running:
+        now = dt.datetime.now(dt.timezone.utc)
+        metadata = {}
+        for table in (t for t in TABLES.values() if t.format is TableFormat.ICEBERG):
+            handle = iceberg.open_table(running, table)
+            if handle is None:
+                continue
+            before = iceberg_maintenance.table_stats(running, handle)
+            partitions = iceberg_maintenance.compact(engine.session(running), handle, table.name,
+                                                     min_files=config.compact_min_files)
+            handle = iceberg.open_table(running, table)
+            expired = iceberg_maintenance.expire_snapshots(
+                handle, now - dt.timedelta(hours=config.snapshot_retention_hours), config.retain_last)
+            handle = iceberg.open_table(running, table)
+            removed = iceberg_maintenance.remove_orphan_files(
+                running, handle, now - dt.timedelta(hours=config.orphan_grace_hours))
+            after = iceberg_maintenance.table_stats(running, iceberg.open_table(running, table))
+            context.log.info(f"{table.name}: compacted {partitions} partition(s), expired {len(expired)} "
+                             f"snapshot(s), removed {len(removed)} orphan file(s); data files "
+                             f"{before.data_files} -> {after.data_files}, objects {before.objects} -> {after.objects}")
+            metadata[table.name] = {
+                "partitions_compacted": partitions, "snapshots_expired": len(expired), "orphans_removed": len(removed),
+                "before": before.as_metadata(), "after": after.as_metadata()}
+        context.add_output_metadata(metadata)
+
+
+@dg.job(tags={TABLE_TAG: "maintenance"}, executor_def=dg.in_process_executor,
+        description="Maintain every table by its format: Delta compact + vacuum; Iceberg compact, expire "
+                    "snapshots, remove orphan files.")
+def maintenance_job() -> None:
     compact_and_vacuum()
+    maintain_iceberg()
 
 
 nightly_maintenance = dg.ScheduleDefinition(
-    name="nightly_maintenance", job=delta_maintenance_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
+    name="nightly_maintenance", job=maintenance_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )

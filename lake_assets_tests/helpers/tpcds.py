@@ -78,3 +78,12 @@ def land_facts(storage: LakeStorage, con: duckdb.DuckDBPyConnection,
 
 def _select(table: str) -> str:
     return f"SELECT {', '.join(name for name, _ in COLUMNS[table])} FROM {table}"
+
+
+def load_star(storage: LakeStorage, spark) -> None:  # noqa: ANN001 - a SparkSession
+    """Load the raw star into the catalog's `tpcds.*` Iceberg tables with the engine-side loader."""
+    from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days
+
+    load_fact_days(storage, spark, list(fact_objects(storage)), "test-load")
+    for name in DIMENSIONS:
+        load_dimension(storage, spark, name, "test-load")

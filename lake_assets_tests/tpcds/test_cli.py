@@ -1,0 +1,70 @@
+"""`lake query --engine duckdb`, `lake rollback` and `lake tpcds corrections` on the TPC-DS star."""
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from lake_assets.cli import app
+from lake_assets.core.tables import TPCDS_REPORTS, table
+from lake_assets.resources.catalog import lake_catalog
+from lake_assets.tpcds.raw_contract import CDC_PREFIX
+from lake_assets.tpcds.report_tables import refresh_report
+from lake_assets.tpcds.reports import REPORTS, REPORTS_BY_NAME
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def lake(raw_star, star_engine, monkeypatch):
+    storage, _ = raw_star
+    monkeypatch.setenv("LAKE_HOME", storage.home)
+    monkeypatch.setenv("LAKE_S3_BUCKET", storage.bucket)
+    monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
+
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(app, list(args))
+        return result.exit_code, result.output
+    return invoke
+
+
+def test_every_report_has_a_registered_table():
+    assert {t.name for t in TPCDS_REPORTS} == {r.table for r in REPORTS}
+    assert all(table(r.table).format == "iceberg" for r in REPORTS)
+
+
+def test_query_engine_duckdb(lake, star_engine):
+    sql = "SELECT i_category, count(*) AS n FROM tpcds.item GROUP BY i_category ORDER BY i_category NULLS LAST"
+    code, output = lake("query", "--engine", "duckdb", "--format", "json", sql)
+    assert code == 0, output
+    expected = [{"i_category": r[0], "n": r[1]} for r in star_engine.sql(sql).collect()]
+    assert json.loads(output) == expected
+    code, output = lake("query", "--engine", "duckdb", "DELETE FROM tpcds.item")
+    assert code == 2 and "only reads" in output
+
+
+def test_rollback_an_iceberg_table(lake, raw_star, star_engine):
+    storage, _ = raw_star
+    report = REPORTS_BY_NAME["top_customers"]
+    rows = refresh_report(star_engine, report).rows
+    good = lake_catalog(storage).pyiceberg().load_table(report.table).current_snapshot().snapshot_id
+    star_engine.sql(f"INSERT INTO {report.table} SELECT * FROM {report.table}")  # a bad write
+    assert star_engine.table(report.table).count() == 2 * rows
+    code, output = lake("rollback", report.table, "--snapshot", str(good))
+    assert code == 0, output
+    assert star_engine.table(report.table).count() == rows
+    code, output = lake("rollback", report.table, "--snapshot", "42")
+    assert code == 2 and "no snapshot 42" in output
+
+
+def test_corrections_command(lake, raw_star):
+    storage, _ = raw_star
+    before = {o["Key"] for o in storage.list_objects(CDC_PREFIX)}
+    code, output = lake("tpcds", "corrections", "50", "--seed", "3")
+    assert code == 0, output
+    [key] = {o["Key"] for o in storage.list_objects(CDC_PREFIX)} - before
+    body, _ = storage.get_bytes(key)
+    assert len(body.decode().splitlines()) == 50
+    storage.delete_prefix(key)
