@@ -156,7 +156,7 @@ def land_corrections(storage: LakeStorage, count: int, seed: int = 0,
     try:
         with tempfile.TemporaryDirectory(prefix="lake-cdc-") as tmp:
             path = Path(tmp) / "batch.dat"
-            fact_rows = build_batch(con, count, seed)
+            build_batch(con, count, seed)
             counts = dict(con.execute("SELECT op, count(*) FROM batch GROUP BY op").fetchall())
             con.execute(f"COPY batch TO '{path}' ({COPY_OPTIONS})")
             key = contract.cdc_key(at)
