@@ -1,6 +1,12 @@
 """The `lake` command: one module per command group, registered on one Typer app."""
 
-from lake_assets.cli import approve, backfill, dev, query, raw, run, snapshots, tpcds  # noqa: F401 - importing registers the commands
+import warnings
+
+# Dagster flags beta APIs (observable sources, backfill policies) when definitions are
+# imported; that is for developers, not for the terminal of someone running `lake`.
+warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
+
+from lake_assets.cli import approve, backfill, dev, query, raw, run, snapshots, tpcds  # noqa: E402, F401 - importing registers the commands
 from lake_assets.cli.app import app
 
 __all__ = ["app"]

@@ -12,7 +12,7 @@ import typer
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import console
-from lake_assets.cli.run import report_checks
+from lake_assets.cli.run import execute, report_checks
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
 from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
@@ -25,12 +25,7 @@ PARTITIONED = {"tpcds.web_sales": WEB_SALES_KEY}
 def run_tpcds(lake: LakeSession, keys: list[dg.AssetKey], tags: dict[str, str],
               launched_by: str) -> dg.ExecuteInProcessResult:
     """Materialize `keys` (and their checks) in one run of the `load_tpcds` job."""
-    from lake_assets.definitions import build_definitions
-
-    job = build_definitions(lake.settings).resolve_job_def("load_tpcds")
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
-                                  asset_selection=keys, tags={**TPCDS_TAGS, **tags, "lake/launched_by": launched_by})
+    return execute(lake, "load_tpcds", launched_by, {**TPCDS_TAGS, **tags}, asset_selection=keys)
 
 
 def report_tpcds_run(result: dg.ExecuteInProcessResult) -> bool:
@@ -58,7 +53,9 @@ def run_tpcds_pending(lake: LakeSession) -> bool:
     if not keys:
         console.print("tpcds: nothing pending")
         return True
-    return report_tpcds_run(run_tpcds(lake, keys, tags, "lake run"))
+    loaded = report_tpcds_run(run_tpcds(lake, keys, tags, "lake run"))
+    # the daemon refreshes the reports when the star changes (eager automation); so does `lake run`
+    return report_checks(execute(lake, "refresh_tpcds_reports", "lake run")) and loaded
 
 
 def _day(text: str, option: str) -> dt.date:

@@ -19,6 +19,8 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.ledger import REJECTED
 from lake_assets.core.tables import table
+from lake_assets.resources.catalog import lake_catalog
+from lake_assets.tpcds.schema import NAMESPACE as TPCDS_NAMESPACE
 from lake_assets.insurance.contract import TABLE
 from lake_assets.runs import process_tags, reap_dead_runs
 
@@ -31,20 +33,28 @@ SEED_QUERY = ("SELECT * FROM insurance WHERE policy_id IN (100462,100463,100475,
 EXIT_OK, EXIT_FAILED, EXIT_FILES_REFUSED = 0, 1, 3
 
 
-def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
-    """Apply everything pending through the Dagster job (same assets and checks as the daemon).
+def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, str] | None = None,
+            **options: object) -> dg.ExecuteInProcessResult:
+    """Run a job of the code location in this process (same assets and checks as the daemon).
 
     Dagster's and the engine's own logs go to the run's event log (see the Dagster UI), not to
-    the terminal: the command prints its own summary and one line per failure.
+    the terminal: the command prints its own summary and one line per failure. The run is
+    tagged with this process, so `reap_dead_runs` can fail it if the command is killed.
     """
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     with _quiet_loggers():
         from lake_assets.definitions import build_definitions
 
-        job = build_definitions(lake.settings).resolve_job_def("apply_insurance")
+        job = build_definitions(lake.settings).resolve_job_def(job_name)
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
         return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
-                                      tags={"lake/launched_by": "lake run", **process_tags()})
+                                      tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()},
+                                      **options)
+
+
+def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
+    """Apply everything pending in the insurance raw zone."""
+    return execute(lake, "apply_insurance", "lake run")
 
 
 @contextlib.contextmanager
@@ -146,13 +156,14 @@ def demo(
     data: Annotated[Path, typer.Option(help="folder with fullload/ and cdcload/ samples")] = REPO_ROOT / "data",
     fresh: Annotated[bool, typer.Option(help="first delete this lake's raw and curated data (embedded S3 only)")] = False,
 ) -> None:
-    """The seed's walkthrough: full load, query, CDC batches, query again, table history."""
+    """The seed's walkthrough (full load, query, CDC batches, query again, history), then the TPC-DS star and a report."""
     with lake_session() as lake:
         if fresh:
             if not lake.storage.embedded:
                 raise UsageError("--fresh only works on the embedded S3 server, never on LAKE_S3_ENDPOINT")
             for prefix in ("raw/", "staging/", "curated/"):
                 lake.storage.delete_prefix(prefix)
+            lake_catalog(lake.storage).drop_namespace(TPCDS_NAMESPACE)  # the Iceberg star lives in the catalog
         if open_table(lake.storage, table(TABLE)) is not None and not fresh:
             console.print("[yellow]note:[/yellow] this lake already has an insurance table; samples already "
                           "applied change nothing (start over with `lake demo --fresh`).")
@@ -173,3 +184,24 @@ def demo(
         console.rule("insurance_quarantine")
         show_query(lake, "SELECT source_file, line_number, reason, detail, raw_text FROM insurance_quarantine "
                          "ORDER BY source_file, line_number", Format.table)
+        demo_star(lake)
+
+
+#: Scale of the TPC-DS star `lake demo` builds (about 7,200 web_sales rows).
+DEMO_SCALE = 0.01
+DEMO_REPORT = ("SELECT i_category, i_class, i_item_id, itemrevenue, round(revenueratio, 2) AS revenueratio "
+               "FROM tpcds.report_q12 ORDER BY i_category, i_class, i_item_id LIMIT 10")
+
+
+def demo_star(lake: LakeSession) -> None:
+    """The second domain: land TPC-DS at a small scale, load the Iceberg star, print one report."""
+    from lake_assets.cli.backfill import run_tpcds_pending
+    from lake_assets.tpcds.generate import generate
+
+    console.rule(f"TPC-DS web_sales star on Iceberg (scale {DEMO_SCALE})")
+    landed = generate(lake.storage, DEMO_SCALE)
+    console.print(f"landed {landed.objects} raw objects under {lake.storage.uri('raw/tpcds/')}")
+    if not run_tpcds_pending(lake):
+        raise typer.Exit(EXIT_FAILED)
+    console.rule("report: TPC-DS query 12 (first rows), from tpcds.report_q12")
+    show_query(lake, DEMO_REPORT, Format.table)

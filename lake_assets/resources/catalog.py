@@ -145,6 +145,23 @@ class LakeCatalog:
             },
         )
 
+    def drop_namespace(self, namespace: str) -> None:
+        """Drop every table in `namespace`, purging its files (`lake demo --fresh`, tests)."""
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        client = self.pyiceberg()
+        try:
+            identifiers = client.list_tables(namespace)
+        except NoSuchNamespaceError:
+            return
+        for identifier in identifiers:
+            try:
+                client.purge_table(identifier)
+            except NoSuchTableError:
+                pass
+            except Exception:  # noqa: BLE001 - a catalog without purge support still drops
+                client.drop_table(identifier)
+
     def sail_environment(self) -> dict[str, str]:
         """Environment that makes this catalog Sail's default catalog (read when Sail starts)."""
         token = self.token_file()
