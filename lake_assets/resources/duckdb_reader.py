@@ -16,7 +16,6 @@ from lake_assets.core.tables import TABLES
 from lake_assets.resources.catalog import CATALOG_NAME, find_catalog
 from lake_assets.resources.duckdb_extensions import load_extensions
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import s3_credentials
 
 #: Statement kinds `lake query --engine duckdb` runs; anything else could change the lake.
 READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
@@ -36,7 +35,7 @@ def _quote(value: str) -> str:
 
 def add_s3_secret(con: duckdb.DuckDBPyConnection, storage: LakeStorage) -> None:
     """Let `con` read `s3://<bucket>/...` of this storage (httpfs must be loaded)."""
-    key, secret = s3_credentials(storage.embedded)
+    key, secret = storage.credentials()
     url = urlparse(storage.endpoint_url)
     con.execute(
         f"CREATE OR REPLACE SECRET lake_s3 (TYPE s3, KEY_ID {_quote(key)}, SECRET {_quote(secret)}, "

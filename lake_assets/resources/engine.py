@@ -127,7 +127,7 @@ def _sail_url(storage: LakeStorage) -> str:
         if catalog is not None:
             catalog.ensure_warehouse()
             os.environ.update(catalog.sail_environment())
-        os.environ.setdefault("RUST_LOG", "warn")
+        os.environ.setdefault("RUST_LOG", "error")  # engine warnings are not for the terminal
         server = SparkConnectServer(ip="127.0.0.1", port=0)
         server.start(background=True)
         _sail_servers[endpoint] = server

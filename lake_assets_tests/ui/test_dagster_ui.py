@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def _applied(dev: LakeDev) -> bool:
+    """Every raw object of both domains is applied (the sensor-launched runs are done)."""
     result = dev.lake("status", "--format", "json")
     return result.returncode == 0 and all(row["status"] == "applied" for row in json.loads(result.stdout))
 
@@ -40,7 +41,10 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
     assert CHROMIUM, "Debian's chromium is needed (.ci/run installs it: apt-get install -y chromium)"
     with lake_dev(tmp_path) as dev:
         assert dev.lake("put", str(REPO / "data/fullload/full-load.csv"), "--to", "fullload").returncode == 0
-        wait_for(lambda: _applied(dev), 240, "the full load to be applied by a sensor-launched run", interval=2)
+        assert dev.lake("tpcds", "generate", "--scale", "0.01").returncode == 0
+        wait_for(lambda: _applied(dev), 600, "both domains to be applied by sensor-launched runs", interval=3)
+        backfill = dev.lake("backfill", "tpcds.web_sales", "--from", "1999-02-01", "--to", "1999-02-28")
+        assert backfill.returncode == 0, backfill.stdout + backfill.stderr
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -52,13 +56,21 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             if skip.count():
                 skip.first.click()
 
-            lineage = _open(page, dev, "/asset-groups", ["insurance", "raw"], "lineage")
-            assert "insurance" in lineage
+            lineage = _open(page, dev, "/asset-groups", ["insurance", "raw", "tpcds", "tpcds_reports"], "lineage")
+            assert "insurance" in lineage and "tpcds" in lineage
+
+            partitions = _open(page, dev, "/assets/tpcds/web_sales?view=partitions", ["Partitions"],
+                               "web_sales_partitions")
+            assert "2,191" in partitions or "2191" in partitions  # daily partitions 1998-01-01..2003-12-31
+
+            star_checks = _open(page, dev, "/assets/tpcds/web_sales?view=checks",
+                                ["web_sales_rows_match_raw", "web_sales_referential_integrity"], "web_sales_checks")
+            assert "Failed" not in star_checks
 
             checks = _open(page, dev, "/assets/insurance?view=checks",
                            ["insurance_schema_matches_contract", "insurance_rows_conserved"], "insurance_checks")
             assert "Checks (4)" in checks and "Failed" not in checks
 
-            runs = _open(page, dev, "/runs", ["apply_insurance"], "runs")
+            runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds"], "runs")
             assert "Success" in runs and "Failure" not in runs
             browser.close()
