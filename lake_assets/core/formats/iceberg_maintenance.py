@@ -200,20 +200,16 @@ def compact(spark, table, identifier: str, small_bytes: int = SMALL_FILE_BYTES, 
 
     Returns the number of partitions rewritten. The engine reads the current rows of those
     partitions and replaces them with `overwritePartitions()` (dynamic overwrite: every other
-    partition is left as it is); rows are shuffled by the partition source columns first so
-    each partition is written by one task, as one file.
+    partition is left as it is); one task writes them, so each partition becomes one file
+    (shuffling by the source column would not do: a `truncate` or `days` partition holds
+    several source values, which would land in several tasks and files).
     """
-    from pyspark.sql import functions as F
-
     partitions = small_file_partitions(table, small_bytes, min_files)
     if not partitions:
         return 0
     conditions = [partition_condition(table, p) for p in partitions]
-    if any(c is None for c in conditions) or not table.spec().fields:
-        frame, columns = spark.table(identifier), []
-    else:
-        frame = spark.table(identifier).where(" OR ".join(f"({c})" for c, _ in conditions))
-        columns = conditions[0][1]
-    frame = frame.repartition(*[F.col(f"`{c}`") for c in columns]) if columns else frame.coalesce(1)
-    frame.writeTo(identifier).overwritePartitions()
+    frame = spark.table(identifier)
+    if all(c is not None for c in conditions) and table.spec().fields:
+        frame = frame.where(" OR ".join(f"({c})" for c, _ in conditions))
+    frame.coalesce(1).writeTo(identifier).overwritePartitions()
     return len(partitions)
