@@ -7,17 +7,21 @@ any run while their object is pending. Dimensions and corrections are unpartitio
 apply what is pending.
 """
 
+import contextlib
 import datetime as dt
 import hashlib
+from collections.abc import Iterator
 
 import dagster as dg
 from deltalake import DeltaTable
 
 from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.ledger import Ledger
+from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import TPCDS_QUARANTINE
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.runs import record_process
 from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
 from lake_assets.tpcds.load import (
     LoadReport,
@@ -90,7 +94,7 @@ def _dimension_asset(name: str) -> dg.AssetsDefinition:
         metadata={"dagster/column_schema": _schema(name), "dagster/table_name": qualified(name)},
     )
     def load(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
-        with storage.running() as running:
+        with _writing(context, storage, qualified(name)) as running:
             if name in pending_dimensions(running, Ledger(running)):
                 report = load_dimension(running, engine.session(running), name, context.run.run_id)
             else:
@@ -99,6 +103,17 @@ def _dimension_asset(name: str) -> dg.AssetsDefinition:
         return dg.MaterializeResult(metadata=load_metadata(report))
 
     return load
+
+
+@contextlib.contextmanager
+def _writing(context: dg.AssetExecutionContext, storage: LakeStorage, table: str) -> Iterator[LakeStorage]:
+    """The running storage with `table`'s write lease held (core/lock.py), as every writer of a
+    table holds it: `lake run`, the daemon's runs and backfills never write one table at once."""
+    record_process(context.instance, context.run.run_id)  # so reap_dead_runs can fail the run if we are killed
+    with storage.running() as running, \
+            table_lock(running, table, owner=LockOwner.current(context.run.run_id)) as lease:
+        yield running
+        lease.check()
 
 
 def _nothing(storage: LakeStorage, name: str) -> LoadReport:
@@ -123,7 +138,7 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
 )
 def web_sales(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
     days: list[dt.date | None] = list(days_of(context.partition_time_window))
-    with storage.running() as running:
+    with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
         if None in pending_fact_days(running, Ledger(running)):
             days.append(None)
         report = load_fact_days(running, engine.session(running), days, context.run.run_id)
@@ -140,7 +155,7 @@ def web_sales(context: dg.AssetExecutionContext, storage: LakeStorage, engine: S
 )
 def web_sales_corrections(context: dg.AssetExecutionContext, storage: LakeStorage,
                           engine: SparkEngine) -> dg.MaterializeResult:
-    with storage.running() as running:
+    with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
         if pending_corrections(running, Ledger(running)):
             report = apply_corrections(running, engine.session(running), context.run.run_id)
         else:
