@@ -240,6 +240,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    # The soak always runs on its own embedded server, with the credentials generated for it.
+    for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.pop(name, None)
     with tempfile.TemporaryDirectory(prefix="lake-soak-") as workdir:
         started = time.monotonic()
         figures, problems = soak(args.seconds, args.seed, Path(workdir))

@@ -27,11 +27,14 @@ def _row(key: int, value: int) -> str:
 
 
 def _put_drops(storage: LakeStorage) -> None:
-    """60 policies + one bad row as a full load; a CDC file inserting 30 more and updating 10."""
+    """60 policies as a full load; a CDC file inserting 30 more, updating 10, and one bad row.
+
+    (The bad row is a change, not part of the snapshot: a snapshot with rejected rows is held
+    for `lake approve`, see test_pipeline.)"""
     full = [",".join(DATA_COLUMN_NAMES)] + [_row(k, 1000 + k) for k in FULL_KEYS]
-    full.insert(30, "999,2023-02-30,Nowhere,CA,West,1,Retail,N,Y")  # bad date: quarantined once
     storage.put_bytes("raw/fullload/full-load.csv", ("\n".join(full) + "\n").encode())
     cdc = [f"I,{_row(k, 2000 + k)}" for k in CDC_KEYS] + [f"U,{_row(k, 5000 + k)}" for k in range(1, 11)]
+    cdc.insert(15, "U,999,2023-02-30,Nowhere,CA,West,1,Retail,N,Y")  # bad date: quarantined once
     storage.put_bytes("raw/cdcload/20240401-090000000.csv", ("\n".join(cdc) + "\n").encode())
 
 
