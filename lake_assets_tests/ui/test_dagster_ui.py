@@ -42,7 +42,7 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
     with lake_dev(tmp_path) as dev:
         assert dev.lake("put", str(REPO / "data/fullload/full-load.csv"), "--to", "fullload").returncode == 0
         assert dev.lake("tpcds", "generate", "--scale", "0.01").returncode == 0
-        wait_for(lambda: _applied(dev), 600, "both domains to be applied by sensor-launched runs", interval=3)
+        wait_for(lambda: _applied(dev), 1200, "both domains to be applied by sensor-launched runs", interval=3)
         backfill = dev.lake("backfill", "tpcds.web_sales", "--from", "1999-02-01", "--to", "1999-02-28")
         assert backfill.returncode == 0, backfill.stdout + backfill.stderr
 
