@@ -19,6 +19,7 @@ class Figure:
     target: str = ""  # the target, e.g. "<= 1.5 s and <= 0.05x baseline"
     met: bool | None = None  # whether the target is met
     note: str = ""  # breakdown or anything a reader needs (p95, max, ...)
+    rows: int | None = None  # the size of the work in rows (a CDC batch), for the plot
 
     @property
     def ratio(self) -> float | None:
