@@ -7,8 +7,6 @@ materialization of the table with what it did. Delta tables go back with delta-r
 Iceberg tables with pyiceberg (a rollback to an ancestor snapshot, else set-current).
 """
 
-import datetime as dt
-
 import dagster as dg
 
 from lake_assets.core.errors import UsageError
@@ -38,15 +36,6 @@ def restorable(name: str) -> LakeTable:
     return entry
 
 
-def parse_as_of(text: str) -> dt.datetime:
-    """An ISO timestamp; without a zone it is UTC."""
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"--as-of must be an ISO timestamp, not {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
-
-
 def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, as_of: str | None) -> int:
     """The Delta version or Iceberg snapshot id to restore (checked to exist)."""
     if (version is None) == (as_of is None):
@@ -60,7 +49,7 @@ def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, 
                 known = ", ".join(str(s.snapshot_id) for s in handle.snapshots()[-5:])
                 raise UsageError(f"{entry.name} has no snapshot {version} (latest: {known})")
             return version
-        when = parse_as_of(as_of)
+        when = delta.parse_as_of(as_of)
         snapshot = handle.snapshot_as_of_timestamp(int(when.timestamp() * 1000))
         if snapshot is None:
             raise UsageError(f"{entry.name} has no snapshot at or before {when.isoformat()}")
@@ -68,7 +57,7 @@ def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, 
     handle = delta.open_table(storage, entry)
     if handle is None:
         raise UsageError(f"table {entry.name} does not exist yet; see `lake status`")
-    target = version if version is not None else delta.version_at(handle, parse_as_of(as_of))
+    target = version if version is not None else delta.version_at(handle, delta.parse_as_of(as_of))
     if not 0 <= target <= handle.version():
         raise UsageError(f"{entry.name} has versions 0 to {handle.version()}, not {target}")
     return target

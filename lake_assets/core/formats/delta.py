@@ -68,6 +68,15 @@ def commit_times(delta: DeltaTable) -> dict[int, dt.datetime]:
             for h in delta.history() if h.get("timestamp") is not None}
 
 
+def parse_as_of(text: str) -> dt.datetime:
+    """An ISO timestamp (`--as-of`); without a zone it is UTC."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--as-of must be an ISO timestamp, not {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
 def version_at(delta: DeltaTable, when: dt.datetime) -> int:
     """The version current at `when`: the newest one committed at or before it (naive = UTC)."""
     when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
