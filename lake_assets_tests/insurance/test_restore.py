@@ -4,6 +4,7 @@ what a model of the files in sequence order gives."""
 
 import datetime as dt
 
+import pytest
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
@@ -89,3 +90,26 @@ def test_restoring_twice_follows_the_lineage(storage: LakeStorage, spark: SparkS
     apply_pending(storage, spark, "run-3", RULES, reapply=True)
     assert values(storage) == {1: 1, 2: 2}
     assert Ledger(storage).entries("insurance").to_pylist()[-1]["recorded_at"] >= started
+
+
+def test_a_restore_that_fails_before_the_ledger_converges_on_rerun(storage: LakeStorage, spark: SparkSession,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), row(2, 2), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    storage.put_bytes(C1, f"D,{row(2, 0)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)  # version 1
+    assert tombstones(storage) == {2: C1}
+
+    def fail(self, entries) -> None:  # noqa: ANN001
+        raise OSError("S3 went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Ledger, "record", fail)
+        with pytest.raises(OSError, match="S3 went away"):
+            restore_insurance(storage, INSURANCE, 0, "restore-1")
+    assert values(storage) == {1: 1, 2: 2} and statuses(storage)[C1] == APPLIED  # committed, ledger not yet
+    report = restore_insurance(storage, INSURANCE, 0, "restore-2")
+    assert report.reverted == [C1] and values(storage) == {1: 1, 2: 2} and tombstones(storage) == {}
+    assert statuses(storage)[C1] == REVERTED
+    apply_pending(storage, spark, "run-3", RULES, reapply=True)
+    assert values(storage) == {1: 1} and statuses(storage)[C1] == APPLIED
