@@ -60,6 +60,8 @@ def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, 
     target = version if version is not None else delta.version_at(handle, delta.parse_as_of(as_of))
     if not 0 <= target <= handle.version():
         raise UsageError(f"{entry.name} has versions 0 to {handle.version()}, not {target}")
+    if target == handle.version():
+        raise UsageError(f"{entry.name} is at version {target} already: nothing to restore")
     return target
 
 

@@ -137,6 +137,8 @@ def test_restore_as_of_and_refusals(lake_env: LakeStorage) -> None:
     assert lake("restore", "insurance")[0] == 2
     code, out = lake("restore", "insurance", "--version", "7")
     assert code == 2 and "versions 0 to 1" in out
+    code, out = lake("restore", "insurance", "--version", "1")
+    assert code == 2 and "at version 1 already" in out
     code, out = lake("restore", "lake_ledger", "--version", "0")
     assert code == 2 and "cannot be restored" in out
     code, out = lake("restore", "insurance", "--as-of", "1999-01-01T00:00:00")
