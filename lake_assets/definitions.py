@@ -7,6 +7,7 @@ from lake_assets.insurance.checks import INSURANCE_CHECKS
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.restore import restore_table_job
 from lake_assets.schedules.maintenance import maintenance_job, nightly_maintenance
 from lake_assets.sensors.raw_files import raw_insurance_sensor
 from lake_assets.settings import LakeSettings
@@ -22,7 +23,7 @@ def build_definitions(settings: LakeSettings) -> dg.Definitions:
     return dg.Definitions(
         assets=[raw_insurance_fullload, raw_insurance_cdc, insurance_tables, *TPCDS_ASSETS, *REPORT_ASSETS],
         asset_checks=[*INSURANCE_CHECKS, *TPCDS_CHECKS, *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
-        jobs=[apply_insurance_job, maintenance_job, load_tpcds_job, refresh_tpcds_reports_job],
+        jobs=[apply_insurance_job, maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],
         sensors=[raw_insurance_sensor, raw_tpcds_sensor],
         schedules=[nightly_maintenance, tpcds_nightly],
         resources={

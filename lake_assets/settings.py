@@ -40,6 +40,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
     "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
+    "LAKE_TIME_TRAVEL_HOURS": "how far back Delta time travel is guaranteed: vacuum keeps every file a version "
+                              "inside this window needs (default 168)",
     "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
     "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
                                 "(reads the whole raw zone; default 0)",
@@ -63,6 +65,7 @@ class LakeSettings:
     cdc_folder_date_format: str = "YYYY/MM/DD"
     fullload_max_shrink: float = 0.5
     tombstone_retention_days: float = 7.0
+    time_travel_hours: int = 168
     iceberg_uri: str = ""
     iceberg_warehouse: str = "warehouse"
     tpcds_report_checks: bool = False
@@ -86,6 +89,7 @@ class LakeSettings:
             cdc_folder_date_format=env.get("LAKE_CDC_FOLDER_DATE_FORMAT") or "YYYY/MM/DD",
             fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", 0.5),
             tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0),
+            time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", 168),
             iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
             tpcds_report_checks=env.get("LAKE_TPCDS_REPORT_CHECKS", "0").strip().lower() in ("1", "true", "yes"),

@@ -13,7 +13,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import open_table
+from lake_assets.core.formats.delta import ensure_readable, open_table, parse_as_of
 from lake_assets.core.formats import iceberg
 from lake_assets.core.tables import TABLES, TableFormat, table
 
@@ -93,6 +93,9 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
             continue
         if open_table(lake.storage, entry) is None:
             raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+        if version is not None or as_of:  # inside the time-travel window, or a clear refusal
+            ensure_readable(lake.storage, entry, version, parse_as_of(as_of) if as_of else None,
+                            lake.settings.time_travel_hours)
         reader = spark.read.format(entry.format)
         if version is not None:
             reader = reader.option("versionAsOf", version)

@@ -9,7 +9,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, console, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.ledger import APPROVED, HELD, Ledger
+from lake_assets.core.ledger import APPROVED, HELD, REVERTED, Ledger
 from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
 from lake_assets.insurance.contract import TABLE
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
@@ -54,6 +54,8 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
                     detail = f"{detail}; publish it with `lake approve {obj.key}`"
                 elif entry["status"] == APPROVED:
                     detail = f"{detail}; published by the next run"
+                elif entry["status"] == REVERTED:
+                    detail = f"{detail}; apply it again with `lake run --reapply`"
                 rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
                              entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"], detail))
         rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")

@@ -34,12 +34,13 @@ EXIT_OK, EXIT_FAILED, EXIT_FILES_REFUSED = 0, 1, 3
 
 
 def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, str] | None = None,
-            **options: object) -> dg.ExecuteInProcessResult:
+            config: dict | None = None, **options: object) -> dg.ExecuteInProcessResult:
     """Run a job of the code location in this process (same assets and checks as the daemon).
 
     Dagster's and the engine's own logs go to the run's event log (see the Dagster UI), not to
     the terminal: the command prints its own summary and one line per failure. The run is
     tagged with this process, so `reap_dead_runs` can fail it if the command is killed.
+    `config` is the run config of the job's ops (`{"ops": {...}}`).
     """
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     with _quiet_loggers():
@@ -47,14 +48,16 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
 
         job = build_definitions(lake.settings).resolve_job_def(job_name)
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
-        return job.execute_in_process(run_config=quiet, instance=lake.instance(), raise_on_error=False,
+        return job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(), raise_on_error=False,
                                       tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()},
                                       **options)
 
 
-def run_pending(lake: LakeSession) -> dg.ExecuteInProcessResult:
-    """Apply everything pending in the insurance raw zone."""
-    return execute(lake, "apply_insurance", "lake run")
+def run_pending(lake: LakeSession, reapply: bool = False) -> dg.ExecuteInProcessResult:
+    """Apply everything pending in the insurance raw zone (with `reapply`, also the files
+    `lake restore` reverted)."""
+    config = {"ops": {"insurance_tables": {"config": {"reapply": True}}}} if reapply else None
+    return execute(lake, "apply_insurance", "lake run --reapply" if reapply else "lake run", config=config)
 
 
 @contextlib.contextmanager
@@ -134,7 +137,10 @@ def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
 
 @app.command()
 @friendly
-def run() -> None:
+def run(
+    reapply: Annotated[bool, typer.Option("--reapply", help="also apply again the files `lake restore` reverted")]
+    = False,
+) -> None:
     """Apply everything pending in both domains now, synchronously, without the daemon.
 
     Exit code 0: all applied and every check passed; 1: a run or a blocking check failed;
@@ -143,7 +149,7 @@ def run() -> None:
     from lake_assets.cli.backfill import run_tpcds_pending
 
     with lake_session() as lake:
-        code = report_run(run_pending(lake))
+        code = report_run(run_pending(lake, reapply))
         tpcds_ok = run_tpcds_pending(lake)
     code = code if tpcds_ok or code == EXIT_FAILED else EXIT_FAILED
     if code != EXIT_OK:

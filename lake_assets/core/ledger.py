@@ -3,9 +3,11 @@
 A Delta table (written by delta-rs, beside the curated tables), appended to as a log keyed
 by (object, ETag): the latest entry of a (key, ETag) is its state. `applied` and `rejected`
 are final; `held` (a full load waiting for `lake approve`, with the reason in `detail`) and
-`approved` (released, to be published by the next run) are not. An object is pending while
-its current (key, ETag) has no entry, so a replayed identical file changes nothing, and a
-run that failed before recording leaves its files pending for the rerun.
+`approved` (released, to be published by the next run) are not. `reverted` marks an applied
+file whose changes `lake restore` took out of the table (the table went back to a version
+before it); it is applied again only on request (`lake run --reapply`). An object is pending
+while its current (key, ETag) has no entry, so a replayed identical file changes nothing, and
+a run that failed before recording leaves its files pending for the rerun.
 """
 
 import datetime as dt
@@ -23,6 +25,7 @@ APPLIED = "applied"
 REJECTED = "rejected"
 HELD = "held"
 APPROVED = "approved"
+REVERTED = "reverted"
 FINAL = (APPLIED, REJECTED)
 
 LEDGER_SCHEMA = pa.schema([
@@ -39,7 +42,7 @@ LEDGER_SCHEMA = pa.schema([
     ("table_version", pa.int64()),
     ("run_id", pa.string()),
     ("recorded_at", pa.timestamp("us", tz="UTC")),
-    ("detail", pa.string()),            # why a file was held, rejected whole or approved
+    ("detail", pa.string()),            # why a file was held, rejected whole, approved or reverted
     ("source_sequence", pa.string()),   # the sequence just before the file's first row
 ])
 
@@ -51,7 +54,7 @@ class LedgerEntry:
     source_etag: str
     source_size: int
     source_kind: str  # fullload | cdcload
-    status: str  # applied | rejected | held | approved
+    status: str  # applied | rejected | held | approved | reverted
     rows_in_file: int
     rows_applied: int
     rows_superseded: int

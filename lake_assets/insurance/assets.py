@@ -45,6 +45,10 @@ def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
     return _observe(storage, RAW_CDC)
 
 
+class ApplyConfig(dg.Config):
+    reapply: bool = False  # also apply again the files `lake restore` reverted (`lake run --reapply`)
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(
@@ -62,7 +66,8 @@ def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
     ],
     can_subset=False,
 )
-def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine):
+def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: LakeStorage,
+                     engine: SparkEngine):
     """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger.
 
     The whole apply runs under the table's write lock, so what is pending is decided by the
@@ -73,7 +78,7 @@ def insurance_tables(context: dg.AssetExecutionContext, storage: LakeStorage, en
             table_lock(running, TABLE, owner=LockOwner.current(context.run.run_id)) as lease:
         running.delete_prefix(STAGING)  # Parquet staged by a killed run: nobody else stages under the lock
         report = apply_pending(running, engine.session(running), context.run.run_id,
-                               IngestRules.from_settings(LakeSettings.from_env()))
+                               IngestRules.from_settings(LakeSettings.from_env()), reapply=config.reapply)
         lease.check()
     for held in report.held:
         context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")

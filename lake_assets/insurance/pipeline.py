@@ -40,7 +40,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table, row_count, to_arrow
-from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import merge
@@ -201,11 +201,13 @@ def raw_objects(storage: LakeStorage) -> list[RawObject]:
     ]
 
 
-def pending_objects(storage: LakeStorage, ledger: Ledger) -> list[RawObject]:
-    """Objects whose current (key, ETag) has no entry yet, or was approved after a hold."""
+def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawObject]:
+    """Objects whose current (key, ETag) has no entry yet, or was approved after a hold, or
+    (with `reapply`) was reverted by `lake restore`."""
     objects = raw_objects(storage)  # first: boto3 fails fast when S3 is unreachable
     latest = ledger.latest(TABLE)
-    return [o for o in objects if (o.key, o.etag) not in latest or latest[(o.key, o.etag)]["status"] == APPROVED]
+    again = (APPROVED, REVERTED) if reapply else (APPROVED,)
+    return [o for o in objects if (o.key, o.etag) not in latest or latest[(o.key, o.etag)]["status"] in again]
 
 
 def snapshot_group(key: str) -> str:
@@ -250,12 +252,13 @@ def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> l
 # --- the run -------------------------------------------------------------------------------
 
 def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
-                  rules: IngestRules | None = None) -> ApplyReport:
+                  rules: IngestRules | None = None, reapply: bool = False) -> ApplyReport:
+    """Apply what is pending; with `reapply`, also the files `lake restore` reverted."""
     rules = rules or IngestRules()
     started = time.perf_counter()
     applied_at = dt.datetime.now(dt.timezone.utc)
     ledger = Ledger(storage)
-    pending = pending_objects(storage, ledger)
+    pending = pending_objects(storage, ledger, reapply)
     history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
@@ -318,21 +321,38 @@ def _clean_up(storage: LakeStorage, staging: str, error: BaseException | None) -
         error.add_note(f"also, the staged batch {staging} could not be removed: {cleanup_error}")
 
 
+def _latest(history: pa.Table) -> pa.Table:
+    """Each (key, ETag)'s latest ledger entry: its state now (a file applied, then reverted
+    by `lake restore`, is reverted; reapplied, it is applied again)."""
+    if not history.num_rows:
+        return history
+    position = pa.array(np.arange(history.num_rows), pa.int64())
+    newest = history.select(["source_file", "source_etag"]).append_column("_position", position) \
+        .group_by(["source_file", "source_etag"]).aggregate([("_position", "max")])
+    return history.take(newest["_position_max"])
+
+
 def _approved(history: pa.Table) -> dict[tuple[str, str], str]:
-    """Approved (key, ETag) and the sequence each was held with."""
-    latest = {(e["source_file"], e["source_etag"]): e for e in
-              history.select(["source_file", "source_etag", "status", "source_sequence"]).to_pylist()}
-    return {k: e["source_sequence"] for k, e in latest.items() if e["status"] == APPROVED}
+    """(key, ETag) approved after a hold, or reverted by a restore, and the sequence each
+    keeps when it is published (again): the one it was held or first applied with. A
+    reverted full load, applied again on request, is not held again."""
+    latest = _latest(history).select(["source_file", "source_etag", "status", "source_sequence"]).to_pylist()
+    return {(e["source_file"], e["source_etag"]): e["source_sequence"] for e in latest
+            if e["status"] in (APPROVED, REVERTED)}
 
 
 def _newest(history: pa.Table) -> str | None:
-    """The sequence of the newest file applied or held so far (a snapshot arriving now follows it)."""
-    seen = history.filter(pc.is_in(history["status"], pa.array([APPLIED, HELD, APPROVED])))
+    """The sequence of the newest file applied, held or reverted so far (a snapshot arriving
+    now follows it). A reverted file still counts: it arrived before, and if it is applied
+    again it must not overtake a snapshot that arrived after it."""
+    latest = _latest(history)
+    seen = latest.filter(pc.is_in(latest["status"], pa.array([APPLIED, HELD, APPROVED, REVERTED])))
     return pc.max(seen["source_sequence"]).as_py() if seen.num_rows else None
 
 
 def _deliveries(history: pa.Table) -> dict[str, set[str]]:
-    """Every ETag seen under each key: the next new content is delivery len(...) + 1."""
+    """Every ETag seen under each key: the next new content is delivery len(...) + 1.
+    Whatever their latest status (a reverted file keeps its delivery number when reapplied)."""
     seen: dict[str, set[str]] = {}
     for key, etag in zip(history["source_file"].to_pylist(), history["source_etag"].to_pylist()):
         seen.setdefault(key, set()).add(etag)
@@ -340,8 +360,10 @@ def _deliveries(history: pa.Table) -> dict[str, set[str]]:
 
 
 def _floor(history: pa.Table) -> str | None:
-    """The stamp of the newest applied snapshot: older changes to keys it removed are superseded."""
-    applied = history.filter(pc.and_(pc.equal(history["status"], APPLIED), pc.equal(history["source_kind"], FULLLOAD)))
+    """The stamp of the newest applied snapshot: older changes to keys it removed are superseded.
+    A snapshot reverted by `lake restore` no longer counts."""
+    latest = _latest(history)
+    applied = latest.filter(pc.and_(pc.equal(latest["status"], APPLIED), pc.equal(latest["source_kind"], FULLLOAD)))
     return pc.max(applied["source_sequence"]).as_py() if applied.num_rows else None
 
 

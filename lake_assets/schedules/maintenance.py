@@ -1,8 +1,11 @@
 """Nightly maintenance of every registered table, dispatching on its format.
 
-- Delta (delta-rs): compact small files, then vacuum old ones. Vacuum keeps a week of
-  history (Delta's default safe retention), so time travel and readers that started before
-  it keep working.
+- Delta (delta-rs): compact small files, then vacuum old ones. Vacuum's retention is the
+  time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every version current at
+  some moment inside the window keeps its files, so `lake query --version/--as-of` inside
+  it always works (and says so clearly outside it, core/formats/delta.py). A retention
+  below the window is refused. Files, bytes and versions before and after go into the
+  run's metadata.
 - Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact the
   partitions holding many small files, expire snapshots older than the retention window
   (keeping the newest), then remove the files nothing references any more (older than a
@@ -12,17 +15,21 @@
 import datetime as dt
 
 import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
 
+from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
-from lake_assets.core.formats.delta import open_table
+from lake_assets.core.formats.delta import WINDOW_SETTING, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.runs import record_process
+from lake_assets.settings import LakeSettings
 
-VACUUM_RETENTION_HOURS = 168
 SNAPSHOT_RETENTION_HOURS = 168
 #: The write lock each table is maintained under: the lock of the run that writes it.
 #: Tables not listed have their own (the ledger is appended to by delta-rs, whose
@@ -31,7 +38,7 @@ WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUAR
 
 
 class MaintenanceConfig(dg.Config):
-    retention_hours: int = VACUUM_RETENTION_HOURS
+    retention_hours: int | None = None  # vacuum retention; unset: the time-travel window (never less)
     lock_wait_seconds: float = DEFAULT_WAIT_SECONDS  # how long to wait for a run writing the table
 
 
@@ -45,34 +52,65 @@ class IcebergMaintenanceConfig(dg.Config):
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
 def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
     record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
+    retention = vacuum_retention(config.retention_hours, LakeSettings.from_env().time_travel_hours)
     with storage.running() as running:
-        _maintain(context, config, running)
+        _maintain(context, config, running, retention)
 
 
-def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
+def vacuum_retention(configured: int | None, window_hours: int) -> int:
+    """The vacuum retention in hours: the time-travel window, or a longer configured one."""
+    if configured is None:
+        return window_hours
+    if configured < window_hours:
+        raise UsageError(f"retention_hours={configured} is below the time-travel window {WINDOW_SETTING}="
+                         f"{window_hours} h: vacuum would remove files that versions inside it need "
+                         f"(lower {WINDOW_SETTING} instead)")
+    return configured
+
+
+def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage,
+              retention_hours: int) -> None:
     owner = LockOwner.current(context.run_id)
     metadata = {}
     for table in (t for t in TABLES.values() if t.format is TableFormat.DELTA):
         with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner,
                         wait_seconds=config.lock_wait_seconds):
-            maintained = _maintain_table(context, config, storage, table)
+            maintained = _maintain_table(context, storage, table, retention_hours)
         if maintained:
             metadata[table.name] = maintained
-    context.add_output_metadata(metadata)
+    context.add_output_metadata({"retention_hours": retention_hours, **metadata})
 
 
-def _maintain_table(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage,
-                    table: LakeTable) -> dict[str, int] | None:
+def _maintain_table(context: dg.OpExecutionContext, storage: LakeStorage, table: LakeTable,
+                    retention_hours: int) -> dict | None:
     """Compact and vacuum one table while its writers are locked out; what was done, or None."""
     delta = open_table(storage, table)
     if delta is None:
         return None
+    before = delta_stats(storage, table, delta, retention_hours)
     compacted = delta.optimize.compact()
-    removed = delta.vacuum(retention_hours=config.retention_hours, dry_run=False,
-                           enforce_retention_duration=config.retention_hours >= VACUUM_RETENTION_HOURS)
+    # our own check (vacuum_retention) replaces delta-rs's, which knows only the table's default week
+    removed = delta.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+    after = delta_stats(storage, table, open_table(storage, table), retention_hours)
     context.log.info(f"{table.name}: compacted {compacted['numFilesRemoved']} files into "
-                     f"{compacted['numFilesAdded']}, vacuumed {len(removed)}")
-    return {"files_compacted": compacted["numFilesRemoved"], "files_vacuumed": len(removed)}
+                     f"{compacted['numFilesAdded']}, vacuumed {len(removed)}; stored files {before['stored_files']} "
+                     f"-> {after['stored_files']}, readable versions from {after['oldest_readable_version']}")
+    return {"files_compacted": compacted["numFilesRemoved"], "files_vacuumed": len(removed),
+            "before": before, "after": after}
+
+
+def delta_stats(storage: LakeStorage, table: LakeTable, delta: DeltaTable, retention_hours: int) -> dict[str, int]:
+    """Files and bytes of the current version and in storage, and the versions time travel reaches."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    stored = [o for o in storage.list_objects(f"{table.prefix}/") if "/_delta_log/" not in o["Key"]]
+    return {
+        "files": actions.num_rows,
+        "bytes": int(pc.sum(actions["size_bytes"]).as_py() or 0) if actions.num_rows else 0,
+        "stored_files": len(stored),
+        "stored_bytes": sum(int(o["Size"]) for o in stored),
+        "version": delta.version(),
+        "oldest_readable_version": window_start(delta, dt.timedelta(hours=retention_hours)),
+    }
 
 
 @dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")

@@ -30,7 +30,7 @@ from lake_assets.insurance.pipeline import (
     pending_objects,
     raw_objects,
 )
-from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, Ledger
+from lake_assets.core.ledger import REVERTED, APPLIED, APPROVED, HELD, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
@@ -116,7 +116,7 @@ def assert_conserved(storage: LakeStorage) -> None:
             continue
         assert entry["rows_in_file"] == entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"], entry
         if entry["rows_applied"] or entry["rows_superseded"]:
-            assert entry["status"] == APPLIED, entry
+            assert entry["status"] in (APPLIED, REVERTED), entry
         elif entry["rows_quarantined"]:
             assert entry["status"] == REJECTED, entry
         else:  # a file without records: applied, unless refused whole (no header, late)

@@ -1,8 +1,16 @@
-"""Nightly maintenance compacts and vacuums, and the table reads the same afterwards."""
+"""Nightly maintenance compacts and vacuums, the table reads the same afterwards, and
+vacuum never breaks the time-travel window (LAKE_TIME_TRAVEL_HOURS)."""
+
+import datetime as dt
+import json
+import os
 
 import dagster as dg
 import pytest
+from typer.testing import CliRunner
 
+from lake_assets.cli import app
+from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.lock import LockOwner, TableLocked, table_lock
 from lake_assets.resources.storage import LakeStorage
@@ -18,7 +26,7 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
     before = open_table(storage, INSURANCE)
     files_before = len(before.file_uris())
     resource = LakeStorage(bucket=storage.bucket, home=storage.home)
-    context = dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0})
+    context = dg.build_op_context(resources={"storage": resource})
     compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
     assert len(after.file_uris()) < files_before
@@ -34,3 +42,60 @@ def test_maintenance_waits_for_the_writer_of_the_table(storage: LakeStorage, spa
         with pytest.raises(TableLocked, match="apply-run"):
             compact_and_vacuum(context)
         assert len(open_table(storage, INSURANCE).history()) == 1  # nothing compacted under the writer
+
+
+def _age_commits(storage: LakeStorage, versions: range, hours: float) -> None:
+    """Make commits look `hours` older: their commit time and the deletion time of the files they removed."""
+    shift = int(hours * 3600 * 1000)
+    for version in versions:
+        key = f"{INSURANCE.prefix}/_delta_log/{version:020d}.json"
+        actions = [json.loads(line) for line in storage.get_bytes(key)[0].decode().splitlines() if line.strip()]
+        for action in actions:
+            if "commitInfo" in action and "timestamp" in action["commitInfo"]:
+                action["commitInfo"]["timestamp"] -= shift
+            if "remove" in action and action["remove"].get("deletionTimestamp"):
+                action["remove"]["deletionTimestamp"] -= shift
+        storage.put_bytes(key, "\n".join(json.dumps(a) for a in actions).encode() + b"\n")
+
+
+def test_vacuum_keeps_the_time_travel_window(storage: LakeStorage, spark, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = INSURANCE.uri(storage)
+    for version in range(5):  # version v holds the keys 10v .. 10v+9
+        spark.range(10 * version, 10 * version + 10).selectExpr("CAST(id AS INT) AS policy_id") \
+            .write.format("delta").mode("overwrite").save(uri)
+    _age_commits(storage, range(3), hours=3)  # versions 0-2 are three hours old, 3 and 4 new
+    monkeypatch.setenv("LAKE_HOME", storage.home)
+    monkeypatch.setenv("LAKE_S3_BUCKET", storage.bucket)
+    monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
+    monkeypatch.setenv("LAKE_TIME_TRAVEL_HOURS", "1")
+    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+
+    with pytest.raises(UsageError, match="below the time-travel window LAKE_TIME_TRAVEL_HOURS=1 h"):
+        compact_and_vacuum(dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0}))
+    context = dg.build_op_context(resources={"storage": resource})
+    compact_and_vacuum(context)
+    metadata = context.get_output_metadata("result")["insurance"]
+    assert metadata["before"]["stored_files"] > metadata["after"]["stored_files"]  # versions 0 and 1 went
+    assert metadata["after"]["oldest_readable_version"] == 2  # (vacuum itself commits: VACUUM START, END)
+
+    def query(version: int) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["query", "SELECT min(policy_id) AS low, count(*) AS n FROM insurance",
+                                          "--version", str(version), "--format", "json"])
+        return result.exit_code, result.output
+
+    for version in (2, 3, 4):  # inside the window (2: the version current when it began)
+        code, out = query(version)
+        assert code == 0, out
+        assert json.loads(out) == [{"low": 10 * version, "n": 10}]
+    code, out = query(1)
+    assert code == 2
+    assert "version 1 is from" in out and "outside the LAKE_TIME_TRAVEL_HOURS=1 h window" in out
+    assert "the oldest you can read is version 2" in out
+    old = dt.datetime.fromtimestamp(open_table(storage, INSURANCE).history()[-2]["timestamp"] / 1000, dt.timezone.utc)
+    result = CliRunner().invoke(app, ["query", "SELECT count(*) FROM insurance", "--as-of", old.isoformat()])
+    assert result.exit_code == 2 and "version 1 is from" in result.output
+
+    monkeypatch.setenv("LAKE_TIME_TRAVEL_HOURS", "5")  # a wider window cannot bring vacuumed files back
+    code, out = query(1)
+    assert code == 2 and "were removed by vacuum; the oldest you can read is version 2" in out

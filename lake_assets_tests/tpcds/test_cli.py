@@ -1,5 +1,6 @@
-"""`lake query --engine duckdb`, `lake rollback` and `lake tpcds corrections` on the TPC-DS star."""
+"""`lake query --engine duckdb`, `lake restore` (and `lake rollback`) and `lake tpcds corrections` on the TPC-DS star."""
 
+import datetime as dt
 import json
 import os
 
@@ -52,7 +53,15 @@ def test_rollback_an_iceberg_table(lake, raw_star, star_engine):
     good = lake_catalog(storage).pyiceberg().load_table(report.table).current_snapshot().snapshot_id
     star_engine.sql(f"INSERT INTO {report.table} SELECT * FROM {report.table}")  # a bad write
     assert star_engine.table(report.table).count() == 2 * rows
-    code, output = lake("rollback", report.table, "--snapshot", str(good))
+    bad = lake_catalog(storage).pyiceberg().load_table(report.table).current_snapshot()
+    code, output = lake("rollback", report.table, "--snapshot", str(good))  # the older name of `lake restore`
+    assert code == 0, output
+    assert star_engine.table(report.table).count() == rows
+    as_of = dt.datetime.fromtimestamp(bad.timestamp_ms / 1000, dt.timezone.utc).isoformat()
+    code, output = lake("restore", report.table, "--as-of", as_of)  # the snapshot current then: the bad one
+    assert code == 0, output
+    assert f"-> {bad.snapshot_id}" in output and star_engine.table(report.table).count() == 2 * rows
+    code, output = lake("restore", report.table, "--version", str(good))
     assert code == 0, output
     assert star_engine.table(report.table).count() == rows
     code, output = lake("rollback", report.table, "--snapshot", "42")

@@ -1,16 +1,27 @@
-"""Delta table facts through delta-rs: existence, version, row counts, commit metrics.
+"""Delta table facts through delta-rs: existence, version, row counts, commit metrics, and
+the time-travel window (which versions can still be read after vacuum).
 
 delta-rs is our second reader and our maintenance tool: the engine writes, delta-rs
 reads the log independently.
 """
+
+import datetime as dt
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from lake_assets.core.errors import UsageError
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import LakeTable
+
+#: The setting that names the time-travel window, for messages.
+WINDOW_SETTING = "LAKE_TIME_TRAVEL_HOURS"
+
+
+class OutsideTimeTravelWindow(UsageError):
+    """A version that time travel can no longer (or cannot promise to) read."""
 
 
 def open_table(storage: LakeStorage, table: LakeTable, version: int | None = None) -> DeltaTable | None:
@@ -49,3 +60,77 @@ def commit_metrics(storage: LakeStorage, table: LakeTable, after: int | None) ->
 
 def to_arrow(delta: DeltaTable) -> pa.Table:
     return pa.table(delta.to_pyarrow_dataset().to_table())
+
+
+def commit_times(delta: DeltaTable) -> dict[int, dt.datetime]:
+    """When each version still in the log was committed (UTC)."""
+    return {h["version"]: dt.datetime.fromtimestamp(h["timestamp"] / 1000, dt.timezone.utc)
+            for h in delta.history() if h.get("timestamp") is not None}
+
+
+def parse_as_of(text: str) -> dt.datetime:
+    """An ISO timestamp (`--as-of`); without a zone it is UTC."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--as-of must be an ISO timestamp, not {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def version_at(delta: DeltaTable, when: dt.datetime) -> int:
+    """The version current at `when`: the newest one committed at or before it (naive = UTC)."""
+    when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+    times = commit_times(delta)
+    earlier = [v for v, at in times.items() if at <= when]
+    if not earlier:
+        first = min(times)
+        raise UsageError(f"the table's history starts at {times[first].isoformat(timespec='seconds')} "
+                         f"(version {first}), after {when.isoformat(timespec='seconds')}")
+    return max(earlier)
+
+
+def window_start(delta: DeltaTable, window: dt.timedelta, now: dt.datetime | None = None) -> int:
+    """The oldest version vacuum with retention `window` never breaks: the one current at
+    the window's start (every file it references was removed, if at all, inside the window),
+    or the oldest version in the log when the whole log is inside the window."""
+    times = commit_times(delta)
+    start = (now or dt.datetime.now(dt.timezone.utc)) - window
+    before = [v for v, at in times.items() if at <= start]
+    return max(before) if before else min(times)
+
+
+def missing_files(storage: LakeStorage, table: LakeTable, version: int, present: set[str] | None = None) -> int:
+    """How many data files `version` references that are no longer in the bucket."""
+    delta = open_table(storage, table, version)
+    if present is None:
+        present = {storage.uri(o["Key"]) for o in storage.list_objects(f"{table.prefix}/")}
+    return sum(uri not in present for uri in delta.file_uris())
+
+
+def ensure_readable(storage: LakeStorage, table: LakeTable, version: int | None, as_of: dt.datetime | None,
+                    window_hours: int, now: dt.datetime | None = None) -> int:
+    """The version a time-travel read of `table` resolves to, if it is inside the window
+    and its files are all there; else `OutsideTimeTravelWindow` saying which is the oldest
+    version that can be read."""
+    delta = open_table(storage, table)
+    if version is None:
+        version = version_at(delta, as_of)
+    if not 0 <= version <= delta.version():
+        raise UsageError(f"{table.name} has versions 0 to {delta.version()}, not {version}")
+    times = commit_times(delta)
+    if version not in times:
+        raise OutsideTimeTravelWindow(f"version {version} of {table.name} is no longer in its log; the oldest "
+                                      f"you can read is version {min(times)}")
+    oldest = window_start(delta, dt.timedelta(hours=window_hours), now)
+    present = {storage.uri(o["Key"]) for o in storage.list_objects(f"{table.prefix}/")}
+    readable = next((v for v in range(oldest, delta.version() + 1)
+                     if v not in times or not missing_files(storage, table, v, present)), delta.version())
+    if version < oldest:
+        raise OutsideTimeTravelWindow(
+            f"version {version} is from {times[version].isoformat(timespec='seconds')}, outside the "
+            f"{WINDOW_SETTING}={window_hours} h window; the oldest you can read is version {readable}")
+    if version < readable or missing_files(storage, table, version, present):
+        raise OutsideTimeTravelWindow(
+            f"the data files of version {version} (from {times[version].isoformat(timespec='seconds')}) were "
+            f"removed by vacuum; the oldest you can read is version {readable}")
+    return version

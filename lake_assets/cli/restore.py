@@ -1,0 +1,56 @@
+"""`lake restore`: bring a table back to an earlier version (Delta) or snapshot (Iceberg)."""
+
+from typing import Annotated
+
+import typer
+
+from lake_assets.cli.app import app, friendly
+from lake_assets.cli.output import console, errors
+from lake_assets.cli.run import EXIT_FAILED, execute, failure_messages
+from lake_assets.cli.session import lake_session
+
+
+def restore_now(name: str, version: int | None, as_of: str | None, launched_by: str) -> None:
+    """Check the target, then run the `restore_table_job` (one Dagster run) and print what it did."""
+    from lake_assets.jobs import TABLE_TAG
+    from lake_assets.restore import restorable, target_version
+    from lake_assets.schedules.maintenance import WRITE_LOCK
+
+    entry = restorable(name)
+    with lake_session() as lake:
+        target = target_version(lake.storage, entry, version, as_of)
+        result = execute(lake, "restore_table_job", launched_by,
+                         tags={TABLE_TAG: WRITE_LOCK.get(entry.name, entry.name)},
+                         config={"ops": {"restore_table": {"config": {"table": entry.name, "version": target}}}})
+    if not result.success:
+        for message in failure_messages(result):
+            errors.print(f"[red]restore failed:[/red] {message}")
+        raise typer.Exit(EXIT_FAILED)
+    for event in result.get_asset_materialization_events():
+        meta = {k: v.value for k, v in event.materialization.metadata.items()}
+        console.print(f"{entry.name}: {meta['description']}")
+        for file in meta.get("reverted_files") or []:
+            console.print(f"  reverted {file} (apply it again with `lake run --reapply`)")
+        for file in meta.get("reinstated_files") or []:
+            console.print(f"  back in the table: {file}")
+        if meta.get("tombstones_before") != meta.get("tombstones_after"):
+            console.print(f"  tombstones {meta['tombstones_before']} -> {meta['tombstones_after']} "
+                          "(back to before the reverted runs)")
+
+
+@app.command()
+@friendly
+def restore(
+    name: Annotated[str, typer.Argument(metavar="TABLE", help="table name, e.g. insurance or tpcds.web_sales")],
+    version: Annotated[int | None, typer.Option("--version", help="Delta version or Iceberg snapshot id "
+                                                                  "(see `lake history`)")] = None,
+    as_of: Annotated[str | None, typer.Option("--as-of", help="ISO timestamp (UTC unless it has a zone): the "
+                                                               "version current then")] = None,
+) -> None:
+    """Bring TABLE back to an earlier version as a NEW version: history keeps the mistake.
+
+    Runs as a Dagster job under the table's write lock (a materialization in the UI). For
+    insurance, files applied after that version become `reverted` in `lake status` and a
+    plain `lake run` leaves them alone; `lake run --reapply` applies them again.
+    """
+    restore_now(name, version, as_of, "lake restore")

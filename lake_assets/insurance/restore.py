@@ -1,0 +1,147 @@
+"""Restore `insurance` to an earlier version, as a new version, and keep the ledger true.
+
+The table goes back with delta-rs (`DeltaTable.restore`: one ordinary Delta commit, so
+history keeps the mistake and everything derived from commits sees the restore). Then:
+
+- the files whose changes the restored version does not contain are `reverted` in the
+  ledger (and not applied again unless `lake run --reapply` asks), and files reverted by
+  an earlier restore that the restored version does contain are `applied` again;
+- the tombstones table goes back to its state before the first reverted run: the
+  tombstones those runs recorded are gone (a key they deleted no longer supersedes changes
+  arriving for it later), and the older tombstones they had replaced are back. Every run
+  after the first reverted one is reverted too (it was judged against a version after the
+  restored one), so nothing else is lost.
+
+Which files a version contains follows its lineage in the table's history: a RESTORE
+commit contains what its target version contained; any other commit, what the version
+before it contained plus the files the ledger applied at it. A file whose run committed
+nothing (all its rows superseded) belongs to the version current when its run started.
+
+Order for a rerun after a failure: table commit, tombstones, ledger last. A rerun restores
+the same content again (one more RESTORE commit) and finishes the rest.
+"""
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from lake_assets.core.errors import UsageError
+from lake_assets.core.formats.delta import commit_times, open_table, row_count
+from lake_assets.core.ledger import APPLIED, REVERTED, Ledger, LedgerEntry
+from lake_assets.core.tables import INSURANCE_TOMBSTONES, LakeTable
+from lake_assets.insurance.contract import TABLE
+from lake_assets.resources.storage import LakeStorage
+
+RESTORE_OPERATION = "RESTORE"
+
+FileId = tuple[str, str]  # (key, ETag)
+
+
+@dataclass
+class RestoreReport:
+    table: str
+    restored_version: int
+    version_before: int
+    version_after: int
+    rows_before: int
+    rows_after: int
+    reverted: list[str] = field(default_factory=list)  # files taken out of the table
+    reinstated: list[str] = field(default_factory=list)  # files reverted earlier, back in the table
+    tombstones_before: int = 0
+    tombstones_after: int = 0
+
+
+def restore_delta(storage: LakeStorage, table: LakeTable, version: int) -> RestoreReport:
+    """Make `version` the table's content again, as one new commit."""
+    delta = open_table(storage, table)
+    if delta is None:
+        raise UsageError(f"table {table.name} does not exist yet; see `lake status`")
+    if not 0 <= version <= delta.version():
+        raise UsageError(f"{table.name} has versions 0 to {delta.version()}, not {version}")
+    report = RestoreReport(table.name, version, delta.version(), delta.version(), row_count(delta), row_count(delta))
+    delta.restore(version)
+    after = open_table(storage, table)
+    report.version_after, report.rows_after = after.version(), row_count(after)
+    return report
+
+
+def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_id: str) -> RestoreReport:
+    """Restore `insurance` to `version`, then revert (or reinstate) ledger files and tombstones."""
+    report = restore_delta(storage, table, version)
+    ledger = Ledger(storage)
+    history = ledger.entries(TABLE)
+    contained = contained_files(open_table(storage, table), history, version)
+    latest = _latest_entries(history)
+    reverted = [e for k, e in latest.items() if e["status"] == APPLIED and k not in contained]
+    reinstated = [e for k, e in latest.items() if e["status"] == REVERTED and k in contained]
+    report.tombstones_before, report.tombstones_after = restore_tombstones(storage, reverted)
+    now = dt.datetime.now(dt.timezone.utc)
+    ledger.record([_entry(e, REVERTED, f"reverted by restore to version {version} "
+                                       f"(as version {report.version_after})", run_id, now) for e in reverted]
+                  + [_entry(e, APPLIED, f"back in the table: restore to version {version} "
+                                        f"(as version {report.version_after})", run_id, now) for e in reinstated])
+    report.reverted = [e["source_file"] for e in reverted]
+    report.reinstated = [e["source_file"] for e in reinstated]
+    return report
+
+
+def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[FileId]:
+    """The files whose changes `version` of the table contains (see the module docstring)."""
+    times = commit_times(delta)
+    operations = {h["version"]: h for h in delta.history()}
+    applied = history.filter(pc.equal(history["status"], APPLIED)).to_pylist()
+    first_run: dict[FileId, dt.datetime] = {}  # its first run, not a restore that reinstated it
+    for entry in applied:
+        first_run.setdefault((entry["source_file"], entry["source_etag"]), entry["recorded_at"])
+    applied_at: dict[int, set[FileId]] = {}
+    for entry in applied:
+        file = (entry["source_file"], entry["source_etag"])
+        at = entry["table_version"]
+        if at is None:  # nothing committed: the version its run started from
+            at = max((v for v, t in times.items() if t <= first_run[file]), default=-1)
+        applied_at.setdefault(at, set()).add(file)
+    contents: dict[int, set[FileId]] = {-1: applied_at.get(-1, set())}
+    for v in range(0, version + 1):
+        commit = operations.get(v, {})
+        if commit.get("operation") == RESTORE_OPERATION:
+            contents[v] = set(contents[int(commit["operationParameters"]["version"])])
+        else:
+            contents[v] = contents[v - 1] | applied_at.get(v, set())
+    return contents[version]
+
+
+def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int, int]:
+    """Take the tombstones table back to its last version before the first reverted run
+    started (runs record their start as `recorded_at`; they write tombstones after it).
+    Returns the tombstone count before and after."""
+    delta = open_table(storage, INSURANCE_TOMBSTONES)
+    if delta is None:
+        return 0, 0
+    before = row_count(delta)
+    if not reverted:
+        return before, before
+    since = min(e["recorded_at"] for e in reverted)
+    earlier = [v for v, at in commit_times(delta).items() if at < since]
+    if not earlier:  # created by a reverted run: none of its rows stay
+        delta.delete()
+    elif max(earlier) < delta.version():
+        delta.restore(max(earlier))
+    return before, row_count(open_table(storage, INSURANCE_TOMBSTONES))
+
+
+def _latest_entries(history: pa.Table) -> dict[FileId, dict]:
+    return {(e["source_file"], e["source_etag"]): e for e in history.to_pylist()}
+
+
+def _entry(entry: dict, status: str, detail: str, run_id: str, at: dt.datetime) -> LedgerEntry:
+    """The file's entry as it was applied, with a new status (its version: the one it was applied at)."""
+    return LedgerEntry(
+        table_name=TABLE, source_file=entry["source_file"], source_etag=entry["source_etag"],
+        source_size=entry["source_size"], source_kind=entry["source_kind"], status=status,
+        rows_in_file=entry["rows_in_file"], rows_applied=entry["rows_applied"],
+        rows_superseded=entry["rows_superseded"], rows_quarantined=entry["rows_quarantined"],
+        table_version=entry["table_version"], run_id=run_id, recorded_at=at, detail=detail,
+        source_sequence=entry["source_sequence"])

@@ -1,0 +1,131 @@
+"""The `restore_table` job: bring a table back to an earlier version or snapshot, as a new one.
+
+Launched by `lake restore` (and `lake rollback`, its older name) like every other write:
+through Dagster, under the table's write lock, so the UI shows the restore as a
+materialization of the table with what it did. Delta tables go back with delta-rs
+(`insurance` also reverts its ledger files and their tombstones, insurance/restore.py);
+Iceberg tables with pyiceberg (a rollback to an ancestor snapshot, else set-current).
+"""
+
+import dagster as dg
+
+from lake_assets.core.errors import UsageError
+from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
+from lake_assets.core.lock import LockOwner, table_lock
+from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES, LEDGER, LakeTable, TableFormat, table
+from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_insurance
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.runs import record_process
+from lake_assets.schedules.maintenance import WRITE_LOCK
+
+#: Bookkeeping that goes back with its table, never on its own.
+NOT_RESTORABLE = {INSURANCE_TOMBSTONES.name: "it is restored with insurance",
+                  LEDGER.name: "it is the record of what was applied; restoring it would hide history"}
+
+
+class RestoreConfig(dg.Config):
+    table: str
+    version: int | None = None  # a Delta version or an Iceberg snapshot id
+    as_of: str | None = None  # an ISO timestamp: the version current then
+
+
+def restorable(name: str) -> LakeTable:
+    entry = table(name)
+    if entry.name in NOT_RESTORABLE:
+        raise UsageError(f"{entry.name} cannot be restored: {NOT_RESTORABLE[entry.name]}")
+    return entry
+
+
+def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, as_of: str | None) -> int:
+    """The Delta version or Iceberg snapshot id to restore (checked to exist)."""
+    if (version is None) == (as_of is None):
+        raise UsageError("give exactly one of --version and --as-of")
+    if entry.format is TableFormat.ICEBERG:
+        handle = iceberg.open_table(storage, entry)
+        if handle is None:
+            raise UsageError(f"table {entry.name} does not exist yet; see `lake status`")
+        if version is not None:
+            if handle.snapshot_by_id(version) is None:
+                known = ", ".join(str(s.snapshot_id) for s in handle.snapshots()[-5:])
+                raise UsageError(f"{entry.name} has no snapshot {version} (latest: {known})")
+            return version
+        when = delta.parse_as_of(as_of)
+        snapshot = handle.snapshot_as_of_timestamp(int(when.timestamp() * 1000))
+        if snapshot is None:
+            raise UsageError(f"{entry.name} has no snapshot at or before {when.isoformat()}")
+        return snapshot.snapshot_id
+    handle = delta.open_table(storage, entry)
+    if handle is None:
+        raise UsageError(f"table {entry.name} does not exist yet; see `lake status`")
+    target = version if version is not None else delta.version_at(handle, delta.parse_as_of(as_of))
+    if not 0 <= target <= handle.version():
+        raise UsageError(f"{entry.name} has versions 0 to {handle.version()}, not {target}")
+    if target == handle.version():
+        raise UsageError(f"{entry.name} is at version {target} already: nothing to restore")
+    return target
+
+
+def asset_key(entry: LakeTable) -> dg.AssetKey:
+    return dg.AssetKey(entry.name.split("."))
+
+
+@dg.op(description="Restore a table to an earlier version (Delta) or snapshot (Iceberg), as a new commit.")
+def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage: LakeStorage) -> None:
+    record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
+    entry = restorable(config.table)
+    with storage.running() as running, \
+            table_lock(running, WRITE_LOCK.get(entry.name, entry.name), owner=LockOwner.current(context.run_id)) as lease:
+        target = target_version(running, entry, config.version, config.as_of)
+        lease.check()
+        if entry.format is TableFormat.ICEBERG:
+            metadata = _rollback_iceberg(running, entry, target)
+        else:
+            report = (restore_insurance(running, entry, target, context.run_id) if entry.name == INSURANCE.name
+                      else restore_delta(running, entry, target))
+            metadata = restore_metadata(report)
+            for file in report.reverted:
+                context.log.warning(f"{file}: reverted (apply it again with `lake run --reapply`)")
+    context.log.info(f"{entry.name}: restored {target}: {metadata['description'].value}")
+    context.log_event(dg.AssetMaterialization(asset_key=asset_key(entry), metadata=metadata))
+
+
+def restore_metadata(report: RestoreReport) -> dict:
+    return {
+        "operation": "restore",
+        "description": dg.MetadataValue.text(
+            f"restored version {report.restored_version} as version {report.version_after} "
+            f"(was {report.version_before}); rows {report.rows_before} -> {report.rows_after}"),
+        "restored_from_version": report.restored_version,
+        "delta_version_before": report.version_before,
+        "delta_version": report.version_after,
+        "rows_before": report.rows_before,
+        "rows_after": report.rows_after,
+        "dagster/row_count": report.rows_after,
+        "reverted_files": dg.MetadataValue.json(report.reverted),
+        "reinstated_files": dg.MetadataValue.json(report.reinstated),
+        "tombstones_before": report.tombstones_before,
+        "tombstones_after": report.tombstones_after,
+    }
+
+
+def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int) -> dict:
+    handle = iceberg.open_table(storage, entry)
+    before, rows_before = iceberg.current_snapshot_id(handle), iceberg.row_count(handle)
+    iceberg_maintenance.rollback(handle, snapshot)
+    after = iceberg.open_table(storage, entry)
+    return {
+        "operation": "restore",
+        "description": dg.MetadataValue.text(f"current snapshot {before} -> {snapshot}; rows {rows_before} -> "
+                                             f"{iceberg.row_count(after)}"),
+        "restored_from_snapshot": dg.MetadataValue.text(str(snapshot)),
+        "snapshot_before": dg.MetadataValue.text(str(before)),
+        "rows_before": rows_before,
+        "rows_after": iceberg.row_count(after),
+        "dagster/row_count": iceberg.row_count(after),
+    }
+
+
+@dg.job(executor_def=dg.in_process_executor,
+        description="Restore one table (config: table, version or as_of) as a new commit, under its write lock.")
+def restore_table_job() -> None:
+    restore_table()

@@ -1,0 +1,157 @@
+"""The seed's accidental overwrite, then `lake restore`, as a user runs it.
+
+A one-row full load overwrites `insurance` by mistake (held by the shrink guard, then
+approved); a CDC batch lands after it. `lake restore insurance --version N` brings the
+rows back as a new version, `lake status` shows both files as reverted, a plain `lake run`
+leaves them alone, and `lake run --reapply` applies them again, giving what the pipeline
+gave before the restore and what a small model of the files says.
+"""
+
+import datetime as dt
+import json
+import os
+
+import dagster as dg
+import pytest
+from typer.testing import CliRunner
+
+from lake_assets.cli import app
+from lake_assets.cli.session import dagster_instance
+from lake_assets.core.formats.delta import current_version, open_table, to_arrow
+from lake_assets.core.ledger import Ledger
+from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
+from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.settings import LakeSettings
+
+runner = CliRunner()
+HEADER = ",".join(DATA_COLUMN_NAMES)
+FULL, MISTAKE = "raw/fullload/LOAD00000001.csv", "raw/fullload/oops/overwrite.csv"
+CDC_BEFORE, CDC_AFTER = "raw/cdcload/20240101-090000000.csv", "raw/cdcload/20240301-090000000.csv"
+
+
+@pytest.fixture
+def lake_env(storage: LakeStorage, monkeypatch: pytest.MonkeyPatch) -> LakeStorage:
+    monkeypatch.setenv("LAKE_HOME", storage.home)
+    monkeypatch.setenv("LAKE_S3_BUCKET", storage.bucket)
+    monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
+    return storage
+
+
+def lake(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def row(key: int, value: int) -> str:
+    return f"{key},2024-01-31,Urban,CA,West,{value},Retail,N,Y"
+
+
+def rows(storage: LakeStorage, version: int | None = None) -> dict[int, int]:
+    """policy_id -> insured_value, read by delta-rs (an independent reader)."""
+    table = to_arrow(open_table(storage, INSURANCE, version)).select(["policy_id", "insured_value"]).to_pylist()
+    return {r["policy_id"]: r["insured_value"] for r in table}
+
+
+def status(storage: LakeStorage) -> dict[str, dict]:
+    code, out = lake("status", "--format", "json")
+    assert code == 0, out
+    return {r["file"]: r for r in json.loads(out)}
+
+
+def test_accidental_overwrite_restore_and_reapply(lake_env: LakeStorage) -> None:
+    storage = lake_env
+    storage.put_bytes(FULL, "\n".join([HEADER, *(row(k, 100 * k) for k in range(1, 11)), ""]).encode())
+    assert lake("run")[0] == 0
+    storage.put_bytes(CDC_BEFORE, f"U,{row(1, 111)}\nD,{row(2, 0)}\n".encode())
+    assert lake("run")[0] == 0
+    good = current_version(storage, INSURANCE)
+    before = rows(storage)
+    assert len(before) == 9 and before[1] == 111
+
+    # the mistake: a one-row "full load" (the guard holds it; someone approves it anyway)
+    storage.put_bytes(MISTAKE, f"{HEADER}\n{row(1, 999)}\n".encode())
+    assert lake("run")[0] == 0
+    assert status(storage)[MISTAKE]["status"] == "held"
+    code, out = lake("approve", MISTAKE)
+    assert code == 0, out
+    assert rows(storage) == {1: 999}
+    storage.put_bytes(CDC_AFTER, f"I,{row(11, 1100)}\nU,{row(3, 333)}\n".encode())
+    assert lake("run")[0] == 0
+    wrong = current_version(storage, INSURANCE)
+    overwritten = rows(storage)
+    assert overwritten == {1: 999, 3: 333, 11: 1100}  # the model: the snapshot, then the later batch
+    tombstones_before = to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()
+    assert {t["policy_id"] for t in tombstones_before if t["source_file"] == MISTAKE} == {2, 3, 4, 5, 6, 7, 8, 9, 10}
+
+    code, out = lake("restore", "insurance", "--version", str(good))
+    assert code == 0, out
+    assert f"restored version {good} as version {wrong + 1}" in out and "rows 3 -> 9" in out
+    assert f"reverted {MISTAKE}" in out and f"reverted {CDC_AFTER}" in out
+    assert current_version(storage, INSURANCE) == wrong + 1  # a new version: history keeps the mistake
+    assert rows(storage) == before
+    code, out = lake("query", "SELECT count(*) AS n FROM insurance", "--format", "json")
+    assert json.loads(out) == [{"n": 9}]  # the engine reads the restored table too
+    code, out = lake("history", "insurance", "--format", "json")
+    assert json.loads(out)[0]["operation"] == "RESTORE"
+    # the mistake's tombstones are gone; c1's delete of key 2 (which the mistake had replaced) is back
+    tombstones = to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()
+    assert [(t["policy_id"], t["source_file"]) for t in tombstones] == [(2, CDC_BEFORE)]
+
+    files = status(storage)
+    for file in (MISTAKE, CDC_AFTER):
+        assert files[file]["status"] == "reverted", files[file]
+        assert files[file]["detail"].startswith(f"reverted by restore to version {good}")
+        assert "lake run --reapply" in files[file]["detail"]
+    assert files[FULL]["status"] == files[CDC_BEFORE]["status"] == "applied"
+
+    # the restore is a materialization of `insurance` in Dagster, with what it did
+    instance = dagster_instance(LakeSettings.from_env())
+    event = instance.get_latest_materialization_event(dg.AssetKey("insurance"))
+    meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+    assert meta["restored_from_version"] == good and meta["rows_before"] == 3 and meta["rows_after"] == 9
+    assert sorted(meta["reverted_files"]) == sorted([MISTAKE, CDC_AFTER])
+
+    code, out = lake("run")  # a plain run leaves reverted files alone
+    assert code == 0, out
+    assert rows(storage) == before and current_version(storage, INSURANCE) == wrong + 1
+
+    code, out = lake("run", "--reapply")
+    assert code == 0, out
+    assert rows(storage) == overwritten  # the model's result, as before the restore (no guard again)
+    files = status(storage)
+    assert files[MISTAKE]["status"] == files[CDC_AFTER]["status"] == "applied"
+    latest = {e["source_file"]: e for e in Ledger(storage).entries("insurance").to_pylist()}
+    assert latest[MISTAKE]["table_version"] == wrong + 2
+
+
+def test_restore_as_of_and_refusals(lake_env: LakeStorage) -> None:
+    storage = lake_env
+    storage.put_bytes(FULL, "\n".join([HEADER, *(row(k, k) for k in range(1, 5)), ""]).encode())
+    assert lake("run")[0] == 0
+    first = open_table(storage, INSURANCE).history(1)[0]["timestamp"]
+    storage.put_bytes(CDC_BEFORE, f"D,{row(1, 0)}\n".encode())
+    assert lake("run")[0] == 0
+
+    assert lake("restore", "insurance")[0] == 2
+    code, out = lake("restore", "insurance", "--version", "7")
+    assert code == 2 and "versions 0 to 1" in out
+    code, out = lake("restore", "insurance", "--version", "1")
+    assert code == 2 and "at version 1 already" in out
+    code, out = lake("restore", "lake_ledger", "--version", "0")
+    assert code == 2 and "cannot be restored" in out
+    code, out = lake("restore", "insurance", "--as-of", "1999-01-01T00:00:00")
+    assert code == 2 and "history starts at" in out
+
+    as_of = dt.datetime.fromtimestamp(first / 1000 + 0.0005, dt.timezone.utc).isoformat()
+    code, out = lake("restore", "insurance", "--as-of", as_of)
+    assert code == 0, out
+    assert rows(storage) == {k: k for k in range(1, 5)}
+    assert status(storage)[CDC_BEFORE]["status"] == "reverted"
+    # restoring forward again (to the version that had the delete) puts the file back
+    code, out = lake("rollback", "insurance", "--snapshot", "1")  # the older name
+    assert code == 0, out
+    assert rows(storage) == {k: k for k in range(2, 5)}
+    assert status(storage)[CDC_BEFORE]["status"] == "applied"
+    assert LakeSettings.from_env().time_travel_hours == 168

@@ -1,0 +1,115 @@
+"""Restoring `insurance` keeps the pipeline's memory true: a reverted full load stops
+superseding late changes, the tombstones it replaced come back, and reapplying it gives
+what a model of the files in sequence order gives."""
+
+import datetime as dt
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lake_assets.core.formats.delta import current_version, open_table, to_arrow
+from lake_assets.core.ledger import APPLIED, REVERTED, Ledger
+from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
+from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets.insurance.pipeline import IngestRules, apply_pending
+from lake_assets.insurance.restore import restore_insurance
+from lake_assets.resources.storage import LakeStorage
+
+HEADER = ",".join(DATA_COLUMN_NAMES)
+RULES = IngestRules(max_shrink=1.0)  # publish the shrinking snapshot without a hold
+FULL, SNAPSHOT = "raw/fullload/a.csv", "raw/fullload/2024/04/10/b.csv"
+C_OLD, C1, C_LATE = "raw/cdcload/20240331-090000000.csv", "raw/cdcload/20240401-090000000.csv", \
+    "raw/cdcload/20240402-090000000.csv"
+
+
+def row(key: int, value: int) -> str:
+    return f"{key},2024-01-31,Urban,CA,West,{value},Retail,N,Y"
+
+
+def values(storage: LakeStorage) -> dict[int, int]:
+    table = to_arrow(open_table(storage, INSURANCE)).select(["policy_id", "insured_value"]).to_pylist()
+    return {r["policy_id"]: r["insured_value"] for r in table}
+
+
+def statuses(storage: LakeStorage) -> dict[str, str]:
+    return {e["source_file"]: e["status"] for e in Ledger(storage).entries("insurance").to_pylist()}
+
+
+def tombstones(storage: LakeStorage) -> dict[int, str]:
+    return {t["policy_id"]: t["source_file"] for t in to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()}
+
+
+def test_a_reverted_full_load_stops_counting_and_reapplies_in_sequence(storage: LakeStorage,
+                                                                      spark: SparkSession) -> None:
+    storage.put_bytes(FULL, "\n".join([HEADER, *(row(k, k) for k in range(1, 5)), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)
+    storage.put_bytes(C1, f"D,{row(2, 0)}\nU,{row(1, 10)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)
+    good = current_version(storage, INSURANCE)
+    assert values(storage) == {1: 10, 3: 3, 4: 4} and tombstones(storage) == {2: C1}
+    storage.put_bytes(SNAPSHOT, f"{HEADER}\n{row(1, 100)}\n".encode())  # a snapshot as of 2024-04-10
+    apply_pending(storage, spark, "run-3", RULES)
+    assert values(storage) == {1: 100}
+    assert tombstones(storage) == {2: SNAPSHOT, 3: SNAPSHOT, 4: SNAPSHOT}
+
+    report = restore_insurance(storage, INSURANCE, good, "restore-1")
+    assert (report.restored_version, report.version_after, report.reverted) == (good, good + 2, [SNAPSHOT])
+    assert (report.rows_before, report.rows_after) == (1, 3)
+    assert values(storage) == {1: 10, 3: 3, 4: 4}
+    assert tombstones(storage) == {2: C1}  # the snapshot's are gone, the delete it had replaced is back
+    assert statuses(storage)[SNAPSHOT] == REVERTED
+
+    # late changes: older than the reverted snapshot (which no longer supersedes them), and
+    # one older than C1's delete of key 2 (which still does)
+    storage.put_bytes(C_LATE, f"I,{row(5, 5)}\nU,{row(3, 33)}\n".encode())
+    storage.put_bytes(C_OLD, f"I,{row(2, 2)}\n".encode())
+    apply_pending(storage, spark, "run-4", RULES)
+    assert values(storage) == {1: 10, 3: 33, 4: 4, 5: 5}
+    assert statuses(storage)[SNAPSHOT] == REVERTED  # a plain run leaves it alone
+
+    apply_pending(storage, spark, "run-5", RULES, reapply=True)
+    # the model, every file in sequence order: a, C_OLD (I 2), C1 (D 2, U 1), C_LATE (I 5, U 3),
+    # then the snapshot as of 04-10 (only key 1; everything older is deleted)
+    assert values(storage) == {1: 100}
+    assert statuses(storage) == {FULL: APPLIED, C1: APPLIED, SNAPSHOT: APPLIED, C_LATE: APPLIED, C_OLD: APPLIED}
+    assert set(tombstones(storage)) == {2, 3, 4, 5}
+
+
+def test_restoring_twice_follows_the_lineage(storage: LakeStorage, spark: SparkSession) -> None:
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    storage.put_bytes(C1, f"I,{row(2, 2)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)  # version 1
+    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2 = version 0
+    assert statuses(storage)[C1] == REVERTED
+    report = restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 3 = version 1: C1 is back
+    assert report.reinstated == [C1] and statuses(storage)[C1] == APPLIED and values(storage) == {1: 1, 2: 2}
+    report = restore_insurance(storage, INSURANCE, 2, "restore-3")  # version 2 is version 0's content
+    assert report.reverted == [C1] and values(storage) == {1: 1}
+    started = dt.datetime.now(dt.timezone.utc)
+    apply_pending(storage, spark, "run-3", RULES, reapply=True)
+    assert values(storage) == {1: 1, 2: 2}
+    assert Ledger(storage).entries("insurance").to_pylist()[-1]["recorded_at"] >= started
+
+
+def test_a_restore_that_fails_before_the_ledger_converges_on_rerun(storage: LakeStorage, spark: SparkSession,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), row(2, 2), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    storage.put_bytes(C1, f"D,{row(2, 0)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)  # version 1
+    assert tombstones(storage) == {2: C1}
+
+    def fail(self, entries) -> None:  # noqa: ANN001
+        raise OSError("S3 went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Ledger, "record", fail)
+        with pytest.raises(OSError, match="S3 went away"):
+            restore_insurance(storage, INSURANCE, 0, "restore-1")
+    assert values(storage) == {1: 1, 2: 2} and statuses(storage)[C1] == APPLIED  # committed, ledger not yet
+    report = restore_insurance(storage, INSURANCE, 0, "restore-2")
+    assert report.reverted == [C1] and values(storage) == {1: 1, 2: 2} and tombstones(storage) == {}
+    assert statuses(storage)[C1] == REVERTED
+    apply_pending(storage, spark, "run-3", RULES, reapply=True)
+    assert values(storage) == {1: 1} and statuses(storage)[C1] == APPLIED
