@@ -35,7 +35,8 @@ def stage(storage: LakeStorage, key: str, rows: pa.Table) -> str:
     few_values = [name for name in rows.column_names if name in _FEW_VALUES]
     pq.write_table(rows, buffer, compression="snappy", use_dictionary=few_values, write_statistics=False,
                    row_group_size=1 << 20)
-    storage.put_bytes(key, buffer.getvalue())
+    buffer.seek(0)
+    storage.put_bytes(key, buffer)  # the buffer itself, not a copy of it
     return storage.uri(key)
 
 

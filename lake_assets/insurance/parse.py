@@ -62,6 +62,7 @@ class ParsedFile:
     rejected: Rejected
     header: list[str] | None = None
     _lines: "RecordLines | None" = field(default=None, repr=False)
+    _per_line: bool | None = field(default=None, repr=False)  # every line is one record
 
     @property
     def record_count(self) -> int:
@@ -71,12 +72,34 @@ class ParsedFile:
     def line_numbers(self, records: np.ndarray) -> np.ndarray:
         """Line on which each of `records` starts.
 
-        Without quotes or blank lines a record is a line, so no scan is needed.
+        When the file has as many lines as records, every line is one record (a blank line
+        or a record spanning lines would make more lines than records), so no scan is needed.
         """
-        if self._lines is None and b'"' not in self.data and b"\n\n" not in self.data and b"\n\r\n" not in self.data \
-                and b"\r\r" not in self.data and not self.data.startswith((b"\n", b"\r")):
+        if self._lines is None and self._one_record_per_line():
             return records.astype(np.int64)
         return self.lines().line_numbers(records)
+
+    def forget_text(self) -> None:
+        """Drop the raw bytes of a file none of whose records was rejected: no record's
+        text will be needed (only quarantined records show theirs), and line numbers are
+        worked out now. A big clean file then costs no memory for its bytes."""
+        if len(self.rejected) or not self.data:
+            return
+        if not self._one_record_per_line():
+            self.lines()._data = b""
+        self.data = b""
+
+    def _one_record_per_line(self) -> bool:
+        if self._per_line is None:
+            self._per_line = self._counts_one_record_per_line()
+        return self._per_line
+
+    def _counts_one_record_per_line(self) -> bool:
+        data = self.data
+        if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):  # a lone CR ends a line too: scan
+            return False
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        return lines == self.record_count + (self.header is not None)
 
     def lines(self) -> "RecordLines":
         if self._lines is None:

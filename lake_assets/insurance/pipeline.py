@@ -366,8 +366,11 @@ def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[
                                "the file's name or folders give no time to order its changes by: name it like "
                                f"DMS does (YYYYMMDD-HHMMSSfff.csv) or put it in {rules.folder_date_format} folders")
         valid, invalid = validate(parsed.rows, None)
-    return FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
-                     approved=approved.get((obj.key, etag)))
+    batch = FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
+                      approved=approved.get((obj.key, etag)))
+    if not len(batch.rejected):
+        parsed.forget_text()  # no record will be quarantined: its bytes are not needed
+    return batch
 
 
 def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str) -> FileBatch:
@@ -483,10 +486,10 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     deletes = np.empty(0, np.int64)
     if snapshot is not None:
         base, inside, protected = snapshot
-        kept = pa.array(np.union1d(inside, protected) if len(protected) else inside, pa.int64())
-        # keys outside the snapshot: a hash lookup into its keys (no sort of the table's keys)
+        kept = np.union1d(inside, protected) if len(protected) else inside
+        # keys outside the snapshot (numpy's isin looks integer keys up in a table: no sort)
         pool = pa.concat_tables([existing.rename_columns([KEY, SEQUENCE]), events.select([KEY, SEQUENCE])])
-        pool = pool.filter(pc.invert(pc.is_in(pool[KEY], value_set=kept)))
+        pool = pool.filter(pa.array(~np.isin(pool[KEY].to_numpy(), kept)))
         newest = pool.group_by(KEY).aggregate([(SEQUENCE, "max")])
         deletes = np.sort(newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy())
         if len(deletes):
