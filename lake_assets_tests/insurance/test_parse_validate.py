@@ -194,6 +194,22 @@ def test_record_lines_without_quotes_is_the_fast_path() -> None:
     assert RecordLines(text.encode()).line_numbers(np.array([1, 3])).tolist() == [1, 3]
 
 
+@pytest.mark.parametrize(("text", "lines"), [
+    (f'"{HEADER.replace(",", chr(34) + "," + chr(34))}"\n1,{GOOD}\n2,{GOOD}\n', [2, 3]),  # quoted header
+    (f"{HEADER}\r\n1,{GOOD}\r\n2,{GOOD}", [2, 3]),                                    # CRLF, no last line end
+    (f"{HEADER}\n1,{GOOD}\n\n2,{GOOD}\n", [2, 4]),                                      # a blank line
+    (f'{HEADER}\n1,2024-01-31,"two\nlines",CA,West,1,Retail,N,Y\n2,{GOOD}\n', [2, 4]),   # a record on two lines
+    (f"{HEADER}\r1,{GOOD}\r2,{GOOD}\r", [2, 3]),                                         # lone CR line ends
+])
+def test_line_numbers_of_a_clean_file_survive_forgetting_its_text(text: str, lines: list[int]) -> None:
+    parsed = full(text)
+    valid, invalid = validate(parsed.rows, "L")
+    assert len(parsed.rejected) == len(invalid) == 0
+    parsed.forget_text()
+    assert parsed.data == b""
+    assert parsed.line_numbers(valid[RECORD].to_numpy()).tolist() == lines
+
+
 def test_one_latin1_byte_rejects_only_its_row() -> None:
     data = (f"I,1,{GOOD}\n".encode() + b"I,2,2024-01-31,Caf\xe9,CA,West,1,Retail,N,Y\n\n"
             + f"I,3,{GOOD}\n".encode())
