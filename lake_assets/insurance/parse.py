@@ -63,11 +63,13 @@ class ParsedFile:
     header: list[str] | None = None
     _lines: "RecordLines | None" = field(default=None, repr=False)
     _per_line: bool | None = field(default=None, repr=False)  # every line is one record
+    _released_rows: int | None = field(default=None, repr=False)  # rows there were before `release`
 
     @property
     def record_count(self) -> int:
         """Data records in the file (the header is not one)."""
-        return self.rows.num_rows + len(self.rejected)
+        rows = self.rows.num_rows if self._released_rows is None else self._released_rows
+        return rows + len(self.rejected)
 
     def line_numbers(self, records: np.ndarray) -> np.ndarray:
         """Line on which each of `records` starts.
@@ -79,15 +81,18 @@ class ParsedFile:
             return records.astype(np.int64)
         return self.lines().line_numbers(records)
 
-    def forget_text(self) -> None:
-        """Drop the raw bytes of a file none of whose records was rejected: no record's
-        text will be needed (only quarantined records show theirs), and line numbers are
-        worked out now. A big clean file then costs no memory for its bytes."""
-        if len(self.rejected) or not self.data:
+    def release(self) -> None:
+        """Once the rows are validated without a rejection: drop the raw bytes and the
+        string rows. No record's text will be needed (only quarantined records show
+        theirs), line numbers are worked out now, and a big clean file then costs no
+        memory for its bytes or for the strings its typed columns were cast from."""
+        if len(self.rejected) or self._released_rows is not None:
             return
         if not self._one_record_per_line():
             self.lines()._data = b""
         self.data = b""
+        self._released_rows = self.rows.num_rows
+        self.rows = self.rows.schema.empty_table()
 
     def _one_record_per_line(self) -> bool:
         if self._per_line is None:

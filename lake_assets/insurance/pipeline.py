@@ -369,7 +369,7 @@ def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[
     batch = FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
                       approved=approved.get((obj.key, etag)))
     if not len(batch.rejected):
-        parsed.forget_text()  # no record will be quarantined: its bytes are not needed
+        parsed.release()  # no record will be quarantined: its bytes and string rows are not needed
     return batch
 
 
@@ -584,10 +584,13 @@ def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetim
         mask = files == i
         if mask.any():
             lines[mask] = batch.parsed.line_numbers(records[mask])
-    keys = pa.array([b.obj.key for b in batches], pa.string()).take(pa.array(files, pa.int64()))
-    audited = rows.append_column("_source_file", keys).append_column("_source_line", pa.array(lines)) \
+    audited = rows.append_column("_source_file", pa.nulls(rows.num_rows, pa.string())) \
+        .append_column("_source_line", pa.array(lines)) \
         .append_column("_applied_at", pa.repeat(pa.scalar(applied_at, pa.timestamp("us", tz="UTC")), rows.num_rows))
-    return merge.conform(audited)
+    audited = merge.conform(audited)
+    # each row's file as an index into the run's file names: no string per row (staged as strings)
+    keys = pa.DictionaryArray.from_arrays(pa.array(files.astype(np.int32)), pa.array([b.obj.key for b in batches]))
+    return audited.set_column(audited.schema.get_field_index("_source_file"), "_source_file", keys)
 
 
 def _commit(storage: LakeStorage, report: ApplyReport, operation: str, write) -> int:

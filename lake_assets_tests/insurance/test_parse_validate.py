@@ -205,8 +205,9 @@ def test_line_numbers_of_a_clean_file_survive_forgetting_its_text(text: str, lin
     parsed = full(text)
     valid, invalid = validate(parsed.rows, "L")
     assert len(parsed.rejected) == len(invalid) == 0
-    parsed.forget_text()
-    assert parsed.data == b""
+    count = parsed.record_count
+    parsed.release()
+    assert parsed.data == b"" and parsed.rows.num_rows == 0 and parsed.record_count == count
     assert parsed.line_numbers(valid[RECORD].to_numpy()).tolist() == lines
 
 
