@@ -62,21 +62,49 @@ class ParsedFile:
     rejected: Rejected
     header: list[str] | None = None
     _lines: "RecordLines | None" = field(default=None, repr=False)
+    _per_line: bool | None = field(default=None, repr=False)  # every line is one record
+    _released_rows: int | None = field(default=None, repr=False)  # rows there were before `release`
 
     @property
     def record_count(self) -> int:
         """Data records in the file (the header is not one)."""
-        return self.rows.num_rows + len(self.rejected)
+        rows = self.rows.num_rows if self._released_rows is None else self._released_rows
+        return rows + len(self.rejected)
 
     def line_numbers(self, records: np.ndarray) -> np.ndarray:
         """Line on which each of `records` starts.
 
-        Without quotes or blank lines a record is a line, so no scan is needed.
+        When the file has as many lines as records, every line is one record (a blank line
+        or a record spanning lines would make more lines than records), so no scan is needed.
         """
-        if self._lines is None and b'"' not in self.data and b"\n\n" not in self.data and b"\n\r\n" not in self.data \
-                and b"\r\r" not in self.data and not self.data.startswith((b"\n", b"\r")):
+        if self._lines is None and self._one_record_per_line():
             return records.astype(np.int64)
         return self.lines().line_numbers(records)
+
+    def release(self) -> None:
+        """Once the rows are validated without a rejection: drop the raw bytes and the
+        string rows. No record's text will be needed (only quarantined records show
+        theirs), line numbers are worked out now, and a big clean file then costs no
+        memory for its bytes or for the strings its typed columns were cast from."""
+        if len(self.rejected) or self._released_rows is not None:
+            return
+        if not self._one_record_per_line():
+            self.lines()._data = b""
+        self.data = b""
+        self._released_rows = self.rows.num_rows
+        self.rows = self.rows.schema.empty_table()
+
+    def _one_record_per_line(self) -> bool:
+        if self._per_line is None:
+            self._per_line = self._counts_one_record_per_line()
+        return self._per_line
+
+    def _counts_one_record_per_line(self) -> bool:
+        data = self.data
+        if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):  # a lone CR ends a line too: scan
+            return False
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        return lines == self.record_count + (self.header is not None)
 
     def lines(self) -> "RecordLines":
         if self._lines is None:

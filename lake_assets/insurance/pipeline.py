@@ -388,8 +388,11 @@ def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[
                                "the file's name or folders give no time to order its changes by: name it like "
                                f"DMS does (YYYYMMDD-HHMMSSfff.csv) or put it in {rules.folder_date_format} folders")
         valid, invalid = validate(parsed.rows, None)
-    return FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
-                     approved=approved.get((obj.key, etag)))
+    batch = FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
+                      approved=approved.get((obj.key, etag)))
+    if not len(batch.rejected):
+        parsed.release()  # no record will be quarantined: its bytes and string rows are not needed
+    return batch
 
 
 def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str) -> FileBatch:
@@ -430,7 +433,16 @@ def _snapshots(batches: list[FileBatch], newest_applied: str | None) -> list[Sna
 
 def _keys(batches: list[FileBatch]) -> np.ndarray:
     keys = [b.valid[KEY].to_numpy() for b in batches if KEY in b.valid.column_names]
-    return np.unique(np.concatenate(keys)).astype(np.int64) if keys else np.empty(0, np.int64)
+    return _unique(np.concatenate(keys).astype(np.int64)) if keys else np.empty(0, np.int64)
+
+
+def _unique(keys: np.ndarray) -> np.ndarray:
+    """Sorted distinct keys; a file already in key order (a full load usually is) is not sorted again."""
+    return keys if _strictly_increasing(keys) else np.unique(keys)
+
+
+def _strictly_increasing(keys: np.ndarray) -> bool:
+    return bool(np.all(keys[1:] > keys[:-1]))
 
 
 def _guard(snapshot: Snapshot, current: pa.Table, max_shrink: float) -> None:
@@ -477,39 +489,52 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     `current` and `tombstones` hold (KEY, SEQUENCE); `snapshot` is (floor, its keys, its
     protected keys); `floor` is the newest applied snapshot's, before this run.
     """
-    known = pa.concat_tables([current.select([KEY, SEQUENCE]).cast(_KEYED),
-                              tombstones.select([KEY, SEQUENCE]).cast(_KEYED)])
-    existing = known.group_by(KEY).aggregate([(SEQUENCE, "max")])
-    existing = pa.table({KEY: existing[KEY], "_existing": existing[f"{SEQUENCE}_max"]})
+    existing = _existing(current, tombstones)
     events = events.cast(events.schema.set(events.schema.get_field_index(KEY), pa.field(KEY, pa.int64())))
     position = pc.index_in(events[KEY], value_set=existing[KEY])  # a lookup, not a join of wide rows
     events = events.append_column("_existing", existing["_existing"].take(position))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         unknown = pc.is_null(events["_existing"])
         events = events.filter(pc.invert(pc.and_(unknown, pc.less(events[SEQUENCE], floor))))
-    if pc.count_distinct(events[KEY]).as_py() != events.num_rows:  # the newest change per key
+    keys = events[KEY].to_numpy()
+    if not _strictly_increasing(keys) and len(np.unique(keys)) != len(keys):  # the newest change per key
         events = events.sort_by([(KEY, "ascending"), (SEQUENCE, "ascending")])
         keys = events[KEY].to_numpy()
         events = events.filter(pa.array(np.append(keys[1:] != keys[:-1], True)))
     newer = pc.or_(pc.is_null(events["_existing"]), pc.greater_equal(events[SEQUENCE], events["_existing"]))
-    events = events.filter(pc.fill_null(newer, True))
+    if not pc.all(pc.fill_null(newer, True)).as_py():
+        events = events.filter(pc.fill_null(newer, True))
 
     deletes = np.empty(0, np.int64)
     if snapshot is not None:
         base, inside, protected = snapshot
-        candidates = np.union1d(existing[KEY].to_numpy(), events[KEY].to_numpy())
-        candidates = pa.array(np.setdiff1d(candidates, np.union1d(inside, protected)), pa.int64())
+        kept = np.union1d(inside, protected) if len(protected) else inside
+        # keys outside the snapshot (numpy's isin looks integer keys up in a table: no sort)
         pool = pa.concat_tables([existing.rename_columns([KEY, SEQUENCE]), events.select([KEY, SEQUENCE])])
-        pool = pool.filter(pc.is_in(pool[KEY], value_set=candidates))  # keys outside the snapshot
+        pool = pool.filter(pa.array(~np.isin(pool[KEY].to_numpy(), kept)))
         newest = pool.group_by(KEY).aggregate([(SEQUENCE, "max")])
-        deletes = newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy()
-        beaten = pc.and_(pc.is_in(events[KEY], value_set=pa.array(deletes, pa.int64())),
-                         pc.less(events[SEQUENCE], base))
-        events = events.filter(pc.invert(beaten))
+        deletes = np.sort(newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy())
+        if len(deletes):
+            beaten = pc.and_(pc.is_in(events[KEY], value_set=pa.array(deletes, pa.int64())),
+                             pc.less(events[SEQUENCE], base))
+            events = events.filter(pc.invert(beaten))
     batches, counts = np.unique(events[BATCH].to_numpy(), return_counts=True)
-    return Plan(events.drop_columns(["_existing"]), deletes, np.intersect1d(deletes, current[KEY].to_numpy()),
+    table_keys = current[KEY].cast(pa.int64())
+    with_rows = table_keys.filter(pc.is_in(table_keys, value_set=pa.array(deletes, pa.int64()))).to_numpy()
+    return Plan(events.drop_columns(["_existing"]), deletes, np.sort(with_rows),
                 snapshot[0] if snapshot else None,
                 {int(b): int(c) for b, c in zip(batches, counts)})
+
+
+def _existing(current: pa.Table, tombstones: pa.Table) -> pa.Table:
+    """(KEY, `_existing`): per key, the newest sequence of its row and its tombstone.
+    The table's keys are distinct, so without tombstones no grouping is needed."""
+    current = current.select([KEY, SEQUENCE]).cast(_KEYED)
+    if tombstones.num_rows:
+        known = pa.concat_tables([current, tombstones.select([KEY, SEQUENCE]).cast(_KEYED)])
+        current = known.group_by(KEY).aggregate([(SEQUENCE, "max")])
+        current = current.select([KEY, f"{SEQUENCE}_max"])
+    return pa.table({KEY: current.column(0), "_existing": current.column(1)})
 
 
 _KEYED = pa.schema([(KEY, pa.int64()), (SEQUENCE, pa.string())])
@@ -581,10 +606,13 @@ def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetim
         mask = files == i
         if mask.any():
             lines[mask] = batch.parsed.line_numbers(records[mask])
-    keys = pa.array([b.obj.key for b in batches], pa.string()).take(pa.array(files, pa.int64()))
-    audited = rows.append_column("_source_file", keys).append_column("_source_line", pa.array(lines)) \
+    audited = rows.append_column("_source_file", pa.nulls(rows.num_rows, pa.string())) \
+        .append_column("_source_line", pa.array(lines)) \
         .append_column("_applied_at", pa.repeat(pa.scalar(applied_at, pa.timestamp("us", tz="UTC")), rows.num_rows))
-    return merge.conform(audited)
+    audited = merge.conform(audited)
+    # each row's file as an index into the run's file names: no string per row (staged as strings)
+    keys = pa.DictionaryArray.from_arrays(pa.array(files.astype(np.int32)), pa.array([b.obj.key for b in batches]))
+    return audited.set_column(audited.schema.get_field_index("_source_file"), "_source_file", keys)
 
 
 def _commit(storage: LakeStorage, report: ApplyReport, operation: str, write) -> int:

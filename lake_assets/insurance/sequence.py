@@ -111,10 +111,32 @@ def _time(day: str, clock: str, millis: str) -> str | None:
     return day + clock + millis
 
 
-def row_sequences(stamp: FileStamp, delivery: int, records: pa.Array | np.ndarray) -> pa.Array:
-    """The sequence of each row (by record number) of one delivery of a file."""
+def row_sequences(stamp: FileStamp, delivery: int, records: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+    """The sequence of each row (by record number) of one delivery of a file.
+
+    Built as fixed-width bytes (the prefix, then the record number in ten digits) in one
+    buffer, without a string operation per row.
+    """
     if delivery > MAX_DELIVERY:
         raise ValueError(f"more than {MAX_DELIVERY} deliveries of one file")
-    numbers = pc.cast(pa.array(records, pa.int64()) if isinstance(records, np.ndarray) else records, pa.string())
-    prefix = stamp.base(delivery)[:-10]
-    return pc.binary_join_element_wise(prefix, pc.utf8_lpad(numbers, 10, "0"), "")
+    numbers = records if isinstance(records, np.ndarray) else records.to_numpy()
+    numbers = numbers.astype(np.int64)
+    prefix = np.frombuffer(stamp.base(delivery)[:-10].encode(), np.uint8)
+    width = len(prefix) + ROW_DIGITS
+    chunks = []
+    for start in range(0, max(len(numbers), 1), _CHUNK_ROWS):  # int32 offsets: bounded chunks
+        part = numbers[start:start + _CHUNK_ROWS]
+        text = np.empty((len(part), width), np.uint8)
+        text[:, :len(prefix)] = prefix
+        # 10**10 + n prints as "1" and n in ten digits: every value has the same width
+        digits = pc.cast(pa.array(part + 10**ROW_DIGITS), pa.string()).buffers()[2]
+        text[:, len(prefix):] = np.frombuffer(digits, np.uint8, len(part) * (ROW_DIGITS + 1)) \
+            .reshape(len(part), ROW_DIGITS + 1)[:, 1:]
+        offsets = np.arange(len(text) + 1, dtype=np.int32) * width
+        chunks.append(pa.Array.from_buffers(pa.string(), len(text), [None, pa.py_buffer(offsets),
+                                                                     pa.py_buffer(text)]))
+    return pa.chunked_array(chunks, pa.string()).combine_chunks() if len(chunks) == 1 else pa.chunked_array(chunks)
+
+
+ROW_DIGITS = 10
+_CHUNK_ROWS = 1 << 20

@@ -9,6 +9,7 @@ place, `settings.s3_credentials`, when a client is built.
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import boto3
 import dagster as dg
@@ -158,7 +159,7 @@ class LakeStorage(dg.ConfigurableResource):
         except (BotoCoreError, ClientError) as error:
             raise self.unavailable(error) from error
 
-    def put_bytes(self, key: str, body: bytes) -> str:
+    def put_bytes(self, key: str, body: bytes | BinaryIO) -> str:
         try:
             return self.get_client().put_object(Bucket=self.bucket, Key=key, Body=body)["ETag"].strip('"')
         except (BotoCoreError, ClientError) as error:

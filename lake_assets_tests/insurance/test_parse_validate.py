@@ -4,6 +4,8 @@ import datetime as dt
 import random
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 
 from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason
@@ -192,6 +194,23 @@ def test_record_lines_without_quotes_is_the_fast_path() -> None:
     assert RecordLines(text.encode()).line_numbers(np.array([1, 3])).tolist() == [1, 3]
 
 
+@pytest.mark.parametrize(("text", "lines"), [
+    (f'"{HEADER.replace(",", chr(34) + "," + chr(34))}"\n1,{GOOD}\n2,{GOOD}\n', [2, 3]),  # quoted header
+    (f"{HEADER}\r\n1,{GOOD}\r\n2,{GOOD}", [2, 3]),                                    # CRLF, no last line end
+    (f"{HEADER}\n1,{GOOD}\n\n2,{GOOD}\n", [2, 4]),                                      # a blank line
+    (f'{HEADER}\n1,2024-01-31,"two\nlines",CA,West,1,Retail,N,Y\n2,{GOOD}\n', [2, 4]),   # a record on two lines
+    (f"{HEADER}\r1,{GOOD}\r2,{GOOD}\r", [2, 3]),                                         # lone CR line ends
+])
+def test_line_numbers_of_a_clean_file_survive_forgetting_its_text(text: str, lines: list[int]) -> None:
+    parsed = full(text)
+    valid, invalid = validate(parsed.rows, "L")
+    assert len(parsed.rejected) == len(invalid) == 0
+    count = parsed.record_count
+    parsed.release()
+    assert parsed.data == b"" and parsed.rows.num_rows == 0 and parsed.record_count == count
+    assert parsed.line_numbers(valid[RECORD].to_numpy()).tolist() == lines
+
+
 def test_one_latin1_byte_rejects_only_its_row() -> None:
     data = (f"I,1,{GOOD}\n".encode() + b"I,2,2024-01-31,Caf\xe9,CA,West,1,Retail,N,Y\n\n"
             + f"I,3,{GOOD}\n".encode())
@@ -321,3 +340,38 @@ def test_a_negative_key_is_rejected() -> None:
     assert reason_of(f"I,-5,{GOOD}") == Reason.NEGATIVE_KEY.value
     assert reason_of(f"D,-5,{GOOD}") == Reason.NEGATIVE_KEY.value
     assert reason_of(f"I,-0,{GOOD}") is None and reason_of(f"I,0,{GOOD}") is None
+
+
+# --- the fast path for clean columns gives the same verdicts as the value-by-value checks ---
+
+EDGE_KEYS = ["7", "0", "007", "2147483647", "2147483648", "4294967296", "9999999999", "99999999999", "0x10",
+             "+7", "-0", "-7", "1.5", " 7", "7 ", "\u00a07", "٣", "", "1e3"]
+EDGE_DATES = ["2024-02-29", "2023-02-29", "2024-02-30", "2024-13-01", "0000-01-01", "9999-12-31", "2024-1-05",
+              "+024-01-01", "2024-01-01 ", " 2024-01-01", "20240101xx", "2024/01/01", "", "2024-01-0a"]
+EDGE_FLAGS = ["Y", "N", "y", "n", " Y", "YES", "", "Ｙ"]
+
+
+@pytest.mark.parametrize(("column", "values"), [
+    ("policy_id", EDGE_KEYS), ("insured_value", EDGE_KEYS), ("expiry_date", EDGE_DATES),
+    ("earthquake_coverage", EDGE_FLAGS), ("location_name", ["x", " x ", "", "\u00a0x", "é"]),
+])
+def test_a_value_gets_the_same_verdict_alone_and_among_dirty_values(column: str, values: list[str]) -> None:
+    """Alone, a clean value takes the column's fast path; next to a dirty one, the checks
+    value by value. Both must accept, type and reject it alike."""
+    def verdict(value: str, neighbour: str | None):
+        rows = {name: ["1", "2024-01-31", "Urban", "CA", "West", "1000", "Retail", "N", "Y"][i]
+                for i, name in enumerate(DATA_COLUMN_NAMES)}
+        lines = []
+        for v in [value] + ([neighbour] if neighbour is not None else []):
+            fields = dict(rows, **{column: v})
+            lines.append(",".join(f'"{fields[n]}"' for n in DATA_COLUMN_NAMES))
+        parsed = full(HEADER + "\n" + "\n".join(lines) + "\n")
+        valid, invalid = validate(parsed.rows, "L")
+        valid = valid.set_column(1, "expiry_date", valid["expiry_date"].cast(pa.string()))  # year 0 is no Python date
+        first = valid.filter(pa.compute.equal(valid[RECORD], 2)).to_pylist()
+        return (first[0] if first else None), dict(zip(invalid.records.tolist(), zip(invalid.reasons, invalid.details))).get(2)
+
+    dirty = {"policy_id": "x", "insured_value": "x", "expiry_date": "x", "earthquake_coverage": "x",
+             "location_name": " padded "}[column]
+    for value in values:
+        assert verdict(value, None) == verdict(value, dirty), value
