@@ -73,8 +73,10 @@ def current() -> Contract:
 
 
 def table_columns() -> list[Column]:
-    """The curated table's columns: the newest contract's, then the audit columns."""
-    return [*current().columns, *AUDIT_COLUMNS]
+    """The curated table's columns: the first contract's, the audit columns, then the
+    columns later versions added, in the order they were declared. Delta appends an added
+    column at the end, so a table created today and one evolved from v1 agree."""
+    return [*V1.columns, *AUDIT_COLUMNS, *current().columns[len(V1.columns):]]
 
 
 def table_schema() -> pa.Schema:

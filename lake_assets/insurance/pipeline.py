@@ -283,6 +283,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     snapshots = _snapshots([b for b in batches if b.obj.kind == FULLLOAD], _newest(history))
     changes = [b for b in batches if b.obj.kind == CDCLOAD and not b.refused]
 
+    _release_refusals(storage, ledger, pending)
     _quarantine(storage, batches, run_id, applied_at)
     _prune_tombstones(storage, applied_at - rules.tombstone_retention)
     current = _current_sequences(storage, None if snapshots else _keys(changes))
@@ -322,6 +323,23 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     report.rows_after = row_count(after) if after else 0
     report.duration_seconds = time.perf_counter() - started
     return report
+
+
+def _release_refusals(storage: LakeStorage, ledger: Ledger, pending: list[RawObject]) -> None:
+    """Files refused for undeclared columns, pending again under a newer contract: their
+    rows leave the quarantine (the new attempt accounts for them). Nothing is lost if the
+    run fails later: the ledger still says refused, so the next run does this again."""
+    latest = ledger.latest(TABLE)
+    released = [o for o in pending if (o.key, o.etag) in latest and refused_by_older_contract(latest[(o.key, o.etag)])]
+    quarantine = open_table(storage, INSURANCE_QUARANTINE) if released else None
+    if quarantine is None:
+        return
+    files = " OR ".join(f"(source_file = '{_quoted(o.key)}' AND source_etag = '{_quoted(o.etag)}')" for o in released)
+    quarantine.delete(f"reason = '{Reason.UNDECLARED_COLUMN.value}' AND ({files})")
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "''")
 
 
 def _evolve(storage: LakeStorage, report: ApplyReport) -> None:
@@ -734,5 +752,5 @@ def _ledger_entry(batch: FileBatch, version: int | None, run_id: str, at: dt.dat
         source_kind=batch.obj.kind, status=batch.status, rows_in_file=batch.parsed.record_count,
         rows_applied=applied, rows_superseded=0 if waiting else batch.superseded,
         rows_quarantined=len(batch.rejected), table_version=None if waiting else version, run_id=run_id,
-        recorded_at=at, detail=batch.held or batch.detail, source_sequence=sequence,
+        recorded_at=at, detail=batch.detail if batch.refused else batch.held or batch.detail, source_sequence=sequence,
     )

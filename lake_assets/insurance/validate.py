@@ -12,7 +12,6 @@ import pyarrow.compute as pc
 from lake_assets.insurance.contract import (
     BOOLEAN_VALUES,
     FLAG_COLUMNS,
-    INTEGER_COLUMNS,
     KEY,
     OPERATIONS,
     Reason,
@@ -37,7 +36,7 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
     is_delete = pc.equal(ops, "D")
 
     # Each value is checked once; the masks are reused to cast the valid rows.
-    checked = {column: _is_int32(trimmed[column]) for column in INTEGER_COLUMNS}
+    checked = {column: _is_int32(trimmed[column]) for column in _integer_columns(trimmed)}
     checked["expiry_date"] = _is_date(trimmed["expiry_date"])
     reason = pa.nulls(rows.num_rows, pa.string())
     detail = pa.nulls(rows.num_rows, pa.string())
@@ -80,7 +79,7 @@ def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array], ops: pa.Ar
     yield pc.invert(checked[KEY]), Reason.BAD_INTEGER, KEY
     yield pc.match_substring_regex(values[KEY], NEGATIVE_PATTERN), Reason.NEGATIVE_KEY, KEY
     not_delete = pc.invert(is_delete)
-    for column in INTEGER_COLUMNS:
+    for column in _integer_columns(values):
         if column != KEY:
             present = pc.not_equal(values[column], "")
             yield pc.and_(not_delete, pc.and_(present, pc.invert(checked[column]))), Reason.BAD_INTEGER, column
@@ -93,6 +92,11 @@ def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array], ops: pa.Ar
         spelled = pc.utf8_lower(values[column])
         known = pc.or_(pc.equal(spelled, ""), pc.is_in(spelled, pa.array(list(BOOLEAN_VALUES))))
         yield pc.and_(not_delete, pc.invert(known)), Reason.BAD_BOOLEAN, column
+
+
+def _integer_columns(values: dict[str, pa.Array]) -> list[str]:
+    """The contract's integer columns the file carries (an older version's file lacks later ones)."""
+    return [c.name for c in current().columns if pa.types.is_integer(c.arrow_type) and c.name in values]
 
 
 def _is_int32(values: pa.Array) -> pa.Array:
