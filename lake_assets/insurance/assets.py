@@ -4,7 +4,7 @@ import hashlib
 
 import dagster as dg
 
-from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, TABLE_COLUMNS
+from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, table_columns
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, ApplyReport, IngestRules, apply_pending
 from lake_assets.resources.engine import SparkEngine
@@ -116,7 +116,7 @@ def insurance_metadata(report: ApplyReport, storage: LakeStorage) -> dict:
         "held_files": dg.MetadataValue.json([{"file": f.source_file, "reason": f.detail} for f in report.held]),
         "duration_seconds": round(report.duration_seconds, 3),
         "dagster/column_schema": dg.TableSchema(
-            columns=[dg.TableColumn(name, sql_type.lower()) for name, _, sql_type in TABLE_COLUMNS]
+            columns=[dg.TableColumn(c.name, c.sql_type.lower(), description=c.description) for c in table_columns()]
         ),
         "table_uri": INSURANCE.uri(storage),
     }

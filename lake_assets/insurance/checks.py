@@ -12,13 +12,12 @@ import dagster as dg
 import pyarrow.compute as pc
 
 from lake_assets.core.formats.delta import open_table
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES, KEY, TABLE, TABLE_COLUMNS
+from lake_assets.insurance.contract import CONTRACTS, DELTA_TYPES, KEY, TABLE, table_columns
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 
-DELTA_TYPES = {"INT": "integer", "BIGINT": "long", "DATE": "date", "STRING": "string", "TIMESTAMP": "timestamp"}
 
 
 def _latest_metadata(context: dg.AssetCheckExecutionContext) -> dict:
@@ -39,7 +38,7 @@ def _schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResult:
     if delta is None:
         return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
     actual = [(f["name"], f["type"]) for f in json.loads(delta.schema().to_json())["fields"]]
-    expected = [(name, DELTA_TYPES[sql_type]) for name, _, sql_type in TABLE_COLUMNS]
+    expected = [(c.name, DELTA_TYPES[c.sql_type]) for c in table_columns()]
     return dg.AssetCheckResult(
         passed=actual == expected,
         metadata={"expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual)},
@@ -150,13 +149,13 @@ def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: i
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    expected = len(DATA_COLUMN_NAMES) + (kind != "fullload")  # CDC rows lead with the operation
+    expected = {len(c.columns) + (kind != "fullload") for c in CONTRACTS}  # CDC rows lead with the operation
     records, line = 0, 0
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         for row in reader:
             spans_lines, line = reader.line_num > line + 1, reader.line_num
-            if row and len(row) != expected and spans_lines:
+            if row and len(row) not in expected and spans_lines:
                 return None
             records += bool(row)
     except csv.Error:

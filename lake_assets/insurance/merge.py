@@ -18,10 +18,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lake_assets.core.cdc import merge_sql
-from lake_assets.insurance.contract import KEY, TABLE_COLUMNS, TABLE_SCHEMA
+from lake_assets.insurance.contract import KEY, table_columns, table_schema
 from lake_assets.resources.storage import LakeStorage
 
-_DATA_AND_AUDIT = [name for name, _, _ in TABLE_COLUMNS]
+
+
+def _data_and_audit() -> list[str]:
+    return [c.name for c in table_columns()]
 
 
 def stage(storage: LakeStorage, key: str, rows: pa.Table) -> str:
@@ -49,7 +52,7 @@ _FEW_VALUES = {"location_name", "state_code", "region_name", "business_type", "e
 
 def create_from(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
     """The first commit of the table: the staged upserts (deletes meet no row)."""
-    rows = spark.read.parquet(staged_uri).where(F.col("_operation") != "D").select(*_DATA_AND_AUDIT)
+    rows = spark.read.parquet(staged_uri).where(F.col("_operation") != "D").select(*_data_and_audit())
     rows.write.format("delta").mode("append").save(table_uri)
 
 
@@ -61,7 +64,7 @@ def merge_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
     """One MERGE of the staged changes (one row per key, `_operation` I/U/L/D)."""
     view = "lake_cdc_batch"
     spark.read.parquet(staged_uri).createOrReplaceTempView(view)
-    spark.sql(merge_sql(f"delta.`{table_uri}`", view, [KEY], _DATA_AND_AUDIT, newer=NEWER)).collect()
+    spark.sql(merge_sql(f"delta.`{table_uri}`", view, [KEY], _data_and_audit(), newer=NEWER)).collect()
 
 
 #: A CDC batch of at least REWRITE_MIN_ROWS rows and REWRITE_FRACTION of the table's rows
@@ -91,8 +94,8 @@ def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> dic
         F.sum(F.when(upsert & present, 1).otherwise(0)).alias("updated"),
         F.sum(F.when(~upsert & present, 1).otherwise(0)).alias("deleted"),
     ).collect()[0]
-    kept = current.join(batch.select(KEY), on=KEY, how="left_anti").select(*_DATA_AND_AUDIT)
-    upserts = batch.filter(upsert).select(*_DATA_AND_AUDIT)
+    kept = current.join(batch.select(KEY), on=KEY, how="left_anti").select(*_data_and_audit())
+    upserts = batch.filter(upsert).select(*_data_and_audit())
     kept.unionByName(upserts).write.format("delta").mode("overwrite").save(table_uri)
     return {"numTargetRowsInserted": int(counts["inserted"] or 0), "numTargetRowsUpdated": int(counts["updated"] or 0),
             "numTargetRowsDeleted": int(counts["deleted"] or 0)}
@@ -100,4 +103,5 @@ def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> dic
 
 def conform(rows: pa.Table) -> pa.Table:
     """The staged batch in the table's column order and types."""
-    return rows.select(TABLE_SCHEMA.names).cast(TABLE_SCHEMA)
+    schema = table_schema()
+    return rows.select(schema.names).cast(schema)

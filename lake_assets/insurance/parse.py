@@ -18,6 +18,7 @@ entry of `ParsedFile.rejected`. Records are numbered from 1 in file order (the h
 there is one, is record 1); blank lines are not records.
 """
 
+import collections
 import csv
 import io
 import re
@@ -441,3 +442,38 @@ class RecordLines:
     def text(self, record: int) -> str:
         raw = self._data[self._starts[record - 1]:self._stops[record - 1]]
         return raw.rstrip(b"\r").decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class FileShape:
+    """What a file's first records say about its layout (which contract version wrote it)."""
+
+    header: list[str]  # the first record's fields, trimmed and lower-cased (a full load's header)
+    fields: int  # the most common field count among the first records
+
+
+SHAPE_SAMPLE_BYTES = 1 << 16
+SHAPE_SAMPLE_RECORDS = 200
+
+
+def file_shape(data: bytes) -> FileShape:
+    """The layout of a file from its first 64 KiB: a stray short or long record among them
+    does not decide it (the most common count does); the last, possibly cut, one is ignored."""
+    sample = data[:SHAPE_SAMPLE_BYTES]
+    cut = len(data) > len(sample)
+    text = sample.decode("utf-8", errors="replace").replace("\0", "")
+    records = []
+    try:
+        for record in csv.reader(io.StringIO(text, newline="")):
+            if record:
+                records.append(record)
+            if len(records) > SHAPE_SAMPLE_RECORDS:
+                break
+    except csv.Error:  # broken quoting: what was read so far decides
+        pass
+    if cut and len(records) > 1:
+        records = records[:-1]
+    if not records:
+        return FileShape([], 0)
+    counts = collections.Counter(len(r) for r in records)
+    return FileShape([f.strip().lower() for f in records[0]], counts.most_common(1)[0][0])

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, Field, write_deltalake
+from deltalake.schema import PrimitiveType
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import UsageError
@@ -45,17 +46,19 @@ from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import (
-    CDC_COLUMN_NAMES,
-    DATA_COLUMN_NAMES,
+    CONTRACTS,
     FULL_LOAD_OPERATION,
     KEY,
     QUARANTINE_SCHEMA,
     TABLE,
     TOMBSTONE_SCHEMA,
     HoldReason,
+    DELTA_TYPES,
     Reason,
+    current,
+    table_columns,
 )
-from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, parse_csv
+from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
 from lake_assets.insurance.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
 from lake_assets.insurance.validate import validate
 from lake_assets.core.quarantine import insert_absent_arrow
@@ -207,7 +210,17 @@ def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False)
     objects = raw_objects(storage)  # first: boto3 fails fast when S3 is unreachable
     latest = ledger.latest(TABLE)
     again = (APPROVED, REVERTED) if reapply else (APPROVED,)
-    return [o for o in objects if (o.key, o.etag) not in latest or latest[(o.key, o.etag)]["status"] in again]
+    return [o for o in objects if (o.key, o.etag) not in latest or latest[(o.key, o.etag)]["status"] in again
+            or refused_by_older_contract(latest[(o.key, o.etag)])]
+
+
+def refused_by_older_contract(entry: dict) -> bool:
+    """A file refused for columns no contract declared is pending again once a newer
+    contract version is declared (the refusal names the version it was checked against)."""
+    if entry["status"] != REJECTED or not (entry["detail"] or "").startswith(Reason.UNDECLARED_COLUMN.value):
+        return False
+    checked = re.search(r"contract v([0-9]+)", entry["detail"])
+    return checked is not None and int(checked.group(1)) < current().version
 
 
 def snapshot_group(key: str) -> str:
@@ -262,6 +275,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
+    _evolve(storage, report)
 
     approved = _approved(history)
     deliveries = _deliveries(history)
@@ -269,6 +283,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     snapshots = _snapshots([b for b in batches if b.obj.kind == FULLLOAD], _newest(history))
     changes = [b for b in batches if b.obj.kind == CDCLOAD and not b.refused]
 
+    _release_refusals(storage, ledger, pending)
     _quarantine(storage, batches, run_id, applied_at)
     _prune_tombstones(storage, applied_at - rules.tombstone_retention)
     current = _current_sequences(storage, None if snapshots else _keys(changes))
@@ -308,6 +323,41 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     report.rows_after = row_count(after) if after else 0
     report.duration_seconds = time.perf_counter() - started
     return report
+
+
+def _release_refusals(storage: LakeStorage, ledger: Ledger, pending: list[RawObject]) -> None:
+    """Files refused for undeclared columns, pending again under a newer contract: their
+    rows leave the quarantine (the new attempt accounts for them). Nothing is lost if the
+    run fails later: the ledger still says refused, so the next run does this again."""
+    latest = ledger.latest(TABLE)
+    released = [o for o in pending if (o.key, o.etag) in latest and refused_by_older_contract(latest[(o.key, o.etag)])]
+    quarantine = open_table(storage, INSURANCE_QUARANTINE) if released else None
+    if quarantine is None:
+        return
+    files = " OR ".join(f"(source_file = '{_quoted(o.key)}' AND source_etag = '{_quoted(o.etag)}')" for o in released)
+    quarantine.delete(f"reason = '{Reason.UNDECLARED_COLUMN.value}' AND ({files})")
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def _evolve(storage: LakeStorage, report: ApplyReport) -> None:
+    """Add the columns of contract versions declared since the table was written, as one
+    schema-change commit (delta-rs `ADD COLUMN`: Sail has no ALTER TABLE ADD COLUMNS).
+    Rows written before read the new columns as NULL."""
+    delta = open_table(storage, INSURANCE)
+    if delta is None:
+        return
+    present = {f.name for f in delta.schema().fields}
+    missing = [c for c in table_columns() if c.name not in present]
+    if not missing:
+        return
+    delta.alter.add_columns([Field(c.name, PrimitiveType(DELTA_TYPES[c.sql_type]), nullable=True,
+                                   metadata={"comment": c.description}) for c in missing])
+    delta = open_table(storage, INSURANCE)
+    report.commits.append(Commit(delta.version(), f"add columns ({', '.join(c.name for c in missing)}) "
+                                 f"for contract v{current().version}", 0, 0, 0, row_count(delta)))
 
 
 def _clean_up(storage: LakeStorage, staging: str, error: BaseException | None) -> None:
@@ -374,14 +424,32 @@ def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[
     delivery = len(deliveries.get(obj.key, set()) - {etag}) + 1
     folders = folder_pattern(rules.folder_date_format)
     if obj.kind == FULLLOAD:
-        parsed = parse_csv(obj.key, etag, data, DATA_COLUMN_NAMES, has_header=True)
-        if parsed.header is not None and [h.strip().lower() for h in parsed.header] != DATA_COLUMN_NAMES:
+        header = file_shape(data).header
+        contract = next((c for c in CONTRACTS if c.names == header), current())
+        parsed = parse_csv(obj.key, etag, data, contract.names, has_header=True)
+        newest = current().names
+        undeclared = header[len(newest):] if header[:len(newest)] == newest else []  # appended, as DMS does
+        if undeclared:
+            return _reject_all(obj, parsed, Reason.UNDECLARED_COLUMN,
+                               f"column(s) {', '.join(undeclared)} in the header are declared by no contract "
+                               f"(checked against contract v{current().version}); the file stays in the raw "
+                               "zone and applies once a contract version declares them")
+        if parsed.header is not None and [h.strip().lower() for h in parsed.header] != contract.names:
+            accepted = " or ".join(",".join(c.names) for c in reversed(CONTRACTS))
             return _reject_all(obj, parsed, Reason.BAD_HEADER,
-                               f"header must be {','.join(DATA_COLUMN_NAMES)}; found {','.join(parsed.header)}")
+                               f"header must be {accepted}; found {','.join(parsed.header)}")
         valid, invalid = validate(parsed.rows, FULL_LOAD_OPERATION)
         stamp = file_stamp(obj.key.removeprefix(RAW_FULLLOAD), folders)
     else:
-        parsed = parse_csv(obj.key, etag, data, CDC_COLUMN_NAMES, has_header=False)
+        fields = file_shape(data).fields
+        contract = next((c for c in CONTRACTS if len(c.cdc_names) == fields), current())
+        parsed = parse_csv(obj.key, etag, data, contract.cdc_names, has_header=False)
+        if fields > len(current().cdc_names):
+            return _reject_all(obj, parsed, Reason.UNDECLARED_COLUMN,
+                               f"its rows have {fields} fields, but the newest contract (checked against contract "
+                               f"v{current().version}) declares {len(current().cdc_names)} (the operation and "
+                               f"{len(current().names)} columns); the file stays in the raw zone and applies once a "
+                               "contract version declares the new column(s)")
         stamp = file_stamp(obj.key.removeprefix(RAW_CDC), folders)
         if stamp is None:
             return _reject_all(obj, parsed, Reason.NO_SEQUENCE,
@@ -712,5 +780,5 @@ def _ledger_entry(batch: FileBatch, version: int | None, run_id: str, at: dt.dat
         source_kind=batch.obj.kind, status=batch.status, rows_in_file=batch.parsed.record_count,
         rows_applied=applied, rows_superseded=0 if waiting else batch.superseded,
         rows_quarantined=len(batch.rejected), table_version=None if waiting else version, run_id=run_id,
-        recorded_at=at, detail=batch.held or batch.detail, source_sequence=sequence,
+        recorded_at=at, detail=batch.detail if batch.refused else batch.held or batch.detail, source_sequence=sequence,
     )

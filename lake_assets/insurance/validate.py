@@ -2,7 +2,8 @@
 
 Vectorised with pyarrow compute and no per-row Python. A row gets the first reason that
 applies, in the order of `_rules`. Delete rows only need a valid key: the other fields of
-a delete are not applied.
+a delete are not applied. A file of an older contract version lacks the columns later
+versions added: they are NULL in its rows.
 
 Clean columns take a fast path: a column whose values all have no surrounding whitespace
 is not trimmed (a look at each value's first and last byte says so); an integer column of
@@ -16,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_assets.insurance.contract import (
-    DATA_COLUMNS,
+    BOOLEAN_VALUES,
     FLAG_COLUMNS,
-    INTEGER_COLUMNS,
     KEY,
     OPERATIONS,
     Reason,
+    current,
 )
 from lake_assets.insurance.parse import RECORD, Rejected
 
@@ -44,9 +45,11 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
 
     # Each value is checked once; the checks also give the typed values of the valid rows.
     checked, typed = {}, {}
-    for column in INTEGER_COLUMNS:
+    for column in _columns_of(trimmed, pa.types.is_integer):
         checked[column], typed[column] = _int32(trimmed[column])
     checked["expiry_date"], typed["expiry_date"] = _date(trimmed["expiry_date"])
+    for column in _columns_of(trimmed, pa.types.is_boolean):
+        checked[column], typed[column] = _boolean(trimmed[column])
     flags, flag_checked = {}, {}
     for column in FLAG_COLUMNS:
         flags[column], flag_checked[column] = _flag(trimmed[column])
@@ -74,7 +77,11 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
     ) if any_bad else Rejected.empty()
     good = pc.invert(bad)
     columns = {}
-    for name, arrow_type, _ in DATA_COLUMNS:
+    kept = rows.num_rows - len(rejected)
+    for name, arrow_type in ((c.name, c.arrow_type) for c in current().columns):
+        if name not in trimmed:  # a column of a later contract version than the file's
+            columns[name] = pa.nulls(kept, arrow_type)
+            continue
         if name in typed:
             values = typed[name]
         elif name in flags:
@@ -99,7 +106,7 @@ def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array | None], ops
     negative = None if key_checked is None else pc.match_substring_regex(values[KEY], NEGATIVE_PATTERN)
     yield negative, Reason.NEGATIVE_KEY, KEY  # the fast path takes digits only: never negative
     not_delete = pc.invert(is_delete)
-    for column in INTEGER_COLUMNS:
+    for column in _columns_of(values, pa.types.is_integer):
         if column != KEY and checked[column] is not None:
             present = pc.not_equal(values[column], "")
             yield pc.and_(not_delete, pc.and_(present, pc.invert(checked[column]))), Reason.BAD_INTEGER, column
@@ -110,6 +117,15 @@ def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array | None], ops
     for column in FLAG_COLUMNS:
         if checked[column] is not None:
             yield pc.and_(not_delete, pc.invert(checked[column])), Reason.BAD_FLAG, column
+    for column in _columns_of(values, pa.types.is_boolean):
+        if checked[column] is not None:
+            yield pc.and_(not_delete, pc.invert(checked[column])), Reason.BAD_BOOLEAN, column
+
+
+def _columns_of(values: dict[str, pa.ChunkedArray], is_type) -> list[str]:  # noqa: ANN001 - a pa.types test
+    """The newest contract's columns of a type that the file carries (an older version's
+    file lacks the columns later ones added)."""
+    return [c.name for c in current().columns if is_type(c.arrow_type) and c.name in values]
 
 
 def _int32(values: pa.ChunkedArray) -> tuple[pa.Array | None, pa.Array]:
@@ -151,6 +167,20 @@ def _date(values: pa.ChunkedArray) -> tuple[pa.Array | None, pa.Array]:
     dates = pc.cast(parsed, pa.date32())
     well_formed = pc.fill_null(pc.and_(shaped, pc.equal(pc.cast(dates, pa.string()), values)), False)
     return well_formed, pc.if_else(well_formed, dates, pa.scalar(None, pa.date32()))
+
+
+def _boolean(values: pa.ChunkedArray) -> tuple[pa.Array | None, pa.Array]:
+    """(well-formed mask, or None when every value is; booleans, NULL where empty or not
+    well formed). Well formed: empty, or one of BOOLEAN_VALUES' spellings in any case."""
+    spelled = pc.utf8_lower(values)
+    true = pc.is_in(spelled, _TRUE)
+    well_formed = pc.or_(pc.or_(true, pc.is_in(spelled, _FALSE)), pc.equal(spelled, ""))
+    booleans = pc.if_else(pc.and_(well_formed, pc.not_equal(spelled, "")), true, pa.scalar(None, pa.bool_()))
+    return (None if pc.all(well_formed).as_py() else well_formed), booleans
+
+
+_TRUE = pa.array([k for k, v in BOOLEAN_VALUES.items() if v])
+_FALSE = pa.array([k for k, v in BOOLEAN_VALUES.items() if not v])
 
 
 def _flag(values: pa.ChunkedArray) -> tuple[pa.ChunkedArray, pa.Array | None]:

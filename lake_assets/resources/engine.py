@@ -73,35 +73,57 @@ class SparkEngine(dg.ConfigurableResource):
         return self._build_local_jvm(storage)
 
     def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
-        builder = SparkSession.builder.master("local[*]").appName("lake")
-        if self.jars_dir:
-            builder = builder.config("spark.jars", ",".join(str(p) for p in local_jars(Path(self.jars_dir))))
-        elif self.packages:
-            builder = builder.config("spark.jars.packages", self.packages)
-        else:
-            raise EngineUnavailable(
-                "LAKE_ENGINE=local needs the Delta and S3A jars: set LAKE_SPARK_JARS to a directory holding "
-                + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items())
-                + f", or on an online machine LAKE_SPARK_PACKAGES={DEFAULT_PACKAGES}"
-            )
-        key, secret = storage.credentials()
-        conf = {
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "spark.hadoop.fs.s3a.endpoint": storage.endpoint_url,
-            "spark.hadoop.fs.s3a.path.style.access": "true",
-            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(storage.endpoint_url.startswith("https")).lower(),
-            "spark.hadoop.fs.s3a.access.key": key,
-            "spark.hadoop.fs.s3a.secret.key": secret,
-            "spark.sql.session.timeZone": "UTC",
-        }
-        for name, value in conf.items():
-            builder = builder.config(name, value)
+        builder = local_jvm_builder(storage, Path(self.jars_dir) if self.jars_dir else None, self.packages)
         try:
             return builder.getOrCreate()
         except Exception as error:  # the JVM failed to start or to resolve packages
             raise EngineUnavailable(f"the local JVM Spark engine did not start: {error}") from error
+
+
+#: Added to the Delta jars configure_spark_with_delta_pip asks for: the S3A filesystem.
+S3A_PACKAGES = ["org.apache.hadoop:hadoop-aws:3.3.4"]
+
+
+def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str) -> SparkSession.Builder:
+    """A local JVM Spark session builder configured the way delta-spark users expect.
+
+    The jars come from, in order: `jars_dir` (offline: LAKE_SPARK_JARS), `packages`
+    (LAKE_SPARK_PACKAGES), or delta-spark's `configure_spark_with_delta_pip` (the optional
+    `jvm` dependency group: `uv sync --extra jvm`), which resolves the Delta jars matching
+    the installed delta-spark from Maven. Either way the Delta SQL extensions and catalog
+    are on, so `MERGE INTO`, `DESCRIBE HISTORY` and `delta.` paths work as on the engine.
+    """
+    builder = SparkSession.builder.master("local[*]").appName("lake")
+    if jars_dir is not None:
+        builder = builder.config("spark.jars", ",".join(str(p) for p in local_jars(jars_dir)))
+    elif packages:
+        builder = builder.config("spark.jars.packages", packages)
+    else:
+        try:
+            from delta import configure_spark_with_delta_pip
+        except ImportError:
+            raise EngineUnavailable(
+                "LAKE_ENGINE=local needs Delta for Spark: install the optional group (`uv sync --extra jvm`, "
+                "online), or set LAKE_SPARK_JARS to a directory holding "
+                + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items())
+                + f", or LAKE_SPARK_PACKAGES={DEFAULT_PACKAGES}"
+            ) from None
+        builder = configure_spark_with_delta_pip(builder, extra_packages=S3A_PACKAGES)
+    key, secret = storage.credentials()
+    conf = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.endpoint": storage.endpoint_url,
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": str(storage.endpoint_url.startswith("https")).lower(),
+        "spark.hadoop.fs.s3a.access.key": key,
+        "spark.hadoop.fs.s3a.secret.key": secret,
+        "spark.sql.session.timeZone": "UTC",
+    }
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    return builder
 
 
 def local_jars(jars_dir: Path) -> list[Path]:

@@ -97,8 +97,8 @@ def test_valid_rows_are_typed_trimmed_and_flags_upper_cased() -> None:
     assert valid[0] == {
         "policy_id": 7, "expiry_date": dt.date(2024, 2, 29), "location_name": "Urban", "state_code": "CA",
         "region_name": "West", "insured_value": 5, "business_type": "Retail",
-        "earthquake_coverage": "Y", "flood_coverage": "N", "_operation": "U", RECORD: 1,
-    }
+        "earthquake_coverage": "Y", "flood_coverage": "N", "is_flagged": None, "_operation": "U", RECORD: 1,
+    }  # a v1 row: contract v2's is_flagged is NULL
     # empty optional values become NULL
     assert valid[1]["expiry_date"] is None and valid[1]["insured_value"] is None
     assert valid[1]["location_name"] is None and valid[1]["_operation"] == "I"

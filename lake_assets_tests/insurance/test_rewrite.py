@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.insurance import merge
-from lake_assets.insurance.contract import TABLE_SCHEMA
+from lake_assets.insurance.contract import table_schema
 from lake_assets.insurance.pipeline import apply_pending
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE
@@ -62,11 +62,11 @@ def test_wide_batches_choose_the_rewrite() -> None:
 def _rows(changes: list[tuple[int, str, str, int | None]]) -> pa.Table:
     """Staged rows (key, operation, sequence, insured value) in the table's schema."""
     count = len(changes)
-    columns = {name: pa.nulls(count, field.type) for name, field in zip(TABLE_SCHEMA.names, TABLE_SCHEMA)}
+    columns = {name: pa.nulls(count, field.type) for name, field in zip(table_schema().names, table_schema())}
     columns.update({"policy_id": pa.array([c[0] for c in changes], pa.int32()),
                     "_operation": pa.array([c[1] for c in changes]), "_sequence": pa.array([c[2] for c in changes]),
                     "insured_value": pa.array([c[3] for c in changes], pa.int32())})
-    return pa.table(columns, schema=TABLE_SCHEMA)
+    return pa.table(columns, schema=table_schema())
 
 
 @pytest.mark.parametrize("strategy", ["merge_changes", "rewrite_changes"])
