@@ -1,0 +1,115 @@
+"""SCD type 2 history maintained from a change feed (what `APPLY CHANGES ... STORED AS SCD
+TYPE 2` gives): one row per version of a key, valid from the commit that wrote it until
+the commit that replaced or deleted it.
+
+The time axis is the commit timestamp (with the commit version beside it): it is defined
+for every change (a full load's sequence is an arrival stamp, not a time), it only grows,
+and it is the axis of time travel, so the rows valid at T are the table `--as-of T`.
+The source order (`_sequence`) stays on each row.
+
+A catch-up applies the feed's versions newer than the history's newest in one Delta MERGE
+(close the key's current row, insert its new versions), so it is idempotent per version
+and a failure leaves the history at its last commit.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, Field, write_deltalake
+
+from lake_assets.core.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, FEED_COLUMNS, ChangeType
+from lake_assets.core.formats.delta import open_table
+from lake_assets.core.tables import LakeTable
+from lake_assets.resources.storage import LakeStorage
+
+VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
+FROM_VERSION, TO_VERSION = "valid_from_version", "valid_to_version"
+_TIME = FEED_COLUMNS.field(COMMIT_TIMESTAMP).type
+VALIDITY = pa.schema([(VALID_FROM, _TIME), (VALID_TO, _TIME), (IS_CURRENT, pa.bool_()),
+                      (FROM_VERSION, pa.int64()), (TO_VERSION, pa.int64())])
+_MERGE_KEY, _ACTION = "_merge_key", "_action"
+
+
+@dataclass
+class HistoryReport:
+    versions: list[int] = field(default_factory=list)
+    opened: int = 0  # new row versions
+    closed: int = 0  # keys whose current row a change or delete closed (at most)
+
+
+def covered_through(delta: DeltaTable | None) -> int | None:
+    """The newest feed version the history has applied (an open or a close)."""
+    if delta is None:
+        return None
+    rows = delta.to_pyarrow_dataset().to_table(columns=[FROM_VERSION, TO_VERSION])
+    newest = [pc.max(rows[c]).as_py() for c in (FROM_VERSION, TO_VERSION)]
+    newest = [v for v in newest if v is not None]
+    return max(newest) if newest else None
+
+
+def catch_up(storage: LakeStorage, feed: LakeTable, history: LakeTable, key: str) -> HistoryReport:
+    current = open_table(storage, history)
+    through = covered_through(current)
+    start = -1 if through is None else through
+    stored = open_table(storage, feed)
+    if stored is None:
+        return HistoryReport()
+    changes = stored.to_pyarrow_dataset().to_table(
+        filter=(pc.field(COMMIT_VERSION) > start) & (pc.field(CHANGE_TYPE) != ChangeType.UPDATE_PREIMAGE.value))
+    if not changes.num_rows:
+        return HistoryReport()
+    data = [n for n in changes.column_names if n not in FEED_COLUMNS.names]
+    changes = changes.sort_by([(key, "ascending"), (COMMIT_VERSION, "ascending")])
+    keys = changes[key].to_numpy(zero_copy_only=False)
+    has_next = np.append(keys[1:] == keys[:-1], False)  # the key's next change in this batch closes it
+    first = np.insert(~has_next[:-1], 0, True)
+    next_time = pa.concat_arrays([changes[COMMIT_TIMESTAMP].combine_chunks().slice(1), pa.nulls(1, _TIME)])
+    next_version = pa.concat_arrays([changes[COMMIT_VERSION].combine_chunks().slice(1), pa.nulls(1, pa.int64())])
+    upsert = pc.not_equal(changes[CHANGE_TYPE], ChangeType.DELETE.value)
+    closed_by_next = pa.array(has_next)
+    opens = changes.filter(upsert)
+    opened = pa.table({
+        **{n: opens[n] for n in data},
+        VALID_FROM: opens[COMMIT_TIMESTAMP],
+        VALID_TO: pc.if_else(closed_by_next, next_time, pa.scalar(None, _TIME)).filter(upsert),
+        IS_CURRENT: pc.invert(closed_by_next).filter(upsert),
+        FROM_VERSION: opens[COMMIT_VERSION],
+        TO_VERSION: pc.if_else(closed_by_next, next_version, pa.scalar(None, pa.int64())).filter(upsert),
+    })
+    report = HistoryReport(sorted(set(changes[COMMIT_VERSION].to_pylist())), opened.num_rows)
+    uri, options = history.uri(storage), storage.delta_storage_options()
+    if current is None:
+        write_deltalake(uri, opened, mode="append", storage_options=options)
+        return report
+    firsts = changes.filter(pa.array(first))  # the first change of each key closes its current row
+    closes = pa.table({**{n: pa.nulls(firsts.num_rows, changes.schema.field(n).type) for n in data},
+                       VALID_FROM: pa.nulls(firsts.num_rows, _TIME), VALID_TO: firsts[COMMIT_TIMESTAMP],
+                       IS_CURRENT: pa.repeat(False, firsts.num_rows), FROM_VERSION: pa.nulls(firsts.num_rows, pa.int64()),
+                       TO_VERSION: firsts[COMMIT_VERSION]}).cast(opened.schema)
+    report.closed = closes.num_rows
+    source = pa.concat_tables([
+        opened.append_column(_MERGE_KEY, pa.nulls(opened.num_rows, opened.schema.field(key).type))
+        .append_column(_ACTION, pa.repeat("open", opened.num_rows)),
+        closes.append_column(_MERGE_KEY, firsts[key]).append_column(_ACTION, pa.repeat("close", closes.num_rows)),
+    ])
+    target = DeltaTable(uri, storage_options=options)
+    known = set(pa.schema(target.schema().to_arrow()).names)
+    added = [Field.from_arrow(f) for f in opened.schema if f.name not in known]
+    if added:  # the table gained a column (declared schema evolution): so does its history
+        target.alter.add_columns(added)
+    (target
+     .merge(source, predicate=f"t.{key} = s.{_MERGE_KEY} AND t.{IS_CURRENT}", source_alias="s", target_alias="t")
+     .when_matched_update({VALID_TO: f"s.{VALID_TO}", TO_VERSION: f"s.{TO_VERSION}", IS_CURRENT: "false"},
+                          predicate=f"s.{_ACTION} = 'close'")
+     .when_not_matched_insert({n: f"s.{n}" for n in opened.column_names}, predicate=f"s.{_ACTION} = 'open'")
+     .execute())
+    return report
+
+
+def current_rows(storage: LakeStorage, history: LakeTable) -> pa.Table | None:
+    delta = open_table(storage, history)
+    if delta is None:
+        return None
+    return delta.to_pyarrow_dataset().to_table(filter=pc.field(IS_CURRENT))
