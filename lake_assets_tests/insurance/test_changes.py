@@ -145,3 +145,20 @@ def test_replaying_the_feed_up_to_each_version_gives_that_version(storage: LakeS
         old = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
         assert replay(storage, version) == {r["policy_id"]: r for r in old}
     assert_history_invariants(storage)
+
+
+def test_a_compaction_changes_no_rows_and_adds_nothing_to_the_feed(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"I,{row(3, 300)}"))
+    run(storage, spark)
+    compacted = DeltaTable(INSURANCE.uri(storage), storage_options=storage.delta_storage_options())
+    assert compacted.optimize.compact()["numFilesRemoved"] >= 2  # a commit that moves every row (v2)
+    assert change_feed.derive(storage, INSURANCE, "policy_id", 2).num_rows == 0
+    put(storage, CDC_2, cdc(f"U,{row(3, 333)}"))
+    report = run(storage, spark)
+    assert report.derived.feed.versions == [3]
+    assert [(c, v, k) for c, v, k, _, _ in feed(storage) if v >= 2] == [
+        ("update_preimage", 3, 3), ("update_postimage", 3, 3)]
+    assert_history_invariants(storage)
+    assert replay(storage) == table(storage)
