@@ -36,7 +36,8 @@ def replay(storage: LakeStorage, through: int | None = None) -> dict[int, dict]:
 
 def assert_history_invariants(storage: LakeStorage) -> None:
     """SCD2: per key, versions ordered and contiguous (each closed when the next opens), at
-    most one current row, a closed row has a valid_to, and the current rows are the table."""
+    most one current row, a closed row has a valid_to, the rows valid at each version are the
+    table at that version, and the current rows are the table."""
     delta = open_table(storage, INSURANCE_HISTORY)
     rows = to_arrow(delta).to_pylist() if delta else []
     by_key: dict[int, list[dict]] = {}
@@ -53,9 +54,14 @@ def assert_history_invariants(storage: LakeStorage) -> None:
             assert (r["valid_to"] is None) == r["is_current"] == (r["valid_to_version"] is None), r
             assert r["valid_to"] is None or r["valid_from"] <= r["valid_to"], r
             assert r["valid_to_version"] is None or r["valid_from_version"] < r["valid_to_version"], r
+    table = open_table(storage, INSURANCE)
+    for version in range(table.version() + 1 if table else 0):  # the rows valid at V are the table at V
+        valid = {r["policy_id"]: {c: r[c] for c in DATA_COLUMN_NAMES} for r in rows
+                 if r["valid_from_version"] <= version and (r["valid_to_version"] is None or version < r["valid_to_version"])}
+        at = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
+        assert valid == {r["policy_id"]: r for r in at}, f"history valid at v{version}"
     current = [r for r in rows if r["is_current"]]
     assert not [k for k, n in Counter(r["policy_id"] for r in current).items() if n > 1]
-    table = open_table(storage, INSURANCE)
     live = to_arrow(table).select(DATA_COLUMN_NAMES).to_pylist() if table else []
     assert {r["policy_id"]: {c: r[c] for c in DATA_COLUMN_NAMES} for r in current} == \
         {r["policy_id"]: r for r in live}
