@@ -168,17 +168,23 @@ def _label(rows: pa.Table, change: ChangeType, commit: Commit) -> pa.Table:
 
 
 def covered_through(storage: LakeStorage, feed: LakeTable) -> int | None:
-    """The newest version with rows in the feed (from the log's file statistics)."""
+    """The newest version with rows in the feed."""
     delta = open_table(storage, feed)
-    if delta is None:
-        return None
+    return None if delta is None else column_max(delta, COMMIT_VERSION)
+
+
+def column_max(delta: DeltaTable, column: str) -> int | None:
+    """The largest value of an integer column: from the log's file statistics (no data read),
+    or by reading the column where a file has none."""
     actions = pa.table(delta.get_add_actions(flatten=True))
-    column = f"max.{COMMIT_VERSION}"
     if not actions.num_rows:
         return None
-    if column in actions.column_names and actions[column].null_count == 0:
-        return pc.max(actions[column]).as_py()
-    return pc.max(delta.to_pyarrow_dataset().to_table(columns=[COMMIT_VERSION])[COMMIT_VERSION]).as_py()
+    stat, nulls = f"max.{column}", f"null_count.{column}"
+    if stat in actions.column_names and nulls in actions.column_names:
+        all_null = pc.equal(actions[nulls], actions["num_records"])  # such a file has no max: fine
+        if pc.all(pc.or_(pc.is_valid(actions[stat]), pc.fill_null(all_null, False))).as_py():
+            return pc.max(actions[stat]).as_py()
+    return pc.max(delta.to_pyarrow_dataset().to_table(columns=[column])[column]).as_py()
 
 
 def catch_up(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) -> FeedReport:

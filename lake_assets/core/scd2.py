@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, Field, write_deltalake
 
-from lake_assets.core.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, FEED_COLUMNS, ChangeType
+from lake_assets.core.change_feed import (CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, FEED_COLUMNS, ChangeType,
+                                          column_max)
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
@@ -43,9 +44,7 @@ def covered_through(delta: DeltaTable | None) -> int | None:
     """The newest feed version the history has applied (an open or a close)."""
     if delta is None:
         return None
-    rows = delta.to_pyarrow_dataset().to_table(columns=[FROM_VERSION, TO_VERSION])
-    newest = [pc.max(rows[c]).as_py() for c in (FROM_VERSION, TO_VERSION)]
-    newest = [v for v in newest if v is not None]
+    newest = [v for v in (column_max(delta, FROM_VERSION), column_max(delta, TO_VERSION)) if v is not None]
     return max(newest) if newest else None
 
 
