@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import unquote, urlparse
 
-import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -142,21 +142,26 @@ def _rows(dataset: ds.Dataset, paths: list[str], version: int, table: LakeTable)
 
 
 def _changed(removed: pa.Table, added: pa.Table, columns: list[str], key: str) -> tuple[pa.Table, pa.Table]:
-    """(removed rows, added rows) without the rows present, equal in every column, on both sides."""
+    """(removed rows, added rows) without the rows present, equal in every column, on both sides.
+
+    Keys are unique on each side (the table's invariant), so each added row is matched with
+    the removed row of its key by a hash lookup, and compared column by column (NULL equals NULL).
+    """
     if not removed.num_rows or not added.num_rows:
         return removed, added
-    same = " AND ".join([f'r."{key}" = a."{key}"'] +
-                        [f'r."{c}" IS NOT DISTINCT FROM a."{c}"' for c in columns if c != key])
-    with duckdb.connect() as con:
-        con.register("r", removed.append_column("_row", pa.array(range(removed.num_rows), pa.int64())))
-        con.register("a", added.append_column("_row", pa.array(range(added.num_rows), pa.int64())))
-        carried = con.execute(f"SELECT r._row, a._row FROM r JOIN a ON {same}").fetchall()
-    if not carried:
-        return removed, added
-    gone = pa.array([r for r, _ in carried], pa.int64())
-    kept = pa.array([a for _, a in carried], pa.int64())
-    return (removed.filter(pc.invert(pc.is_in(pa.array(range(removed.num_rows), pa.int64()), value_set=gone))),
-            added.filter(pc.invert(pc.is_in(pa.array(range(added.num_rows), pa.int64()), value_set=kept))))
+    position = pc.index_in(added[key], value_set=removed[key])  # the removed row of the same key, or null
+    matched = pc.is_valid(position)
+    before = removed.take(pc.fill_null(position, 0))
+    same = matched
+    for column in columns:
+        if column == key:
+            continue
+        left, right = added[column], before[column]
+        equal = pc.fill_null(pc.equal(left, right), False)
+        same = pc.and_(same, pc.or_(equal, pc.and_(pc.is_null(left), pc.is_null(right))))
+    carried = pc.filter(position, same)  # removed rows carried over unchanged
+    unchanged = pc.is_in(pa.array(np.arange(removed.num_rows)), value_set=carried.cast(pa.int64()))
+    return removed.filter(pc.invert(unchanged)), added.filter(pc.invert(same))
 
 
 def _label(rows: pa.Table, change: ChangeType, commit: Commit) -> pa.Table:
