@@ -109,10 +109,13 @@ def _relative(path: str, table_uri: str) -> str:
 
 
 def derive(storage: LakeStorage, table: LakeTable, key: str, version: int,
-           current: DeltaTable | None = None) -> pa.Table:
-    """The change rows of `version` (table columns + change columns), ordered by key."""
-    current = current or open_table(storage, table)
-    dataset = current.to_pyarrow_dataset()  # the newest schema: columns added later read as NULL
+           dataset: ds.Dataset | None = None) -> pa.Table:
+    """The change rows of `version` (table columns + change columns), ordered by key.
+
+    `dataset` is the table's newest snapshot (its schema and file system): columns added
+    after `version` read as NULL.
+    """
+    dataset = dataset or open_table(storage, table).to_pyarrow_dataset()
     schema = pa.schema(list(dataset.schema) + list(FEED_COLUMNS))
     commit = read_commit(storage, table, version)
     if not commit.added and not commit.removed:
@@ -137,8 +140,9 @@ def _rows(dataset: ds.Dataset, paths: list[str], version: int, table: LakeTable)
                                            filesystem=dataset.filesystem)
     try:
         return files.to_table()
-    except (FileNotFoundError, OSError) as error:
-        raise FeedUnavailable(f"{table.name} v{version}: a file it replaced is gone (vacuumed?): {error}") from error
+    except OSError as error:
+        raise FeedUnavailable(f"{table.name} v{version}: a file it added or replaced cannot be read "
+                              f"(vacuumed, or S3 unreachable): {error}") from error
 
 
 def _changed(removed: pa.Table, added: pa.Table, columns: list[str], key: str) -> tuple[pa.Table, pa.Table]:
@@ -192,10 +196,14 @@ def column_max(delta: DeltaTable, column: str) -> int | None:
     return pc.max(delta.to_pyarrow_dataset().to_table(columns=[column])[column]).as_py()
 
 
+#: A catch-up writes the feed in commits of about this many rows.
+WRITE_ROWS = 1_000_000
+
+
 def catch_up(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) -> FeedReport:
     """Derive and write the feed of every table version newer than the feed's newest.
 
-    The versions are written in one feed commit that replaces that range, so running it
+    Each range of versions is written in one feed commit that replaces that range, so running it
     again (after a failure anywhere, or concurrently) converges on the same rows. Versions
     with no change rows (a schema change, an OPTIMIZE) leave nothing to write.
     """
@@ -208,13 +216,19 @@ def catch_up(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) 
     report = FeedReport(covered_through=newest)
     if start > newest:
         return report
-    derived = [derive(storage, table, key, version, current) for version in range(start, newest + 1)]
-    rows = pa.concat_tables(derived, promote_options="default")
-    report.versions = sorted(set(rows[COMMIT_VERSION].to_pylist()))
-    for change, count in zip(*pc.value_counts(rows[CHANGE_TYPE]).flatten()):
-        report.rows[change.as_py()] = count.as_py()
-    if rows.num_rows:
-        _write(storage, feed, rows, start, newest)
+    dataset = current.to_pyarrow_dataset()
+    pending, first = [], start
+    for version in range(start, newest + 1):
+        rows = derive(storage, table, key, version, dataset)
+        for change, count in zip(*pc.value_counts(rows[CHANGE_TYPE]).flatten()):
+            report.rows[change.as_py()] += count.as_py()
+        if rows.num_rows:
+            report.versions.append(version)
+            pending.append(rows)
+        if version == newest or sum(p.num_rows for p in pending) >= WRITE_ROWS:
+            if pending:  # one commit per range of versions: memory stays bounded on a long catch-up
+                _write(storage, feed, pa.concat_tables(pending, promote_options="default"), first, version)
+            pending, first = [], version + 1
     return report
 
 
@@ -245,7 +259,9 @@ def read(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str, star
         where = (pc.field(COMMIT_VERSION) >= start) & (pc.field(COMMIT_VERSION) <= end)
         parts.append(stored.to_pyarrow_dataset().to_table(filter=where))
     first_missing = max(start, (through if through is not None else -1) + 1)
-    parts += [derive(storage, table, key, version, current) for version in range(first_missing, end + 1)]
+    if first_missing <= end:
+        dataset = current.to_pyarrow_dataset()
+        parts += [derive(storage, table, key, version, dataset) for version in range(first_missing, end + 1)]
     if not parts:
         return FEED_COLUMNS.empty_table()
     rows = pa.concat_tables(parts, promote_options="default")

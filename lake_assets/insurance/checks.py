@@ -210,8 +210,9 @@ def _changes_cover_table(storage: LakeStorage) -> dg.AssetCheckResult:
     if table is None:
         return dg.AssetCheckResult(passed=through is None, metadata={"note": "table not created yet"})
     start = 0 if through is None else through + 1
+    dataset = table.to_pyarrow_dataset()
     missing = [v for v in range(start, table.version() + 1)
-               if change_feed.derive(storage, INSURANCE, KEY, v, table).num_rows]
+               if change_feed.derive(storage, INSURANCE, KEY, v, dataset).num_rows]
     return dg.AssetCheckResult(
         passed=not missing and (through is None or through <= table.version()),
         metadata={"table_version": table.version(), "feed_through_version": -1 if through is None else through,

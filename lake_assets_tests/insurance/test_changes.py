@@ -116,6 +116,19 @@ def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, sp
     assert len(feed(storage)) == 3
 
 
+class _Crash:
+    """`change_feed._write` that fails its first call, then records the version ranges it writes."""
+
+    def __init__(self, write) -> None:
+        self.write, self.ranges = write, []
+
+    def __call__(self, storage, feed, rows, start, end) -> None:
+        self.ranges.append((start, end))
+        if len(self.ranges) == 1:
+            raise RuntimeError("killed before the feed write")
+        self.write(storage, feed, rows, start, end)
+
+
 def test_a_restore_by_delta_rs_shows_in_the_feed_and_history(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, FULL, full_load(row(1, 100), row(2, 200)))
     run(storage, spark)
@@ -134,13 +147,20 @@ def test_a_restore_by_delta_rs_shows_in_the_feed_and_history(storage: LakeStorag
     assert replay(storage) == table(storage)
 
 
-def test_replaying_the_feed_up_to_each_version_gives_that_version(storage: LakeStorage, spark: SparkSession) -> None:
+def test_replaying_the_feed_up_to_each_version_gives_that_version(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     put(storage, FULL, full_load(*(row(k, k) for k in range(1, 8))))
     run(storage, spark)
+    monkeypatch.setattr(change_feed, "_write", crash_once := _Crash(change_feed._write))
+    put(storage, CDC_2, cdc(f"U,{row(4, 44)}"))
+    with pytest.raises(RuntimeError):
+        run(storage, spark)  # v1 is not in the feed, and v2, v3 follow before a run catches up
+    monkeypatch.setattr(change_feed, "WRITE_ROWS", 1)  # then one feed commit per version
     put(storage, CDC_1, cdc(f"U,{row(3, 33)}", "D,5,,,,,,,,", f"I,{row(9, 9)}"))
     run(storage, spark)
     put(storage, "raw/fullload/full-load-2.csv", full_load(*(row(k, k * 10) for k in (1, 2, 3, 9))))
     run(storage, spark)  # a snapshot: updates, and deletes for the keys it lacks
+    assert crash_once.ranges[-3:] == [(1, 1), (2, 2), (3, 3)]
     for version in range(open_table(storage, INSURANCE).version() + 1):
         old = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
         assert replay(storage, version) == {r["policy_id"]: r for r in old}
