@@ -28,8 +28,6 @@ from lake_assets.resources.storage import LakeStorage
 VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
 FROM_VERSION, TO_VERSION = "valid_from_version", "valid_to_version"
 _TIME = FEED_COLUMNS.field(COMMIT_TIMESTAMP).type
-VALIDITY = pa.schema([(VALID_FROM, _TIME), (VALID_TO, _TIME), (IS_CURRENT, pa.bool_()),
-                      (FROM_VERSION, pa.int64()), (TO_VERSION, pa.int64())])
 _MERGE_KEY, _ACTION = "_merge_key", "_action"
 
 
@@ -49,55 +47,40 @@ def covered_through(delta: DeltaTable | None) -> int | None:
 
 
 def catch_up(storage: LakeStorage, feed: LakeTable, history: LakeTable, key: str) -> HistoryReport:
+    """Apply the feed's versions newer than the history's newest to the history."""
     current = open_table(storage, history)
     through = covered_through(current)
-    start = -1 if through is None else through
     stored = open_table(storage, feed)
     if stored is None:
         return HistoryReport()
     changes = stored.to_pyarrow_dataset().to_table(
-        filter=(pc.field(COMMIT_VERSION) > start) & (pc.field(CHANGE_TYPE) != ChangeType.UPDATE_PREIMAGE.value))
+        filter=(pc.field(COMMIT_VERSION) > (-1 if through is None else through))
+        & (pc.field(CHANGE_TYPE) != ChangeType.UPDATE_PREIMAGE.value))
     if not changes.num_rows:
         return HistoryReport()
-    data = [n for n in changes.column_names if n not in FEED_COLUMNS.names]
     changes = changes.sort_by([(key, "ascending"), (COMMIT_VERSION, "ascending")])
     keys = changes[key].to_numpy(zero_copy_only=False)
-    has_next = np.append(keys[1:] == keys[:-1], False)  # the key's next change in this batch closes it
-    first = np.insert(~has_next[:-1], 0, True)
-    next_time = pa.concat_arrays([changes[COMMIT_TIMESTAMP].combine_chunks().slice(1), pa.nulls(1, _TIME)])
-    next_version = pa.concat_arrays([changes[COMMIT_VERSION].combine_chunks().slice(1), pa.nulls(1, pa.int64())])
-    upsert = pc.not_equal(changes[CHANGE_TYPE], ChangeType.DELETE.value)
-    closed_by_next = pa.array(has_next)
-    opens = changes.filter(upsert)
-    opened = pa.table({
-        **{n: opens[n] for n in data},
-        VALID_FROM: opens[COMMIT_TIMESTAMP],
-        VALID_TO: pc.if_else(closed_by_next, next_time, pa.scalar(None, _TIME)).filter(upsert),
-        IS_CURRENT: pc.invert(closed_by_next).filter(upsert),
-        FROM_VERSION: opens[COMMIT_VERSION],
-        TO_VERSION: pc.if_else(closed_by_next, next_version, pa.scalar(None, pa.int64())).filter(upsert),
-    })
+    has_next = np.append(keys[1:] == keys[:-1], False)  # the key changes again in this batch
+    opened = _opened(changes, has_next)
     report = HistoryReport(sorted(set(changes[COMMIT_VERSION].to_pylist())), opened.num_rows)
     uri, options = history.uri(storage), storage.delta_storage_options()
     if current is None:
         write_deltalake(uri, opened, mode="append", storage_options=options)
         return report
-    firsts = changes.filter(pa.array(first))  # the first change of each key closes its current row
-    closes = pa.table({**{n: pa.nulls(firsts.num_rows, changes.schema.field(n).type) for n in data},
-                       VALID_FROM: pa.nulls(firsts.num_rows, _TIME), VALID_TO: firsts[COMMIT_TIMESTAMP],
-                       IS_CURRENT: pa.repeat(False, firsts.num_rows), FROM_VERSION: pa.nulls(firsts.num_rows, pa.int64()),
-                       TO_VERSION: firsts[COMMIT_VERSION]}).cast(opened.schema)
+    closes = _closes(changes.filter(pa.array(np.insert(~has_next[:-1], 0, True))), opened.schema, key)
     report.closed = closes.num_rows
     source = pa.concat_tables([
         opened.append_column(_MERGE_KEY, pa.nulls(opened.num_rows, opened.schema.field(key).type))
         .append_column(_ACTION, pa.repeat("open", opened.num_rows)),
-        closes.append_column(_MERGE_KEY, firsts[key]).append_column(_ACTION, pa.repeat("close", closes.num_rows)),
+        closes.append_column(_MERGE_KEY, closes[key]).append_column(_ACTION, pa.repeat("close", closes.num_rows)),
     ])
     target = DeltaTable(uri, storage_options=options)
     known = set(pa.schema(target.schema().to_arrow()).names)
     added = [Field.from_arrow(f) for f in opened.schema if f.name not in known]
     if added:  # the table gained a column (declared schema evolution): so does its history
         target.alter.add_columns(added)
+    # one commit: a change closes its key's current row (matched on the key) and inserts
+    # its new version (its merge key is NULL, so it never matches)
     (target
      .merge(source, predicate=f"t.{key} = s.{_MERGE_KEY} AND t.{IS_CURRENT}", source_alias="s", target_alias="t")
      .when_matched_update({VALID_TO: f"s.{VALID_TO}", TO_VERSION: f"s.{TO_VERSION}", IS_CURRENT: "false"},
@@ -105,6 +88,32 @@ def catch_up(storage: LakeStorage, feed: LakeTable, history: LakeTable, key: str
      .when_not_matched_insert({n: f"s.{n}" for n in opened.column_names}, predicate=f"s.{_ACTION} = 'open'")
      .execute())
     return report
+
+
+def _opened(changes: pa.Table, has_next: np.ndarray) -> pa.Table:
+    """A row version per insert or postimage, closed by its key's next change in the batch."""
+    data = [n for n in changes.column_names if n not in FEED_COLUMNS.names]
+    closed = pa.array(has_next)
+    next_time = pa.concat_arrays([changes[COMMIT_TIMESTAMP].combine_chunks().slice(1), pa.nulls(1, _TIME)])
+    next_version = pa.concat_arrays([changes[COMMIT_VERSION].combine_chunks().slice(1), pa.nulls(1, pa.int64())])
+    upsert = pc.not_equal(changes[CHANGE_TYPE], ChangeType.DELETE.value)
+    rows = changes.filter(upsert)
+    return pa.table({
+        **{n: rows[n] for n in data},
+        VALID_FROM: rows[COMMIT_TIMESTAMP],
+        VALID_TO: pc.if_else(closed, next_time, pa.scalar(None, _TIME)).filter(upsert),
+        IS_CURRENT: pc.invert(closed).filter(upsert),
+        FROM_VERSION: rows[COMMIT_VERSION],
+        TO_VERSION: pc.if_else(closed, next_version, pa.scalar(None, pa.int64())).filter(upsert),
+    })
+
+
+def _closes(firsts: pa.Table, schema: pa.Schema, key: str) -> pa.Table:
+    """The close of each key's current row by its first change in the batch (only key and validity set)."""
+    count = firsts.num_rows
+    closing = {VALID_TO: firsts[COMMIT_TIMESTAMP], IS_CURRENT: pa.repeat(False, count), TO_VERSION: firsts[COMMIT_VERSION]}
+    return pa.table({n: firsts[n] if n == key else closing.get(n, pa.nulls(count, schema.field(n).type))
+                     for n in schema.names}).cast(schema)
 
 
 def current_rows(storage: LakeStorage, history: LakeTable) -> pa.Table | None:
