@@ -42,6 +42,7 @@ class ChangeType(StrEnum):
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
 FEED_COLUMNS = pa.schema([(CHANGE_TYPE, pa.string()), (COMMIT_VERSION, pa.int64()),
                           (COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC"))])
+_TIME = FEED_COLUMNS.field(COMMIT_TIMESTAMP).type
 #: Order of the rows of one key in one version: a preimage before its postimage.
 _TYPE_ORDER = (ChangeType.DELETE, ChangeType.UPDATE_PREIMAGE, ChangeType.UPDATE_POSTIMAGE, ChangeType.INSERT)
 
@@ -172,8 +173,7 @@ def _label(rows: pa.Table, change: ChangeType, commit: Commit) -> pa.Table:
     count = rows.num_rows
     return rows.append_column(CHANGE_TYPE, pa.repeat(pa.scalar(change.value), count)) \
         .append_column(COMMIT_VERSION, pa.repeat(pa.scalar(commit.version, pa.int64()), count)) \
-        .append_column(COMMIT_TIMESTAMP, pa.repeat(pa.scalar(commit.timestamp, FEED_COLUMNS.field(COMMIT_TIMESTAMP).type),
-                                                   count))
+        .append_column(COMMIT_TIMESTAMP, pa.repeat(pa.scalar(commit.timestamp, _TIME), count))
 
 
 def covered_through(storage: LakeStorage, feed: LakeTable) -> int | None:

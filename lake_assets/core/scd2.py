@@ -111,7 +111,8 @@ def _opened(changes: pa.Table, has_next: np.ndarray) -> pa.Table:
 def _closes(firsts: pa.Table, schema: pa.Schema, key: str) -> pa.Table:
     """The close of each key's current row by its first change in the batch (only key and validity set)."""
     count = firsts.num_rows
-    closing = {VALID_TO: firsts[COMMIT_TIMESTAMP], IS_CURRENT: pa.repeat(False, count), TO_VERSION: firsts[COMMIT_VERSION]}
+    closing = {VALID_TO: firsts[COMMIT_TIMESTAMP], IS_CURRENT: pa.repeat(False, count),
+               TO_VERSION: firsts[COMMIT_VERSION]}
     return pa.table({n: firsts[n] if n == key else closing.get(n, pa.nulls(count, schema.field(n).type))
                      for n in schema.names}).cast(schema)
 

@@ -48,7 +48,8 @@ def assert_history_invariants(storage: LakeStorage) -> None:
         assert sum(r["is_current"] for r in versions) <= 1, key
         for earlier, later in zip(versions, versions[1:]):
             assert not earlier["is_current"], key
-            assert earlier["valid_to_version"] is not None and earlier["valid_to_version"] <= later["valid_from_version"]
+            assert earlier["valid_to_version"] is not None
+            assert earlier["valid_to_version"] <= later["valid_from_version"], key
             assert earlier["valid_to"] <= later["valid_from"]
         for r in versions:
             assert (r["valid_to"] is None) == r["is_current"] == (r["valid_to_version"] is None), r
@@ -57,7 +58,8 @@ def assert_history_invariants(storage: LakeStorage) -> None:
     table = open_table(storage, INSURANCE)
     for version in range(table.version() + 1 if table else 0):  # the rows valid at V are the table at V
         valid = {r["policy_id"]: {c: r[c] for c in DATA_COLUMN_NAMES} for r in rows
-                 if r["valid_from_version"] <= version and (r["valid_to_version"] is None or version < r["valid_to_version"])}
+                 if r["valid_from_version"] <= version < (r["valid_to_version"] if r["valid_to_version"] is not None
+                                                          else version + 1)}
         at = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
         assert valid == {r["policy_id"]: r for r in at}, f"history valid at v{version}"
     current = [r for r in rows if r["is_current"]]
