@@ -4,9 +4,10 @@ read back by delta-rs."""
 
 import datetime as dt
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core import change_feed
@@ -182,3 +183,23 @@ def test_a_compaction_changes_no_rows_and_adds_nothing_to_the_feed(storage: Lake
         ("update_preimage", 3, 3), ("update_postimage", 3, 3)]
     assert_history_invariants(storage)
     assert replay(storage) == table(storage)
+
+
+def test_a_column_added_to_the_table_reaches_the_feed_and_the_history(storage: LakeStorage,
+                                                                       spark: SparkSession) -> None:
+    """Declared schema evolution (a new nullable column): older rows read it as NULL everywhere."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    current = to_arrow(open_table(storage, INSURANCE))
+    new = current.filter(pc.equal(current["policy_id"], 2)).set_column(0, "policy_id", pa.array([3], pa.int32()))
+    new = new.append_column("is_flagged", pa.array([True]))
+    write_deltalake(INSURANCE.uri(storage), new, mode="append", schema_mode="merge",
+                    storage_options=storage.delta_storage_options())
+    report = changes.catch_up(storage)
+    assert report.feed.versions == [1]
+    rows = changes.read_changes(storage, 0).to_pylist()
+    assert [(r["_change_type"], r["policy_id"], r["is_flagged"]) for r in rows] == [
+        ("insert", 1, None), ("insert", 2, None), ("insert", 3, True)]
+    history = to_arrow(open_table(storage, INSURANCE_HISTORY))
+    assert dict(zip(history["policy_id"].to_pylist(), history["is_flagged"].to_pylist())) == {1: None, 2: None, 3: True}
+    assert_history_invariants(storage)
