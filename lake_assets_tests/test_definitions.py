@@ -1,6 +1,7 @@
 """The Dagster code location loads, and the apply job runs end to end with its checks."""
 
 import dagster as dg
+from deltalake import DeltaTable
 
 from lake_assets.definitions import defs
 from lake_assets.insurance.assets import insurance_tables
@@ -16,7 +17,9 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
     assert {c.name for c in job.asset_layer.asset_graph.asset_check_keys} == {
         "insurance_schema_matches_contract", "insurance_key_unique_not_null",
         "insurance_row_count_reconciles", "insurance_rows_conserved",
+        "insurance_changes_cover_table", "insurance_history_matches_table",
     }
+    assert {"insurance_changes", "insurance_history"} <= {k.path[-1] for k in job.asset_layer.asset_graph.get_all_asset_keys()}
     assert defs.resolve_sensor_def("raw_insurance_sensor").minimum_interval_seconds <= 5
     assert defs.resolve_schedule_def("nightly_maintenance").cron_schedule == "0 3 * * *"
     assert job.tags["lake/table"] == "insurance"
@@ -39,7 +42,7 @@ def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStor
     second = _materialize(storage, instance)
     assert second.success
     checks = second.get_asset_check_evaluations()
-    assert len(checks) == 4 and all(c.passed for c in checks)
+    assert len(checks) == 6 and all(c.passed for c in checks)
 
     meta = {k: v.value for k, v in
             instance.get_latest_materialization_event(dg.AssetKey("insurance")).asset_materialization.metadata.items()}
@@ -50,6 +53,28 @@ def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStor
     assert [f["file"] for f in meta["source_files"]] == ["raw/cdcload/20240401-090000000.csv",
                                                            "raw/cdcload/20240402-090000000.csv"]
     assert all(secret not in str(meta) for secret in ("lake-local-secret",))
+
+    feed = {k: v.value for k, v in instance.get_latest_materialization_event(
+        dg.AssetKey("insurance_changes")).asset_materialization.metadata.items()}
+    assert feed["versions_derived"] == [1] and feed["covered_through_version"] == 1
+    assert (feed["rows_insert"], feed["rows_update_preimage"], feed["rows_update_postimage"], feed["rows_delete"]) \
+        == (2, 3, 3, 1)
+    history = {k: v.value for k, v in instance.get_latest_materialization_event(
+        dg.AssetKey("insurance_history")).asset_materialization.metadata.items()}
+    assert history["versions_applied"] == [1] and history["row_versions_opened"] == 5
+    assert history["dagster/row_count"] == 25 + 2 + 3  # the first load, then 2 inserts and 3 new versions
+
+
+def test_blocking_history_check_fails_when_the_history_disagrees(storage: LakeStorage) -> None:
+    """Close a current history row behind the pipeline's back: the SCD2 check must catch it."""
+    instance = dg.DagsterInstance.ephemeral()
+    storage.put_bytes("raw/fullload/full-load.csv", (DATA / "fullload" / "full-load.csv").read_bytes())
+    assert _materialize(storage, instance).success
+    history = DeltaTable(storage.uri("curated/insurance_history"), storage_options=storage.delta_storage_options())
+    history.update({"is_current": "false"}, predicate="policy_id = 100462")
+    result = _materialize(storage, instance, raise_on_error=False)
+    failed = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
+    assert failed == {"insurance_history_matches_table"}
 
 
 def test_blocking_key_check_fails_on_a_duplicated_key(storage: LakeStorage, spark) -> None:

@@ -53,6 +53,15 @@ INSURANCE_TOMBSTONES = LakeTable(
     "deleted policy keys and the sequence of their delete, kept for the retention window",
     domain=Domain.INSURANCE,
 )
+INSURANCE_CHANGES = LakeTable(
+    "insurance_changes", "curated/insurance_changes",
+    "change feed of insurance: one row per insert, update pre/post image or delete, per table version "
+    "(_change_type, _commit_version, _commit_timestamp), derived from the Delta log",
+)
+INSURANCE_HISTORY = LakeTable(
+    "insurance_history", "curated/insurance_history",
+    "SCD type 2 history of insurance: one row per policy version, valid_from/valid_to (commit time), is_current",
+)
 LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run",
                    domain=Domain.LAKE)
 
@@ -76,7 +85,7 @@ TPCDS_REPORTS = tuple(_tpcds(f"report_{name}", f"BI report {name}, recomputed fr
                       for name in ("q12", "q41", "q86", "q92", "sales_by_hour", "top_customers"))
 
 TABLES: dict[str, LakeTable] = {t.name: t for t in (
-    INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, LEDGER,
+    INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, INSURANCE_CHANGES, INSURANCE_HISTORY, LEDGER,
     TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM, TPCDS_QUARANTINE,
     *TPCDS_REPORTS,
 )}

@@ -10,7 +10,8 @@ from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, Apply
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.runs import record_process
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.formats.delta import open_table, row_count
+from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE
 from lake_assets.settings import LakeSettings
 
 OWNERS = ["team:data-engineering"]
@@ -63,6 +64,20 @@ class ApplyConfig(dg.Config):
             kinds={"delta", "s3"},
             description="Every raw row that could not be applied: reason, source file, line number, raw text.",
         ),
+        dg.AssetSpec(
+            INSURANCE_CHANGES.name, deps=[TABLE], group_name="insurance", owners=OWNERS, kinds={"delta", "s3"},
+            description="Change feed of `insurance` (Delta CDF semantics): the table's columns plus `_change_type` "
+                        "(insert, update_preimage, update_postimage, delete), `_commit_version`, "
+                        "`_commit_timestamp`; derived from the Delta log for every data-changing commit. "
+                        "Read it with `lake changes insurance --from-version N`.",
+        ),
+        dg.AssetSpec(
+            INSURANCE_HISTORY.name, deps=[INSURANCE_CHANGES.name], group_name="insurance", owners=OWNERS,
+            kinds={"delta", "s3"},
+            description="SCD type 2 history of `insurance`: one row per policy version, valid from the commit "
+                        "that wrote it (`valid_from`, `valid_from_version`) to the one that replaced or deleted it "
+                        "(`valid_to`, `valid_to_version`), `is_current` for the live row.",
+        ),
     ],
     can_subset=False,
 )
@@ -80,6 +95,7 @@ def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, sto
         report = apply_pending(running, engine.session(running), context.run.run_id,
                                IngestRules.from_settings(LakeSettings.from_env()), reapply=config.reapply)
         lease.check()
+        changes_metadata, history_metadata = derived_metadata(report, running)
     for held in report.held:
         context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
     context.log.info(
@@ -92,6 +108,27 @@ def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, sto
         "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),
         "table_uri": INSURANCE_QUARANTINE.uri(storage),
     })
+    yield dg.MaterializeResult(asset_key=INSURANCE_CHANGES.name, metadata=changes_metadata)
+    yield dg.MaterializeResult(asset_key=INSURANCE_HISTORY.name, metadata=history_metadata)
+
+
+def derived_metadata(report: ApplyReport, storage: LakeStorage) -> tuple[dict, dict]:
+    """Metadata of `insurance_changes` and `insurance_history` after the run's catch-ups."""
+    feed, history = report.derived.feed, report.derived.history
+    changes, scd2 = open_table(storage, INSURANCE_CHANGES), open_table(storage, INSURANCE_HISTORY)
+    return {
+        "versions_derived": dg.MetadataValue.json(feed.versions),
+        "covered_through_version": feed.covered_through if feed.covered_through is not None else -1,
+        **{f"rows_{change}": count for change, count in feed.rows.items()},
+        "dagster/row_count": row_count(changes) if changes else 0,
+        "table_uri": INSURANCE_CHANGES.uri(storage),
+    }, {
+        "versions_applied": dg.MetadataValue.json(history.versions),
+        "row_versions_opened": history.opened,
+        "current_rows_closed": history.closed,
+        "dagster/row_count": row_count(scd2) if scd2 else 0,
+        "table_uri": INSURANCE_HISTORY.uri(storage),
+    }
 
 
 def insurance_metadata(report: ApplyReport, storage: LakeStorage) -> dict:

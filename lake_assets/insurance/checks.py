@@ -9,14 +9,16 @@ import io
 import json
 
 import dagster as dg
+import numpy as np
 import pyarrow.compute as pc
 
+from lake_assets.core import change_feed, scd2
 from lake_assets.core.formats.delta import open_table
 from lake_assets.insurance.contract import CONTRACTS, DELTA_TYPES, KEY, TABLE, table_columns
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE
 
 
 
@@ -163,9 +165,65 @@ def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: i
     return records - 1 if kind == "fullload" and records else records
 
 
+@dg.asset_check(
+    asset=INSURANCE_HISTORY.name, blocking=True,
+    description="SCD2: one current row per live policy, and the current rows equal `insurance` (data columns).",
+)
+def insurance_history_matches_table(storage: LakeStorage) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return _history_matches_table(running)
+
+
+def _history_matches_table(storage: LakeStorage) -> dg.AssetCheckResult:
+    table = open_table(storage, INSURANCE)
+    current = scd2.current_rows(storage, INSURANCE_HISTORY)
+    live = table.to_pyarrow_dataset().to_table(columns=DATA_COLUMN_NAMES) if table else None
+    if current is None or live is None:
+        passed = live is None or live.num_rows == 0
+        return dg.AssetCheckResult(passed=passed, metadata={"note": "no history yet"})
+    current = current.select(DATA_COLUMN_NAMES)
+    keys = current[KEY].to_numpy(zero_copy_only=False)
+    duplicated = int(len(keys) - len(np.unique(keys)))
+    ordered = [(KEY, "ascending")]
+    equal = duplicated == 0 and current.sort_by(ordered).equals(live.sort_by(ordered))
+    return dg.AssetCheckResult(passed=equal, metadata={
+        "current_rows": current.num_rows, "table_rows": live.num_rows, "keys_with_several_current_rows": duplicated,
+        "keys_only_in_table": len(np.setdiff1d(live[KEY].to_numpy(zero_copy_only=False), keys)),
+        "keys_only_in_history": len(np.setdiff1d(keys, live[KEY].to_numpy(zero_copy_only=False))),
+    })
+
+
+@dg.asset_check(
+    asset=INSURANCE_CHANGES.name, blocking=True,
+    description="The feed covers every version of `insurance`: no version newer than the feed's newest has changes "
+                "left to derive, and the feed has no version the table lacks.",
+)
+def insurance_changes_cover_table(storage: LakeStorage) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return _changes_cover_table(running)
+
+
+def _changes_cover_table(storage: LakeStorage) -> dg.AssetCheckResult:
+    table = open_table(storage, INSURANCE)
+    through = change_feed.covered_through(storage, INSURANCE_CHANGES)
+    if table is None:
+        return dg.AssetCheckResult(passed=through is None, metadata={"note": "table not created yet"})
+    start = 0 if through is None else through + 1
+    dataset = table.to_pyarrow_dataset()
+    missing = [v for v in range(start, table.version() + 1)
+               if change_feed.derive(storage, INSURANCE, KEY, v, dataset).num_rows]
+    return dg.AssetCheckResult(
+        passed=not missing and (through is None or through <= table.version()),
+        metadata={"table_version": table.version(), "feed_through_version": -1 if through is None else through,
+                  "versions_missing": dg.MetadataValue.json(missing)},
+    )
+
+
 INSURANCE_CHECKS = [
     insurance_schema_matches_contract,
     insurance_key_unique_not_null,
     insurance_row_count_reconciles,
     insurance_rows_conserved,
+    insurance_changes_cover_table,
+    insurance_history_matches_table,
 ]

@@ -91,7 +91,6 @@ DELTA_TYPES = {"INT": "integer", "BIGINT": "long", "DATE": "date", "STRING": "st
 DATA_COLUMNS: list[tuple[str, pa.DataType, str]] = [(c.name, c.arrow_type, c.sql_type) for c in V1.columns]
 DATA_COLUMN_NAMES = [name for name, _, _ in DATA_COLUMNS]
 FLAG_COLUMNS = ("earthquake_coverage", "flood_coverage")
-INTEGER_COLUMNS = ("policy_id", "insured_value")
 BOOLEAN_VALUES = {"true": True, "t": True, "1": True, "y": True, "yes": True,
                   "false": False, "f": False, "0": False, "n": False, "no": False}
 

@@ -44,7 +44,8 @@ from lake_assets.core.formats.delta import open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
-from lake_assets.insurance import merge
+from lake_assets.insurance import changes as feed, merge
+from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
     CONTRACTS,
     FULL_LOAD_OPERATION,
@@ -180,6 +181,7 @@ class ApplyReport:
     commits: list[Commit] = field(default_factory=list)
     files: list[LedgerEntry] = field(default_factory=list)
     duration_seconds: float = 0.0
+    derived: DerivedReport = field(default_factory=DerivedReport)  # insurance_changes + insurance_history
 
     def total(self, attribute: str) -> int:
         return sum(getattr(c, attribute) for c in self.commits)
@@ -272,6 +274,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     applied_at = dt.datetime.now(dt.timezone.utc)
     ledger = Ledger(storage)
     pending = pending_objects(storage, ledger, reapply)
+    derived = feed.catch_up(storage)  # versions committed since the last run's catch-up (see changes.py)
     history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
@@ -318,6 +321,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
         _clean_up(storage, staging, error)
         raise
     _clean_up(storage, staging, None)
+    report.derived = derived.add(feed.catch_up(storage))  # the change feed and history of this run's commit
     after = open_table(storage, INSURANCE)
     report.version_after = after.version() if after else None
     report.rows_after = row_count(after) if after else 0

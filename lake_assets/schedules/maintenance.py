@@ -23,7 +23,8 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.formats.delta import WINDOW_SETTING, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat
+from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
+                                     INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat)
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -34,7 +35,8 @@ SNAPSHOT_RETENTION_HOURS = 168
 #: The write lock each table is maintained under: the lock of the run that writes it.
 #: Tables not listed have their own (the ledger is appended to by delta-rs, whose
 #: optimistic commits retry on conflict).
-WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES)}
+WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES,
+                                                       INSURANCE_CHANGES, INSURANCE_HISTORY)}
 
 
 class MaintenanceConfig(dg.Config):

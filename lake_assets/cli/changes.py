@@ -1,0 +1,48 @@
+"""`lake changes`: a table's change feed between two versions (read-only; delta-rs, no engine)."""
+
+from typing import Annotated
+
+import typer
+
+from lake_assets.cli.app import app, friendly
+from lake_assets.cli.output import Format, render
+from lake_assets.cli.session import lake_session
+from lake_assets.core.change_feed import FEED_COLUMNS
+from lake_assets.core.errors import UsageError
+from lake_assets.core.formats.delta import current_version
+from lake_assets.core.tables import INSURANCE, table
+from lake_assets.insurance import changes as insurance_changes
+from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+
+#: Tables with a change feed, and how to read it.
+FEEDS = {INSURANCE.name: insurance_changes.read_changes}
+
+
+@app.command()
+@friendly
+def changes(
+    name: Annotated[str, typer.Argument(metavar="TABLE", help="table name: insurance")],
+    from_version: Annotated[int, typer.Option("--from-version", help="first table version (see lake history)")],
+    to_version: Annotated[int | None, typer.Option("--to-version", help="last table version (default: newest)")]
+    = None,
+    fmt: Annotated[Format, typer.Option("--format")] = Format.table,
+    all_columns: Annotated[bool, typer.Option("--all-columns", help="also the audit columns (_sequence, ...)")]
+    = False,
+) -> None:
+    """The rows each version inserted, updated (pre- and post-image) or deleted, oldest first."""
+    entry = table(name)
+    if entry.name not in FEEDS:
+        raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(FEEDS))}")
+    if from_version < 0 or (to_version is not None and to_version < from_version):
+        raise UsageError("versions run from 0, and --to-version may not be before --from-version")
+    with lake_session() as lake:
+        newest = current_version(lake.storage, entry)
+        if newest is None:
+            raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+        if from_version > newest:
+            raise UsageError(f"{name} has versions 0 to {newest}, not {from_version}")
+        rows = FEEDS[entry.name](lake.storage, from_version, to_version)
+    data = [c for c in rows.column_names if c not in FEED_COLUMNS.names and (all_columns or c in DATA_COLUMN_NAMES)]
+    columns = ["_commit_version", "_commit_timestamp", "_change_type", *data]
+    rows = rows.select(columns)
+    render(columns, [tuple(r.values()) for r in rows.to_pylist()], fmt, title=f"{name} changes")

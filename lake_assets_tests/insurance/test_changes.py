@@ -1,0 +1,205 @@
+"""`insurance_changes` (the derived change feed) and `insurance_history` (SCD2), end to end:
+raw files on the real S3 server -> Sail commits -> feed and history derived from the log,
+read back by delta-rs."""
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
+
+from lake_assets.core import change_feed
+from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
+from lake_assets.insurance import changes, merge
+from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets.resources.storage import LakeStorage
+from lake_assets_tests.helpers.changes import assert_history_invariants, replay
+from lake_assets_tests.insurance.test_pipeline import CDC_1, CDC_2, FULL, cdc, full_load, put, row, run, table
+
+FEED_FIELDS = ["_change_type", "_commit_version", "policy_id", "insured_value", "flood_coverage"]
+
+
+def feed(storage: LakeStorage) -> list[tuple]:
+    """The stored feed, in version, key, change order: (change, version, key, value, flood)."""
+    rows = change_feed.read(storage, INSURANCE, INSURANCE_CHANGES, "policy_id", 0)
+    assert rows.num_rows == to_arrow(open_table(storage, INSURANCE_CHANGES)).num_rows  # all of it was stored
+    return [tuple(r[c] for c in FEED_FIELDS) for r in rows.to_pylist()]
+
+
+@pytest.fixture(params=["merge", "rewrite"])
+def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both commit strategies: the feed comes from the log, whichever one made the commit."""
+    if request.param == "rewrite":
+        monkeypatch.setattr(merge, "REWRITE_MIN_ROWS", 0)
+        monkeypatch.setattr(merge, "REWRITE_FRACTION", 0.0)
+    else:
+        monkeypatch.setattr(merge, "REWRITE_MIN_ROWS", 10**12)
+    return request.param
+
+
+def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
+        storage: LakeStorage, spark: SparkSession, strategy: str) -> None:
+    put(storage, FULL, full_load(row(1, 100), row(2, 200), row(3, 300)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"I,{row(4, 400)}", f"U,{row(2, 222, flood='Y')}", "D,3,,,,,,,,"))
+    report = run(storage, spark)
+
+    assert feed(storage) == [
+        ("insert", 0, 1, 100, "N"), ("insert", 0, 2, 200, "N"), ("insert", 0, 3, 300, "N"),
+        # key 1 was carried over unchanged by the copy-on-write commit: no row for it
+        ("update_preimage", 1, 2, 200, "N"), ("update_postimage", 1, 2, 222, "Y"),
+        ("delete", 1, 3, 300, "N"),
+        ("insert", 1, 4, 400, "N"),
+    ]
+    assert report.derived.feed.versions == [1]
+    assert report.derived.feed.rows == {"insert": 1, "update_preimage": 1, "update_postimage": 1, "delete": 1}
+    stored = to_arrow(open_table(storage, INSURANCE_CHANGES))
+    commits = {h["version"]: h["timestamp"] for h in open_table(storage, INSURANCE).history()}
+    for version, stamp in zip(stored["_commit_version"].to_pylist(), stored["_commit_timestamp"].to_pylist()):
+        assert stamp == dt.datetime.fromtimestamp(commits[version] / 1000, dt.timezone.utc)
+    # the feed's rows carry the table's columns, audit columns included
+    preimage = stored.filter(pc.equal(stored["_change_type"], "update_preimage")).to_pylist()[0]
+    assert preimage["_source_file"] == FULL and preimage["_sequence"] is not None
+
+    history = to_arrow(open_table(storage, INSURANCE_HISTORY)).sort_by([("policy_id", "ascending"),
+                                                                         ("valid_from_version", "ascending")])
+    assert [(r["policy_id"], r["insured_value"], r["valid_from_version"], r["valid_to_version"], r["is_current"])
+            for r in history.to_pylist()] == [
+        (1, 100, 0, None, True), (2, 200, 0, 1, False), (2, 222, 1, None, True), (3, 300, 0, 1, False),
+        (4, 400, 1, None, True),
+    ]
+    assert_history_invariants(storage)
+    assert replay(storage) == table(storage)
+
+
+def test_a_failure_between_the_table_commit_and_the_feed_write_converges_on_rerun(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}", "D,2,,,,,,,,"))
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed after the table commit")
+
+    monkeypatch.setattr(change_feed, "_write", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        run(storage, spark)
+    monkeypatch.undo()
+    assert open_table(storage, INSURANCE).version() == 1  # committed ...
+    assert change_feed.covered_through(storage, INSURANCE_CHANGES) == 0  # ... its feed is missing
+    # `lake changes` derives the missing version from the log meanwhile, writing nothing
+    assert [r["_change_type"] for r in changes.read_changes(storage, 1).to_pylist()] == \
+        ["update_preimage", "update_postimage", "delete"]
+
+    report = run(storage, spark)  # nothing pending: the run only catches up
+    assert report.derived.feed.versions == [1]
+    assert [(c, v, k, value) for c, v, k, value, _ in feed(storage)] == [
+        ("insert", 0, 1, 100), ("insert", 0, 2, 200),
+        ("update_preimage", 1, 1, 100), ("update_postimage", 1, 1, 111), ("delete", 1, 2, 200),
+    ]
+    again = run(storage, spark)  # and once caught up, a run writes nothing more
+    assert again.derived.feed.versions == [] and again.derived.history.versions == []
+    assert_history_invariants(storage)
+    assert replay(storage) == table(storage)
+
+
+def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, spark: SparkSession) -> None:
+    """Writing a range twice (a concurrent or repeated catch-up) leaves one copy of its rows."""
+    put(storage, FULL, full_load(row(1, 100)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}"))
+    run(storage, spark)
+    rows = change_feed.derive(storage, INSURANCE, "policy_id", 1)
+    change_feed._write(storage, INSURANCE_CHANGES, rows, 1, 1)
+    assert len(feed(storage)) == 3
+
+
+class _Crash:
+    """`change_feed._write` that fails its first call, then records the version ranges it writes."""
+
+    def __init__(self, write) -> None:
+        self.write, self.ranges = write, []
+
+    def __call__(self, storage, feed, rows, start, end) -> None:
+        self.ranges.append((start, end))
+        if len(self.ranges) == 1:
+            raise RuntimeError("killed before the feed write")
+        self.write(storage, feed, rows, start, end)
+
+
+def test_a_restore_by_delta_rs_shows_in_the_feed_and_history(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}", "D,2,,,,,,,,", f"I,{row(3, 300)}"))
+    run(storage, spark)
+    DeltaTable(INSURANCE.uri(storage), storage_options=storage.delta_storage_options()).restore(0)
+    put(storage, CDC_2, cdc(f"U,{row(2, 222)}"))
+    run(storage, spark)  # catches up the restore (v2) at its start, then its own commit (v3)
+
+    assert [(c, v, k, value) for c, v, k, value, _ in feed(storage) if v >= 2] == [
+        ("update_preimage", 2, 1, 111), ("update_postimage", 2, 1, 100), ("insert", 2, 2, 200),
+        ("delete", 2, 3, 300),
+        ("update_preimage", 3, 2, 200), ("update_postimage", 3, 2, 222),
+    ]
+    assert_history_invariants(storage)
+    assert replay(storage) == table(storage)
+
+
+def test_replaying_the_feed_up_to_each_version_gives_that_version(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    put(storage, FULL, full_load(*(row(k, k) for k in range(1, 8))))
+    run(storage, spark)
+    monkeypatch.setattr(change_feed, "_write", crash_once := _Crash(change_feed._write))
+    put(storage, CDC_2, cdc(f"U,{row(4, 44)}"))
+    with pytest.raises(RuntimeError):
+        run(storage, spark)  # v1 is not in the feed, and v2, v3 follow before a run catches up
+    monkeypatch.setattr(change_feed, "WRITE_ROWS", 1)  # then one feed commit per version
+    put(storage, CDC_1, cdc(f"U,{row(3, 33)}", "D,5,,,,,,,,", f"I,{row(9, 9)}"))
+    run(storage, spark)
+    put(storage, "raw/fullload/full-load-2.csv", full_load(*(row(k, k * 10) for k in (1, 2, 3, 9))))
+    run(storage, spark)  # a snapshot: updates, and deletes for the keys it lacks
+    assert crash_once.ranges[-3:] == [(1, 1), (2, 2), (3, 3)]
+    for version in range(open_table(storage, INSURANCE).version() + 1):
+        old = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
+        assert replay(storage, version) == {r["policy_id"]: r for r in old}
+    assert_history_invariants(storage)
+
+
+def test_a_compaction_changes_no_rows_and_adds_nothing_to_the_feed(storage: LakeStorage, spark: SparkSession) -> None:
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"I,{row(3, 300)}"))
+    run(storage, spark)
+    compacted = DeltaTable(INSURANCE.uri(storage), storage_options=storage.delta_storage_options())
+    assert compacted.optimize.compact()["numFilesRemoved"] >= 2  # a commit that moves every row (v2)
+    assert change_feed.derive(storage, INSURANCE, "policy_id", 2).num_rows == 0
+    put(storage, CDC_2, cdc(f"U,{row(3, 333)}"))
+    report = run(storage, spark)
+    assert report.derived.feed.versions == [3]
+    assert [(c, v, k) for c, v, k, _, _ in feed(storage) if v >= 2] == [
+        ("update_preimage", 3, 3), ("update_postimage", 3, 3)]
+    assert_history_invariants(storage)
+    assert replay(storage) == table(storage)
+
+
+def test_a_column_added_to_the_table_reaches_the_feed_and_the_history(storage: LakeStorage,
+                                                                       spark: SparkSession) -> None:
+    """Declared schema evolution (a new nullable column): older rows read it as NULL everywhere."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    current = to_arrow(open_table(storage, INSURANCE))
+    new = current.filter(pc.equal(current["policy_id"], 2)).set_column(0, "policy_id", pa.array([3], pa.int32()))
+    new = new.append_column("is_flagged", pa.array([True]))
+    write_deltalake(INSURANCE.uri(storage), new, mode="append", schema_mode="merge",
+                    storage_options=storage.delta_storage_options())
+    report = changes.catch_up(storage)
+    assert report.feed.versions == [1]
+    rows = changes.read_changes(storage, 0).to_pylist()
+    assert [(r["_change_type"], r["policy_id"], r["is_flagged"]) for r in rows] == [
+        ("insert", 1, None), ("insert", 2, None), ("insert", 3, True)]
+    history = to_arrow(open_table(storage, INSURANCE_HISTORY))
+    assert dict(zip(history["policy_id"].to_pylist(), history["is_flagged"].to_pylist())) == {1: None, 2: None, 3: True}
+    assert_history_invariants(storage)
