@@ -13,6 +13,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES, LEDGER, LakeTable, TableFormat, table
+from lake_assets.insurance import changes
 from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_insurance
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.runs import record_process
@@ -82,6 +83,8 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
         else:
             report = (restore_insurance(running, entry, target, context.run_id) if entry.name == INSURANCE.name
                       else restore_delta(running, entry, target))
+            if entry.name == INSURANCE.name:  # the restore's changes reach the feed and history at once
+                changes.catch_up(running)
             metadata = restore_metadata(report)
             for file in report.reverted:
                 context.log.warning(f"{file}: reverted (apply it again with `lake run --reapply`)")

@@ -12,7 +12,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import current_version
 from lake_assets.core.tables import INSURANCE, table
 from lake_assets.insurance import changes as insurance_changes
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets.insurance.contract import current
 
 #: Tables with a change feed, and how to read it.
 FEEDS = {INSURANCE.name: insurance_changes.read_changes}
@@ -42,7 +42,7 @@ def changes(
         if from_version > newest:
             raise UsageError(f"{name} has versions 0 to {newest}, not {from_version}")
         rows = FEEDS[entry.name](lake.storage, from_version, to_version)
-    data = [c for c in rows.column_names if c not in FEED_COLUMNS.names and (all_columns or c in DATA_COLUMN_NAMES)]
+    data = [c for c in rows.column_names if c not in FEED_COLUMNS.names and (all_columns or c in current().names)]
     columns = ["_commit_version", "_commit_timestamp", "_change_type", *data]
     rows = rows.select(columns)
     render(columns, [tuple(r.values()) for r in rows.to_pylist()], fmt, title=f"{name} changes")

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from lake_assets.core import change_feed, scd2
 from lake_assets.core.formats.delta import open_table
-from lake_assets.insurance.contract import CONTRACTS, DELTA_TYPES, KEY, TABLE, table_columns
+from lake_assets.insurance.contract import CONTRACTS, DELTA_TYPES, KEY, TABLE, current as current_contract, table_columns
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -177,11 +177,12 @@ def insurance_history_matches_table(storage: LakeStorage) -> dg.AssetCheckResult
 def _history_matches_table(storage: LakeStorage) -> dg.AssetCheckResult:
     table = open_table(storage, INSURANCE)
     current = scd2.current_rows(storage, INSURANCE_HISTORY)
-    live = table.to_pyarrow_dataset().to_table(columns=DATA_COLUMN_NAMES) if table else None
+    data_columns = current_contract().names
+    live = table.to_pyarrow_dataset().to_table(columns=data_columns) if table else None
     if current is None or live is None:
         passed = live is None or live.num_rows == 0
         return dg.AssetCheckResult(passed=passed, metadata={"note": "no history yet"})
-    current = current.select(DATA_COLUMN_NAMES)
+    current = current.select(data_columns)
     keys = current[KEY].to_numpy(zero_copy_only=False)
     duplicated = int(len(keys) - len(np.unique(keys)))
     ordered = [(KEY, "ascending")]

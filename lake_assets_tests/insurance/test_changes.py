@@ -192,14 +192,14 @@ def test_a_column_added_to_the_table_reaches_the_feed_and_the_history(storage: L
     run(storage, spark)
     current = to_arrow(open_table(storage, INSURANCE))
     new = current.filter(pc.equal(current["policy_id"], 2)).set_column(0, "policy_id", pa.array([3], pa.int32()))
-    new = new.append_column("is_flagged", pa.array([True]))
+    new = new.append_column("risk_score", pa.array([7], pa.int32()))
     write_deltalake(INSURANCE.uri(storage), new, mode="append", schema_mode="merge",
                     storage_options=storage.delta_storage_options())
     report = changes.catch_up(storage)
     assert report.feed.versions == [1]
     rows = changes.read_changes(storage, 0).to_pylist()
-    assert [(r["_change_type"], r["policy_id"], r["is_flagged"]) for r in rows] == [
-        ("insert", 1, None), ("insert", 2, None), ("insert", 3, True)]
+    assert [(r["_change_type"], r["policy_id"], r["risk_score"]) for r in rows] == [
+        ("insert", 1, None), ("insert", 2, None), ("insert", 3, 7)]
     history = to_arrow(open_table(storage, INSURANCE_HISTORY))
-    assert dict(zip(history["policy_id"].to_pylist(), history["is_flagged"].to_pylist())) == {1: None, 2: None, 3: True}
+    assert dict(zip(history["policy_id"].to_pylist(), history["risk_score"].to_pylist())) == {1: None, 2: None, 3: 7}
     assert_history_invariants(storage)
