@@ -28,6 +28,8 @@ are upserts, and the ledger is written last.
 """
 
 import datetime as dt
+import functools
+import operator
 import re
 import time
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import open_table, row_count, to_arrow
+from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
@@ -165,6 +167,7 @@ class Commit:
     updated: int
     deleted: int
     rows_after: int
+    strategy: str = ""  # merge.Strategy: create, narrow (replaceWhere over key ranges) or rewrite
 
 
 @dataclass
@@ -300,9 +303,9 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
         _clean_up(storage, staging, error)
         raise
     _clean_up(storage, staging, None)
-    after = open_table(storage, INSURANCE)
-    report.version_after = after.version() if after else None
-    report.rows_after = row_count(after) if after else 0
+    last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
+    report.version_after = last.version if last else report.version_before
+    report.rows_after = last.rows_after if last else report.rows_before
     report.duration_seconds = time.perf_counter() - started
     return report
 
@@ -508,13 +511,21 @@ def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
 
 
 def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Table:
-    """(KEY, SEQUENCE) of the table's rows: all of them, or those of `keys`."""
+    """(KEY, SEQUENCE) of the table's rows: all of them, or those of `keys`. For `keys`,
+    only the files whose key range (the log's statistics) holds one of them are read."""
     delta = open_table(storage, INSURANCE)
     if delta is None:
         return _KEYED.empty_table()
     dataset = delta.to_pyarrow_dataset()
     columns = [KEY, SEQUENCE] if SEQUENCE in dataset.schema.names else [KEY]
-    where = None if keys is None else pc.field(KEY).isin(pa.array(keys, pa.int32()))
+    where = None
+    if keys is not None:
+        ranges = merge.key_ranges(keys, *file_ranges(delta, KEY)[:2])
+        if not ranges:
+            return _KEYED.empty_table()
+        within = functools.reduce(operator.or_, [(pc.field(KEY) >= low) & (pc.field(KEY) <= high)
+                                                 for low, high in ranges])
+        where = within & pc.field(KEY).isin(pa.array(keys, pa.int32()))  # the ranges prune files
     rows = dataset.to_table(columns=columns, filter=where)
     if SEQUENCE not in rows.column_names:  # a table written before rows carried a sequence
         rows = rows.append_column(SEQUENCE, pa.nulls(rows.num_rows, pa.string()))
@@ -537,17 +548,21 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, bat
             .set_column(deletes.schema.get_field_index(SEQUENCE), SEQUENCE, pa.repeat(plan.floor, count))
         rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
     staged = merge.stage(storage, f"{staging}changes.parquet", rows)
-    if open_table(storage, INSURANCE) is None:
+    delta = open_table(storage, INSURANCE)
+    uri = INSURANCE.uri(storage)
+    if delta is None:
         inserted = int(pc.sum(pc.not_equal(rows["_operation"], "D")).as_py() or 0)
 
-        def apply(spark_session: SparkSession, uri: str, staged_uri: str) -> dict[str, int]:
-            merge.create_from(spark_session, uri, staged_uri)
+        def create() -> dict[str, int]:
+            merge.create_from(spark, uri, staged)
             return {"numTargetRowsInserted": inserted, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0}
-    elif merge.prefers_rewrite(rows.num_rows, _rows_now(report)):
-        apply = merge.rewrite_changes
-    else:
-        apply = merge.merge_changes
-    return _commit(storage, report, operation, lambda: apply(spark, INSURANCE.uri(storage), staged))
+        return _commit(storage, report, operation, merge.Strategy.CREATE, create)
+    mins, maxs, counts = file_ranges(delta, KEY)
+    ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
+    strategy = merge.choose(merge.rows_within(ranges, mins, maxs, counts), int(counts.sum()))
+    if strategy is merge.Strategy.REWRITE:
+        return _commit(storage, report, operation, strategy, lambda: merge.rewrite_changes(spark, uri, staged))
+    return _commit(storage, report, operation, strategy, lambda: merge.replace_changes(spark, uri, staged, ranges))
 
 
 def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetime) -> pa.Table:
@@ -565,22 +580,15 @@ def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetim
     return merge.conform(audited)
 
 
-def _commit(storage: LakeStorage, report: ApplyReport, operation: str, write) -> int:
-    """Run the table commit; record its version and the engine's own row metrics."""
-    metrics = write()  # a write that is not a MERGE returns a MERGE's metrics itself
+def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy: merge.Strategy, write) -> int:
+    """Run the table commit; record its version, how it was made and the row metrics."""
+    metrics = write()
     delta = open_table(storage, INSURANCE)
-    if metrics is None:
-        metrics = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
     commit = Commit(delta.version(), operation, int(metrics.get("numTargetRowsInserted", 0)),
                     int(metrics.get("numTargetRowsUpdated", 0)), int(metrics.get("numTargetRowsDeleted", 0)),
-                    row_count(delta))
+                    row_count(delta), strategy.value)
     report.commits.append(commit)
     return commit.version
-
-
-def _rows_now(report: ApplyReport) -> int:
-    """Rows in the table now: after this run's last commit, else as the run found it."""
-    return report.commits[-1].rows_after if report.commits else report.rows_before
 
 
 def _tombstones(storage: LakeStorage) -> pa.Table:

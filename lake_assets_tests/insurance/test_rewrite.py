@@ -1,4 +1,5 @@
-"""A wide CDC batch is applied by rewriting the table: same rows and metrics as the MERGE."""
+"""The commit strategies: a narrow replace over key ranges and a whole rewrite give the same
+rows and metrics; a narrow batch into a clustered table rewrites only the files it touches."""
 
 import uuid
 from pathlib import Path
@@ -22,12 +23,11 @@ EXTRA = ("I,900001,2025-01-31,Urban,CA,West,10,Retail,N,Y\n"  # new key
          "U,900003,2025-02-28,Urban,CA,West,11,Retail,Y,N\n"  # update of an absent key: insert
          "U,100463,2025-03-31,Urban,CA,West,12,Retail,Y,Y\n")
 
-ORIGINAL = {name: getattr(merge, name) for name in ("merge_changes", "rewrite_changes")}
+ORIGINAL = {name: getattr(merge, name) for name in ("replace_changes", "rewrite_changes")}
 
 
 def _apply(storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, rewrite: bool):
-    monkeypatch.setattr(merge, "REWRITE_MIN_ROWS", 0 if rewrite else 10**12)
-    monkeypatch.setattr(merge, "REWRITE_FRACTION", 0.0 if rewrite else 1e12)
+    monkeypatch.setattr(merge, "REWRITE_FRACTION", 0.0 if rewrite else float("inf"))
     calls: list[str] = []
     for name, original in ORIGINAL.items():
         monkeypatch.setattr(merge, name, lambda *a, _o=original, _n=name: calls.append(_n) or _o(*a))
@@ -41,11 +41,13 @@ def _apply(storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.Monkey
     return report, rows, calls
 
 
-def test_rewrite_matches_merge(storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rewrite_matches_narrow_replace(storage: LakeStorage, spark: SparkSession,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     other = make_storage(storage.endpoint_url, Path(storage.home), f"t-{uuid.uuid4().hex[:12]}")
     merged, merged_rows, merge_calls = _apply(storage, spark, monkeypatch, rewrite=False)
     rewritten, rewritten_rows, rewrite_calls = _apply(other, spark, monkeypatch, rewrite=True)
-    assert merge_calls == ["merge_changes"] and rewrite_calls == ["rewrite_changes"]
+    assert merge_calls == ["replace_changes"] and rewrite_calls == ["rewrite_changes"]
+    assert [c.strategy for c in merged.commits] == ["narrow"] and [c.strategy for c in rewritten.commits] == ["rewrite"]
     assert rewritten_rows.equals(merged_rows)
     key = [(c.operation, c.inserted, c.updated, c.deleted, c.rows_after) for c in merged.commits]
     assert key == [(c.operation, c.inserted, c.updated, c.deleted, c.rows_after) for c in rewritten.commits]
@@ -53,10 +55,11 @@ def test_rewrite_matches_merge(storage: LakeStorage, spark: SparkSession, monkey
     assert rewritten.total("inserted") >= 2 and rewritten.total("deleted") >= 1 and rewritten.total("updated") >= 1
 
 
-def test_wide_batches_choose_the_rewrite() -> None:
-    assert not merge.prefers_rewrite(10, 25)
-    assert merge.prefers_rewrite(100_000, 1_000_000)
-    assert not merge.prefers_rewrite(50_000, 10_000_000)
+def test_batches_touching_most_rows_choose_the_rewrite() -> None:
+    assert merge.choose(0, 0, table_exists=False) is merge.Strategy.CREATE
+    assert merge.choose(25, 25) is merge.Strategy.REWRITE
+    assert merge.choose(600_000, 1_000_000) is merge.Strategy.REWRITE
+    assert merge.choose(300_000, 10_000_000) is merge.Strategy.NARROW
 
 
 def _rows(changes: list[tuple[int, str, str, int | None]]) -> pa.Table:
@@ -69,7 +72,11 @@ def _rows(changes: list[tuple[int, str, str, int | None]]) -> pa.Table:
     return pa.table(columns, schema=TABLE_SCHEMA)
 
 
-@pytest.mark.parametrize("strategy", ["merge_changes", "rewrite_changes"])
+STRATEGIES = {"replace_changes": lambda spark, uri, staged: merge.replace_changes(spark, uri, staged, [(1, 5)]),
+              "rewrite_changes": merge.rewrite_changes}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_both_strategies_take_only_changes_at_least_as_new_as_the_row(
         storage: LakeStorage, spark: SparkSession, strategy: str) -> None:
     """The engine-side guard of SEQUENCE BY (the pipeline also filters before staging)."""
@@ -81,10 +88,8 @@ def test_both_strategies_take_only_changes_at_least_as_new_as_the_row(
                    (3, "U", "b", 31),   # equal (a rerun): re-applied
                    (4, "D", "c", None),  # newer delete
                    (5, "I", "a", 50)])  # a new key
-    metrics = getattr(merge, strategy)(spark, uri, merge.stage(storage, "staging/t/1.parquet", batch))
+    metrics = STRATEGIES[strategy](spark, uri, merge.stage(storage, "staging/t/1.parquet", batch))
     rows = {r["policy_id"]: (r["insured_value"], r["_sequence"]) for r in to_arrow(open_table(storage, INSURANCE)).to_pylist()}
     assert rows == {1: (10, "b"), 2: (20, "b"), 3: (31, "b"), 5: (50, "a")}
-    if metrics is None:
-        metrics = open_table(storage, INSURANCE).history(limit=1)[0]["operationMetrics"]
     assert (int(metrics["numTargetRowsInserted"]), int(metrics["numTargetRowsUpdated"]),
             int(metrics["numTargetRowsDeleted"])) == (1, 1, 1)
