@@ -1,6 +1,10 @@
 """Nightly maintenance of every registered table, dispatching on its format.
 
-- Delta (delta-rs): compact small files, then vacuum old ones. Vacuum keeps a week of
+- Delta (delta-rs): compact small files, then vacuum old ones. A table clustered by a key
+  (`CLUSTER_BY`: `insurance` by `policy_id`, so a CDC batch rewrites only the files holding
+  its keys, see insurance/merge.py) is compacted by sorting on that key (`z_order` of one
+  column is a sort) into files of the writer's target size, and only when its files'
+  key ranges overlap or small files piled up; otherwise it is left as it is. Vacuum keeps a week of
   history (Delta's default safe retention), so time travel and readers that started before
   it keep working.
 - Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact the
@@ -12,11 +16,15 @@
 import datetime as dt
 
 import dagster as dg
+import numpy as np
+import pyarrow as pa
 
 from lake_assets.core.formats import iceberg, iceberg_maintenance
-from lake_assets.core.formats.delta import open_table
+from lake_assets.core.formats.delta import file_ranges, open_table
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat
+from lake_assets.insurance import merge
+from lake_assets.insurance.contract import KEY
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -28,6 +36,8 @@ SNAPSHOT_RETENTION_HOURS = 168
 #: Tables not listed have their own (the ledger is appended to by delta-rs, whose
 #: optimistic commits retry on conflict).
 WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES)}
+#: Tables kept clustered by a key, and the size of the files their writers aim at.
+CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES)}
 
 
 class MaintenanceConfig(dg.Config):
@@ -67,12 +77,33 @@ def _maintain_table(context: dg.OpExecutionContext, config: MaintenanceConfig, s
     delta = open_table(storage, table)
     if delta is None:
         return None
-    compacted = delta.optimize.compact()
+    compacted = _compact(delta, table)
     removed = delta.vacuum(retention_hours=config.retention_hours, dry_run=False,
                            enforce_retention_duration=config.retention_hours >= VACUUM_RETENTION_HOURS)
     context.log.info(f"{table.name}: compacted {compacted['numFilesRemoved']} files into "
                      f"{compacted['numFilesAdded']}, vacuumed {len(removed)}")
     return {"files_compacted": compacted["numFilesRemoved"], "files_vacuumed": len(removed)}
+
+
+def _compact(delta, table: LakeTable) -> dict:  # noqa: ANN001 - deltalake.DeltaTable
+    """Bin-pack small files; for a clustered table, re-sort by its key where the layout needs it."""
+    if table.name not in CLUSTER_BY:
+        return delta.optimize.compact()
+    key, target = CLUSTER_BY[table.name]
+    mins, maxs, _ = file_ranges(delta, key)
+    sizes = np.asarray(pa.table(delta.get_add_actions(flatten=True))["size_bytes"], np.int64)
+    if not needs_clustering(mins, maxs, sizes, target):
+        return {"numFilesRemoved": 0, "numFilesAdded": 0}
+    return delta.optimize.z_order([key], target_size=target)
+
+
+def needs_clustering(mins: np.ndarray, maxs: np.ndarray, sizes: np.ndarray, target_bytes: int) -> bool:
+    """Whether some files' key ranges overlap, or more than one file is under half the target size."""
+    if len(mins) < 2:
+        return False
+    order = mins.argsort(kind="stable")
+    reach = np.maximum.accumulate(maxs[order])
+    return bool((mins[order][1:] <= reach[:-1]).any()) or int((sizes < target_bytes // 2).sum()) > 1
 
 
 @dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")

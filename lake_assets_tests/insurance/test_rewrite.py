@@ -4,11 +4,12 @@ rows and metrics; a narrow batch into a clustered table rewrites only the files 
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import TABLE_SCHEMA
 from lake_assets.insurance.pipeline import apply_pending
@@ -93,3 +94,41 @@ def test_both_strategies_take_only_changes_at_least_as_new_as_the_row(
     assert rows == {1: (10, "b"), 2: (20, "b"), 3: (31, "b"), 5: (50, "a")}
     assert (int(metrics["numTargetRowsInserted"]), int(metrics["numTargetRowsUpdated"]),
             int(metrics["numTargetRowsDeleted"])) == (1, 1, 1)
+
+
+def test_key_ranges_cover_the_keys_and_the_files_holding_them() -> None:
+    mins, maxs = np.array([1, 101, 201, 301]), np.array([100, 200, 300, 400])
+    keys = np.array([5, 150, 151, 500, 501, 502, 700])
+    # files 1 and 2 hold 5 and 150/151 (adjacent: one range); 500-502 and 700 are new keys
+    assert merge.key_ranges(keys, mins, maxs) == [(1, 200), (500, 502), (700, 700)]
+    assert merge.key_ranges(keys, mins, maxs, max_ranges=2) == [(1, 200), (500, 700)]  # the narrowest gap goes
+    assert merge.key_ranges(np.array([], np.int64), mins, maxs) == []
+    assert merge.rows_within([(1, 200), (500, 700)], mins, maxs, np.array([10, 20, 30, 40])) == 30
+    unbounded = np.iinfo(np.int64)  # a file without statistics may hold any key
+    assert merge.key_ranges(np.array([7]), np.array([unbounded.min]), np.array([unbounded.max])) == \
+        [(unbounded.min, unbounded.max)]
+    assert merge.predicate([(1, 200), (7, 7)]) == "(policy_id BETWEEN 1 AND 200) OR (policy_id BETWEEN 7 AND 7)"
+
+
+def test_a_narrow_batch_rewrites_only_the_files_holding_its_keys(storage: LakeStorage, spark: SparkSession) -> None:
+    """Clustered files (one per key block), a batch touching one block and a new key: one
+    commit that removes just that block's file and leaves every other file in place."""
+    uri = INSURANCE.uri(storage)
+    for block in range(4):  # four appends: four files with disjoint key ranges
+        merge.create_from(spark, uri, merge.stage(storage, f"staging/t/{block}.parquet", _rows(
+            [(block * 100 + k, "I", "a", k) for k in range(1, 51)])))
+    before = open_table(storage, INSURANCE)
+    mins, maxs, counts = file_ranges(before, "policy_id")
+    assert len(mins) == 4 and counts.sum() == 200
+    batch = _rows([(210, "U", "b", -1), (220, "D", "b", None), (1000, "I", "b", 7)])
+    ranges = merge.key_ranges(np.array([210, 220, 1000]), mins, maxs)
+    assert ranges == [(201, 250), (1000, 1000)]
+    metrics = merge.replace_changes(spark, uri, merge.stage(storage, "staging/t/b.parquet", batch), ranges)
+    after = open_table(storage, INSURANCE)
+    assert after.version() == before.version() + 1  # one atomic commit
+    kept = set(pa.table(before.get_add_actions(flatten=True))["path"].to_pylist()) & \
+        set(pa.table(after.get_add_actions(flatten=True))["path"].to_pylist())
+    assert len(kept) == 3  # only the file of keys 201-250 was replaced
+    assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"]) == (1, 1, 1)
+    rows = {r["policy_id"]: r["insured_value"] for r in to_arrow(after).to_pylist()}
+    assert len(rows) == 200 and rows[210] == -1 and 220 not in rows and rows[1000] == 7 and rows[211] == 11
