@@ -547,7 +547,7 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, bat
             .set_column(deletes.schema.get_field_index("_operation"), "_operation", pa.repeat("D", count)) \
             .set_column(deletes.schema.get_field_index(SEQUENCE), SEQUENCE, pa.repeat(plan.floor, count))
         rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
-    staged = merge.stage(storage, f"{staging}changes.parquet", rows)
+    staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
     delta = open_table(storage, INSURANCE)
     uri = INSURANCE.uri(storage)
     if delta is None:
