@@ -172,46 +172,33 @@ def _newer() -> F.Column:
     return F.col("_row_sequence").isNull() | (F.col("_sequence") >= F.col("_row_sequence"))
 
 
-def replace_changes(spark: SparkSession, table_uri: str, staged_uri: str,
-                    ranges: list[tuple[int, int]]) -> dict[str, int]:
+def replace_changes(spark: SparkSession, table_uri: str, staged_uri: str, ranges: list[tuple[int, int]]) -> None:
     """Commit the changes by replacing only the rows within `ranges` (`replaceWhere`):
     the files holding them are rewritten, every other file is left as it is."""
-    return _overwrite(spark, table_uri, staged_uri, predicate(ranges))
+    _overwrite(spark, table_uri, staged_uri, predicate(ranges))
 
 
-def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> dict[str, int]:
+def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
     """Commit the changes by rewriting the whole table."""
-    return _overwrite(spark, table_uri, staged_uri, None)
+    _overwrite(spark, table_uri, staged_uri, None)
 
 
-def _overwrite(spark: SparkSession, table_uri: str, staged_uri: str, where: str | None) -> dict[str, int]:
+def _overwrite(spark: SparkSession, table_uri: str, staged_uri: str, where: str | None) -> None:
     """One overwrite of the rows `where` selects (all when None): (rows no newer change
-    reaches) UNION ALL (newer upserts), sorted by key within each writer partition.
-
-    Returns MERGE-style metrics (inserted, updated, deleted), counted by a key join of the
-    batch against the table's rows before the write.
-    """
+    reaches) UNION ALL (newer upserts), sorted by key within each writer partition. One
+    pass: the row counts of the commit are the pipeline's (it read the same version)."""
     current = spark.read.format("delta").load(table_uri)
     if where is not None:
         current = current.where(where)
-    keys = current.select(KEY, F.col("_sequence").alias("_row_sequence")).withColumn("_in_table", F.lit(True))
-    joined = spark.read.parquet(staged_uri).join(keys, on=KEY, how="left")
-    batch = joined.where(F.col("_in_table").isNull() | _newer()).drop("_row_sequence")
-    upsert, present = F.col("_operation") != "D", F.col("_in_table").isNotNull()
-    counts = batch.agg(
-        F.sum(F.when(upsert & ~present, 1).otherwise(0)).alias("inserted"),
-        F.sum(F.when(upsert & present, 1).otherwise(0)).alias("updated"),
-        F.sum(F.when(~upsert & present, 1).otherwise(0)).alias("deleted"),
-    ).collect()[0]
+    keys = current.select(KEY, F.col("_sequence").alias("_row_sequence"))
+    batch = spark.read.parquet(staged_uri).join(keys, on=KEY, how="left").where(_newer()).drop("_row_sequence")
     kept = current.join(batch.select(KEY), on=KEY, how="left_anti").select(*_DATA_AND_AUDIT)
-    upserts = batch.filter(upsert).select(*_DATA_AND_AUDIT)
+    upserts = batch.filter(F.col("_operation") != "D").select(*_DATA_AND_AUDIT)
     writer = kept.unionByName(upserts).sortWithinPartitions(KEY).write.format("delta").mode("overwrite") \
         .option("targetFileSize", TARGET_FILE_BYTES)
     if where is not None:
         writer = writer.option("replaceWhere", where)
     writer.save(table_uri)
-    return {"numTargetRowsInserted": int(counts["inserted"] or 0), "numTargetRowsUpdated": int(counts["updated"] or 0),
-            "numTargetRowsDeleted": int(counts["deleted"] or 0)}
 
 
 def conform(rows: pa.Table) -> pa.Table:

@@ -293,7 +293,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     staging = f"{STAGING}{run_id}/"
     try:
         if plan.touches_table:
-            version = _publish(storage, spark, report, batches, plan, applied_at, staging,
+            version = _publish(storage, spark, report, batches, plan, current, applied_at, staging,
                                "full load" if newest else "merge")
             versions.update({b.obj.key: version for b in sources})
         _record_tombstones(storage, batches, plan, newest, applied_at)
@@ -536,8 +536,10 @@ def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Tabl
 # --- writing -------------------------------------------------------------------------------
 
 def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, batches: list[FileBatch],
-             plan: Plan, applied_at: dt.datetime, staging: str, operation: str) -> int:
-    """Stage the run's changes and commit them to the table in one Delta commit."""
+             plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str, operation: str) -> int:
+    """Stage the run's changes and commit them to the table in one Delta commit: the first
+    commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
+    `current` holds (KEY, SEQUENCE) of the table's rows for at least the batch's keys."""
     rows = _with_audit(batches, plan.winners, applied_at)
     if len(plan.row_deletes):
         deleting = pa.array(plan.row_deletes, pa.int64())
@@ -547,22 +549,32 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, bat
             .set_column(deletes.schema.get_field_index("_operation"), "_operation", pa.repeat("D", count)) \
             .set_column(deletes.schema.get_field_index(SEQUENCE), SEQUENCE, pa.repeat(plan.floor, count))
         rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
+    counts = _row_counts(rows, current)
     staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
     delta = open_table(storage, INSURANCE)
     uri = INSURANCE.uri(storage)
     if delta is None:
-        inserted = int(pc.sum(pc.not_equal(rows["_operation"], "D")).as_py() or 0)
-
-        def create() -> dict[str, int]:
-            merge.create_from(spark, uri, staged)
-            return {"numTargetRowsInserted": inserted, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0}
-        return _commit(storage, report, operation, merge.Strategy.CREATE, create)
-    mins, maxs, counts = file_ranges(delta, KEY)
+        return _commit(storage, report, operation, merge.Strategy.CREATE, counts,
+                       lambda: merge.create_from(spark, uri, staged))
+    mins, maxs, files_rows = file_ranges(delta, KEY)
     ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
-    strategy = merge.choose(merge.rows_within(ranges, mins, maxs, counts), int(counts.sum()))
+    strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
     if strategy is merge.Strategy.REWRITE:
-        return _commit(storage, report, operation, strategy, lambda: merge.rewrite_changes(spark, uri, staged))
-    return _commit(storage, report, operation, strategy, lambda: merge.replace_changes(spark, uri, staged, ranges))
+        return _commit(storage, report, operation, strategy, counts, lambda: merge.rewrite_changes(spark, uri, staged))
+    return _commit(storage, report, operation, strategy, counts,
+                   lambda: merge.replace_changes(spark, uri, staged, ranges))
+
+
+def _row_counts(rows: pa.Table, current: pa.Table) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) of committing `rows`: every staged row is newer than the
+    key's row (resolve() kept only those), so an upsert of a present key updates it."""
+    present = pc.is_in(rows[KEY].cast(pa.int64()), value_set=current[KEY].cast(pa.int64()))
+    upsert = pc.not_equal(rows["_operation"], "D")
+
+    def total(mask: pa.ChunkedArray) -> int:
+        return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
+    return total(pc.and_(upsert, pc.invert(present))), total(pc.and_(upsert, present)), \
+        total(pc.and_(pc.invert(upsert), present))
 
 
 def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetime) -> pa.Table:
@@ -580,13 +592,12 @@ def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetim
     return merge.conform(audited)
 
 
-def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy: merge.Strategy, write) -> int:
-    """Run the table commit; record its version, how it was made and the row metrics."""
-    metrics = write()
+def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy: merge.Strategy,
+            counts: tuple[int, int, int], write) -> int:
+    """Run the table commit; record its version, how it was made and its row counts."""
+    write()
     delta = open_table(storage, INSURANCE)
-    commit = Commit(delta.version(), operation, int(metrics.get("numTargetRowsInserted", 0)),
-                    int(metrics.get("numTargetRowsUpdated", 0)), int(metrics.get("numTargetRowsDeleted", 0)),
-                    row_count(delta), strategy.value)
+    commit = Commit(delta.version(), operation, *counts, row_count(delta), strategy.value)
     report.commits.append(commit)
     return commit.version
 
