@@ -271,7 +271,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
 
     _quarantine(storage, batches, run_id, applied_at)
     _prune_tombstones(storage, applied_at - rules.tombstone_retention)
-    current = _current_sequences(storage, None if snapshots else _keys(changes))
+    current = _current_sequences(before, None if snapshots else _keys(changes))
     tombstones = _tombstones(storage)
     for snapshot in snapshots:
         if not snapshot.approved:
@@ -293,7 +293,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     staging = f"{STAGING}{run_id}/"
     try:
         if plan.touches_table:
-            version = _publish(storage, spark, report, batches, plan, current, applied_at, staging,
+            version = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
                                "full load" if newest else "merge")
             versions.update({b.obj.key: version for b in sources})
         _record_tombstones(storage, batches, plan, newest, applied_at)
@@ -510,10 +510,9 @@ def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Table:
-    """(KEY, SEQUENCE) of the table's rows: all of them, or those of `keys`. For `keys`,
-    only the files whose key range (the log's statistics) holds one of them are read."""
-    delta = open_table(storage, INSURANCE)
+def _current_sequences(delta: DeltaTable | None, keys: np.ndarray | None) -> pa.Table:
+    """(KEY, SEQUENCE) of the table's rows (`delta`, as the run found it): all of them, or
+    those of `keys`, reading only the files whose key range (the log's statistics) holds one."""
     if delta is None:
         return _KEYED.empty_table()
     dataset = delta.to_pyarrow_dataset()
@@ -535,11 +534,13 @@ def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Tabl
 
 # --- writing -------------------------------------------------------------------------------
 
-def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, batches: list[FileBatch],
-             plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str, operation: str) -> int:
+def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, delta: DeltaTable | None,
+             batches: list[FileBatch], plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str,
+             operation: str) -> int:
     """Stage the run's changes and commit them to the table in one Delta commit: the first
     commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
-    `current` holds (KEY, SEQUENCE) of the table's rows for at least the batch's keys."""
+    `delta` is the table as the run found it (the run holds its write lock); `current` holds
+    (KEY, SEQUENCE) of its rows for at least the batch's keys."""
     rows = _with_audit(batches, plan.winners, applied_at)
     if len(plan.row_deletes):
         deleting = pa.array(plan.row_deletes, pa.int64())
@@ -551,7 +552,6 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, bat
         rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
     counts = _row_counts(rows, current)
     staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
-    delta = open_table(storage, INSURANCE)
     uri = INSURANCE.uri(storage)
     if delta is None:
         return _commit(storage, report, operation, merge.Strategy.CREATE, counts,
