@@ -69,10 +69,10 @@ class Strategy(StrEnum):
     REWRITE = "rewrite"  # overwrite the whole table
 
 
-def stage(storage: LakeStorage, key: str, rows: pa.Table) -> str:
+def stage(storage: LakeStorage, key: str, rows: pa.Table, row_group_size: int = 1 << 20) -> str:
     """Write `rows` as Parquet to `key` in the bucket; return its s3:// URI."""
     buffer = io.BytesIO()
-    pq.write_table(rows, buffer, compression="zstd", row_group_size=1 << 20)
+    pq.write_table(rows, buffer, compression="zstd", row_group_size=row_group_size)
     storage.put_bytes(key, buffer.getvalue())
     return storage.uri(key)
 
@@ -85,12 +85,12 @@ PART_MIN_ROWS = 100_000
 
 def stage_sorted(storage: LakeStorage, prefix: str, rows: pa.Table) -> str:
     """Stage `rows` sorted by key under `prefix`, in up to ENGINE_PARTITIONS objects of
-    consecutive keys; return the prefix's s3:// URI.
+    consecutive keys, each ONE row group; return the prefix's s3:// URI.
 
     The engine reads one object per partition and writes each partition's rows to its own
-    files, so files written from it hold narrow, disjoint key ranges. (Measured: from one
-    object of several row groups, or from more objects than partitions, Sail's partitions
-    interleave row groups and most files span wide ranges.)
+    files, so files written from it hold narrow, disjoint key ranges. (Measured: when there
+    are more row groups than partitions — one object of several row groups, or more objects
+    than partitions — Sail's partitions interleave row groups and files span wide ranges.)
     """
     keys = rows[KEY].to_numpy()
     if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
@@ -98,7 +98,7 @@ def stage_sorted(storage: LakeStorage, prefix: str, rows: pa.Table) -> str:
     parts = max(1, min(ENGINE_PARTITIONS, rows.num_rows // PART_MIN_ROWS))
     size = -(-rows.num_rows // parts) if rows.num_rows else 0
     for part in range(parts):
-        stage(storage, f"{prefix}part-{part:05d}.parquet", rows.slice(part * size, size))
+        stage(storage, f"{prefix}part-{part:05d}.parquet", rows.slice(part * size, size), max(size, 1))
     return storage.uri(prefix)
 
 

@@ -130,3 +130,21 @@ def test_a_narrow_batch_rewrites_only_the_files_holding_its_keys(storage: LakeSt
     assert after.history(limit=1)[0]["operation"] == "WRITE"  # replaceWhere: removes + adds, dataChange
     rows = {r["policy_id"]: r["insured_value"] for r in to_arrow(after).to_pylist()}
     assert len(rows) == 200 and rows[210] == -1 and 220 not in rows and rows[1000] == 7 and rows[211] == 11
+
+
+def test_the_first_write_has_disjoint_key_ranges(storage: LakeStorage, spark: SparkSession,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Staged sorted, one row group per engine partition: the engine's files have narrow,
+    disjoint key ranges, but for one file per partition at most (a partition's last rows
+    may share a file with another's first: measured, Sail 0.7.2)."""
+    monkeypatch.setattr(merge, "PART_MIN_ROWS", 100)
+    monkeypatch.setattr(merge, "TARGET_FILE_BYTES", 4096)  # many small files
+    keys = np.random.default_rng(7).permutation(np.arange(1, 20_001))
+    rows = _rows([(int(k), "L", "a", int(k)) for k in keys])
+    merge.create_from(spark, INSURANCE.uri(storage), merge.stage_sorted(storage, "staging/t/", rows))
+    mins, maxs, counts = file_ranges(open_table(storage, INSURANCE), "policy_id")
+    assert len(mins) > 4 and counts.sum() == 20_000
+    narrow = np.argsort(maxs - mins)[:len(mins) - (merge.ENGINE_PARTITIONS - 1)]  # without the widest
+    mins, maxs = mins[narrow], maxs[narrow]
+    order = mins.argsort()
+    assert (mins[order][1:] > maxs[order][:-1]).all()
