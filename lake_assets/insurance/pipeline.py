@@ -28,6 +28,8 @@ are upserts, and the ledger is written last.
 """
 
 import datetime as dt
+import functools
+import operator
 import re
 import time
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from deltalake.schema import PrimitiveType
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import open_table, row_count, to_arrow
+from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
@@ -169,6 +171,7 @@ class Commit:
     updated: int
     deleted: int
     rows_after: int
+    strategy: str = ""  # merge.Strategy: create, narrow (replaceWhere over key ranges) or rewrite
 
 
 @dataclass
@@ -278,7 +281,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
-    _evolve(storage, report)
+    _evolve(before, report)
 
     approved = _approved(history)
     deliveries = _deliveries(history)
@@ -289,7 +292,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     _release_refusals(storage, ledger, pending)
     _quarantine(storage, batches, run_id, applied_at)
     _prune_tombstones(storage, applied_at - rules.tombstone_retention)
-    current = _current_sequences(storage, None if snapshots else _keys(changes))
+    current = _current_sequences(before, None if snapshots else _keys(changes))
     tombstones = _tombstones(storage)
     for snapshot in snapshots:
         if not snapshot.approved:
@@ -311,7 +314,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     staging = f"{STAGING}{run_id}/"
     try:
         if plan.touches_table:
-            version = _publish(storage, spark, report, batches, plan, applied_at, staging,
+            version = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
                                "full load" if newest else "merge")
             versions.update({b.obj.key: version for b in sources})
         _record_tombstones(storage, batches, plan, newest, applied_at)
@@ -322,9 +325,9 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
         raise
     _clean_up(storage, staging, None)
     report.derived = derived.add(feed.catch_up(storage))  # the change feed and history of this run's commit
-    after = open_table(storage, INSURANCE)
-    report.version_after = after.version() if after else None
-    report.rows_after = row_count(after) if after else 0
+    last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
+    report.version_after = last.version if last else report.version_before
+    report.rows_after = last.rows_after if last else report.rows_before
     report.duration_seconds = time.perf_counter() - started
     return report
 
@@ -346,11 +349,10 @@ def _quoted(value: str) -> str:
     return value.replace("'", "''")
 
 
-def _evolve(storage: LakeStorage, report: ApplyReport) -> None:
+def _evolve(delta: DeltaTable | None, report: ApplyReport) -> None:
     """Add the columns of contract versions declared since the table was written, as one
     schema-change commit (delta-rs `ADD COLUMN`: Sail has no ALTER TABLE ADD COLUMNS).
-    Rows written before read the new columns as NULL."""
-    delta = open_table(storage, INSURANCE)
+    Rows written before read the new columns as NULL. `delta` moves to the new version."""
     if delta is None:
         return
     present = {f.name for f in delta.schema().fields}
@@ -359,7 +361,6 @@ def _evolve(storage: LakeStorage, report: ApplyReport) -> None:
         return
     delta.alter.add_columns([Field(c.name, PrimitiveType(DELTA_TYPES[c.sql_type]), nullable=True,
                                    metadata={"comment": c.description}) for c in missing])
-    delta = open_table(storage, INSURANCE)
     report.commits.append(Commit(delta.version(), f"add columns ({', '.join(c.name for c in missing)}) "
                                  f"for contract v{current().version}", 0, 0, 0, row_count(delta)))
 
@@ -626,14 +627,21 @@ def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Table:
-    """(KEY, SEQUENCE) of the table's rows: all of them, or those of `keys`."""
-    delta = open_table(storage, INSURANCE)
+def _current_sequences(delta: DeltaTable | None, keys: np.ndarray | None) -> pa.Table:
+    """(KEY, SEQUENCE) of the table's rows (`delta`, as the run found it): all of them, or
+    those of `keys`, reading only the files whose key range (the log's statistics) holds one."""
     if delta is None:
         return _KEYED.empty_table()
     dataset = delta.to_pyarrow_dataset()
     columns = [KEY, SEQUENCE] if SEQUENCE in dataset.schema.names else [KEY]
-    where = None if keys is None else pc.field(KEY).isin(pa.array(keys, pa.int32()))
+    where = None
+    if keys is not None:
+        ranges = merge.key_ranges(keys, *file_ranges(delta, KEY)[:2])
+        if not ranges:
+            return _KEYED.empty_table()
+        within = functools.reduce(operator.or_, [(pc.field(KEY) >= low) & (pc.field(KEY) <= high)
+                                                 for low, high in ranges])
+        where = within & pc.field(KEY).isin(pa.array(keys, pa.int32()))  # the ranges prune files
     rows = dataset.to_table(columns=columns, filter=where)
     if SEQUENCE not in rows.column_names:  # a table written before rows carried a sequence
         rows = rows.append_column(SEQUENCE, pa.nulls(rows.num_rows, pa.string()))
@@ -643,9 +651,13 @@ def _current_sequences(storage: LakeStorage, keys: np.ndarray | None) -> pa.Tabl
 
 # --- writing -------------------------------------------------------------------------------
 
-def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, batches: list[FileBatch],
-             plan: Plan, applied_at: dt.datetime, staging: str, operation: str) -> int:
-    """Stage the run's changes and commit them to the table in one Delta commit."""
+def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, delta: DeltaTable | None,
+             batches: list[FileBatch], plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str,
+             operation: str) -> int:
+    """Stage the run's changes and commit them to the table in one Delta commit: the first
+    commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
+    `delta` is the table as the run found it (the run holds its write lock); `current` holds
+    (KEY, SEQUENCE) of its rows for at least the batch's keys."""
     rows = _with_audit(batches, plan.winners, applied_at)
     if len(plan.row_deletes):
         deleting = pa.array(plan.row_deletes, pa.int64())
@@ -655,18 +667,31 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, bat
             .set_column(deletes.schema.get_field_index("_operation"), "_operation", pa.repeat("D", count)) \
             .set_column(deletes.schema.get_field_index(SEQUENCE), SEQUENCE, pa.repeat(plan.floor, count))
         rows = pa.concat_tables([rows, deletes.cast(rows.schema)])
-    staged = merge.stage(storage, f"{staging}changes.parquet", rows)
-    if open_table(storage, INSURANCE) is None:
-        inserted = int(pc.sum(pc.not_equal(rows["_operation"], "D")).as_py() or 0)
+    counts = _row_counts(rows, current)
+    staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
+    uri = INSURANCE.uri(storage)
+    if delta is None:
+        return _commit(storage, report, operation, merge.Strategy.CREATE, counts,
+                       lambda: merge.create_from(spark, uri, staged))
+    mins, maxs, files_rows = file_ranges(delta, KEY)
+    ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
+    strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
+    if strategy is merge.Strategy.REWRITE:
+        return _commit(storage, report, operation, strategy, counts, lambda: merge.rewrite_changes(spark, uri, staged))
+    return _commit(storage, report, operation, strategy, counts,
+                   lambda: merge.replace_changes(spark, uri, staged, ranges))
 
-        def apply(spark_session: SparkSession, uri: str, staged_uri: str) -> dict[str, int]:
-            merge.create_from(spark_session, uri, staged_uri)
-            return {"numTargetRowsInserted": inserted, "numTargetRowsUpdated": 0, "numTargetRowsDeleted": 0}
-    elif merge.prefers_rewrite(rows.num_rows, _rows_now(report)):
-        apply = merge.rewrite_changes
-    else:
-        apply = merge.merge_changes
-    return _commit(storage, report, operation, lambda: apply(spark, INSURANCE.uri(storage), staged))
+
+def _row_counts(rows: pa.Table, current: pa.Table) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) of committing `rows`: every staged row is newer than the
+    key's row (resolve() kept only those), so an upsert of a present key updates it."""
+    present = pc.is_in(rows[KEY].cast(pa.int64()), value_set=current[KEY].cast(pa.int64()))
+    upsert = pc.not_equal(rows["_operation"], "D")
+
+    def total(mask: pa.ChunkedArray) -> int:
+        return int(pc.sum(mask.cast(pa.int64())).as_py() or 0)
+    return total(pc.and_(upsert, pc.invert(present))), total(pc.and_(upsert, present)), \
+        total(pc.and_(pc.invert(upsert), present))
 
 
 def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetime) -> pa.Table:
@@ -687,22 +712,14 @@ def _with_audit(batches: list[FileBatch], rows: pa.Table, applied_at: dt.datetim
     return audited.set_column(audited.schema.get_field_index("_source_file"), "_source_file", keys)
 
 
-def _commit(storage: LakeStorage, report: ApplyReport, operation: str, write) -> int:
-    """Run the table commit; record its version and the engine's own row metrics."""
-    metrics = write()  # a write that is not a MERGE returns a MERGE's metrics itself
+def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy: merge.Strategy,
+            counts: tuple[int, int, int], write) -> int:
+    """Run the table commit; record its version, how it was made and its row counts."""
+    write()
     delta = open_table(storage, INSURANCE)
-    if metrics is None:
-        metrics = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
-    commit = Commit(delta.version(), operation, int(metrics.get("numTargetRowsInserted", 0)),
-                    int(metrics.get("numTargetRowsUpdated", 0)), int(metrics.get("numTargetRowsDeleted", 0)),
-                    row_count(delta))
+    commit = Commit(delta.version(), operation, *counts, row_count(delta), strategy.value)
     report.commits.append(commit)
     return commit.version
-
-
-def _rows_now(report: ApplyReport) -> int:
-    """Rows in the table now: after this run's last commit, else as the run found it."""
-    return report.commits[-1].rows_after if report.commits else report.rows_before
 
 
 def _tombstones(storage: LakeStorage) -> pa.Table:

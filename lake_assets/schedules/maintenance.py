@@ -1,11 +1,15 @@
 """Nightly maintenance of every registered table, dispatching on its format.
 
-- Delta (delta-rs): compact small files, then vacuum old ones. Vacuum's retention is the
-  time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every version current at
-  some moment inside the window keeps its files, so `lake query --version/--as-of` inside
-  it always works (and says so clearly outside it, core/formats/delta.py). A retention
-  below the window is refused. Files, bytes and versions before and after go into the
-  run's metadata.
+- Delta (delta-rs): compact small files, then vacuum old ones. A table clustered by a key
+  (`CLUSTER_BY`: `insurance` by `policy_id`, so a CDC batch rewrites only the files holding
+  its keys, see insurance/merge.py) is compacted by sorting on that key (`z_order` of one
+  column is a sort) into files of the writer's target size, and only when its files' key
+  ranges overlap or small files piled up; otherwise it is left as it is. Vacuum's
+  retention is the time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every
+  version current at some moment inside the window keeps its files, so `lake query
+  --version/--as-of` inside it always works (and says so clearly outside it,
+  core/formats/delta.py). A retention below the window is refused. Files, bytes and
+  versions before and after go into the run's metadata.
 - Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact the
   partitions holding many small files, expire snapshots older than the retention window
   (keeping the newest), then remove the files nothing references any more (older than a
@@ -15,16 +19,19 @@
 import datetime as dt
 
 import dagster as dg
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
-from lake_assets.core.formats.delta import WINDOW_SETTING, open_table, window_start
+from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
                                      INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat)
+from lake_assets.insurance import merge
+from lake_assets.insurance.contract import KEY
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -37,6 +44,8 @@ SNAPSHOT_RETENTION_HOURS = 168
 #: optimistic commits retry on conflict).
 WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES,
                                                        INSURANCE_CHANGES, INSURANCE_HISTORY)}
+#: Tables kept clustered by a key, and the size of the files their writers aim at.
+CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES)}
 
 
 class MaintenanceConfig(dg.Config):
@@ -90,7 +99,7 @@ def _maintain_table(context: dg.OpExecutionContext, storage: LakeStorage, table:
     if delta is None:
         return None
     before = delta_stats(storage, table, delta, retention_hours)
-    compacted = delta.optimize.compact()
+    compacted = _compact(delta, table)
     # our own check (vacuum_retention) replaces delta-rs's, which knows only the table's default week
     removed = delta.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
     after = delta_stats(storage, table, open_table(storage, table), retention_hours)
@@ -113,6 +122,27 @@ def delta_stats(storage: LakeStorage, table: LakeTable, delta: DeltaTable, reten
         "version": delta.version(),
         "oldest_readable_version": window_start(delta, dt.timedelta(hours=retention_hours)),
     }
+
+
+def _compact(delta, table: LakeTable) -> dict:  # noqa: ANN001 - deltalake.DeltaTable
+    """Bin-pack small files; for a clustered table, re-sort by its key where the layout needs it."""
+    if table.name not in CLUSTER_BY:
+        return delta.optimize.compact()
+    key, target = CLUSTER_BY[table.name]
+    mins, maxs, _ = file_ranges(delta, key)
+    sizes = np.asarray(pa.table(delta.get_add_actions(flatten=True))["size_bytes"], np.int64)
+    if not needs_clustering(mins, maxs, sizes, target):
+        return {"numFilesRemoved": 0, "numFilesAdded": 0}
+    return delta.optimize.z_order([key], target_size=target)
+
+
+def needs_clustering(mins: np.ndarray, maxs: np.ndarray, sizes: np.ndarray, target_bytes: int) -> bool:
+    """Whether some files' key ranges overlap, or more than one file is under half the target size."""
+    if len(mins) < 2:
+        return False
+    order = mins.argsort(kind="stable")
+    reach = np.maximum.accumulate(maxs[order])
+    return bool((mins[order][1:] <= reach[:-1]).any()) or int((sizes < target_bytes // 2).sum()) > 1
 
 
 @dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")

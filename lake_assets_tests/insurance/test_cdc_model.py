@@ -8,8 +8,9 @@ full load is a snapshot as of its stamp (here: as of its arrival, before every c
 its rows are changes, every other key is deleted as of the stamp unless its snapshot row
 was quarantined; a snapshot with rejected rows or no rows is held until approved. Files are
 delivered in random order across runs, and some are re-delivered later with new content
-(a later delivery of a name follows the earlier one). Invalid rows are quarantined. Both
-commit strategies (MERGE and rewrite) are judged. The derived change feed, replayed from
+(a later delivery of a name follows the earlier one). Invalid rows are quarantined. Every
+commit strategy (merge.Strategy: the first commit, then a narrow replace over key ranges
+or a whole rewrite, forced per example) is judged. The derived change feed, replayed from
 version 0 onto an empty table, reproduces every version, and the SCD2 history keeps its
 invariants (one current row per live key, equal to the table; contiguous validity).
 """
@@ -274,16 +275,21 @@ class Model:
 
 # --- running it through the pipeline ---------------------------------------------------
 
-def check(base: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]], rewrite: bool) -> None:
+#: Each strategy a later commit may take, and the REWRITE_FRACTION that forces it.
+FORCING = {merge.Strategy.NARROW: float("inf"), merge.Strategy.REWRITE: 0.0}
+
+
+def check(base: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]],
+          strategy: merge.Strategy) -> None:
     """Run one example in a bucket of its own, dropped afterwards: SeaweedFS gives every
     bucket its own volumes, and a server runs out of them after some dozens of buckets."""
     storage = make_storage(base.endpoint_url, Path(base.home), f"h-{uuid.uuid4().hex[:12]}")
-    saved = merge.REWRITE_MIN_ROWS, merge.REWRITE_FRACTION
-    merge.REWRITE_MIN_ROWS, merge.REWRITE_FRACTION = (0, 0.0) if rewrite else (10**12, 1e12)
+    saved = merge.REWRITE_FRACTION
+    merge.REWRITE_FRACTION = FORCING[strategy]
     try:
-        _check(storage, spark, full, runs)
+        _check(storage, spark, full, runs, strategy)
     finally:
-        merge.REWRITE_MIN_ROWS, merge.REWRITE_FRACTION = saved
+        merge.REWRITE_FRACTION = saved
         drop_bucket(storage)
 
 
@@ -295,7 +301,8 @@ def drop_bucket(storage: LakeStorage) -> None:
         pass
 
 
-def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]]) -> None:
+def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Delivery]],
+           strategy: merge.Strategy) -> None:
     model = Model()
     deliveries: dict[tuple[str, str], int] = {}  # (name, ETag) -> its delivery number
     contents: dict[str, bytes] = {}
@@ -311,7 +318,8 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
             etag = storage.put_bytes(item.name, body)
             deliveries[(item.name, etag)] = 1 + sum(name == item.name for name, _ in deliveries)
             put.append(item)
-        apply_pending(storage, spark, f"run-{index}")
+        report = apply_pending(storage, spark, f"run-{index}")
+        assert {c.strategy for c in report.commits} <= {merge.Strategy.CREATE, strategy}
         model.run(put[::-1])
     if model.held:  # approve the held snapshots and publish them
         approve_held(storage, None, "approve")
@@ -371,10 +379,10 @@ def deliveries(draw):
 
 
 @SETTINGS
-@given(full=FULL_LOAD, runs=deliveries(), rewrite=st.booleans())
+@given(full=FULL_LOAD, runs=deliveries(), strategy=st.sampled_from(sorted(FORCING)))
 def test_shuffled_and_late_deliveries_match_the_model(storage: LakeStorage, spark: SparkSession, full, runs,
-                                                       rewrite) -> None:
-    check(storage, spark, full, runs, rewrite)
+                                                       strategy) -> None:
+    check(storage, spark, full, runs, strategy)
 
 
 def test_model_on_a_hand_checked_example() -> None:

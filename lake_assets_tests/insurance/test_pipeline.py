@@ -719,9 +719,8 @@ def test_failure_half_way_leaves_the_table_and_ledger_untouched(
     def broken(*args, **kwargs):
         raise RuntimeError("engine lost half-way")
 
-    monkeypatch.setattr(merge, "merge_changes", broken)
-    if hasattr(merge, "rewrite_changes"):  # the other way a CDC batch may be committed
-        monkeypatch.setattr(merge, "rewrite_changes", broken)
+    monkeypatch.setattr(merge, "replace_changes", broken)
+    monkeypatch.setattr(merge, "rewrite_changes", broken)  # the other way a CDC batch may be committed
     with pytest.raises(RuntimeError, match="half-way"):
         apply_pending(storage, spark, "run-broken")
     assert version(storage) == version_before and values(storage) == rows_before

@@ -7,6 +7,7 @@ reads the log independently.
 
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -44,6 +45,23 @@ def row_count(delta: DeltaTable) -> int:
     if actions.num_rows == 0:
         return 0
     return int(pc.sum(actions["num_records"]).as_py() or 0)
+
+
+def file_ranges(delta: DeltaTable, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each file's (min, max) of an integer `column` and its row count, from the log's
+    statistics. A file without statistics may hold any value: its range is unbounded."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty
+    info = np.iinfo(np.int64)
+    low, high = f"min.{column}", f"max.{column}"
+    mins = pc.fill_null(actions[low].cast(pa.int64()), info.min) if low in actions.column_names \
+        else pa.repeat(info.min, actions.num_rows)
+    maxs = pc.fill_null(actions[high].cast(pa.int64()), info.max) if high in actions.column_names \
+        else pa.repeat(info.max, actions.num_rows)
+    return (np.asarray(mins, np.int64), np.asarray(maxs, np.int64),
+            np.asarray(pc.fill_null(actions["num_records"], 0), np.int64))
 
 
 def commit_metrics(storage: LakeStorage, table: LakeTable, after: int | None) -> list[dict]:
