@@ -29,14 +29,10 @@ def feed(storage: LakeStorage) -> list[tuple]:
     return [tuple(r[c] for c in FEED_FIELDS) for r in rows.to_pylist()]
 
 
-@pytest.fixture(params=["merge", "rewrite"])
+@pytest.fixture(params=["narrow", "rewrite"])
 def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both commit strategies: the feed comes from the log, whichever one made the commit."""
-    if request.param == "rewrite":
-        monkeypatch.setattr(merge, "REWRITE_MIN_ROWS", 0)
-        monkeypatch.setattr(merge, "REWRITE_FRACTION", 0.0)
-    else:
-        monkeypatch.setattr(merge, "REWRITE_MIN_ROWS", 10**12)
+    monkeypatch.setattr(merge, "REWRITE_FRACTION", 0.0 if request.param == "rewrite" else float("inf"))
     return request.param
 
 

@@ -108,7 +108,7 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
         spark.range(start, start + 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta") \
             .mode("append").save(uri)
     resource = LakeStorage(bucket=storage.bucket, home=storage.home)
-    context = dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0})
+    context = dg.build_op_context(resources={"storage": resource})
     compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
     mins, maxs, _ = file_ranges(after, "policy_id")
