@@ -375,7 +375,7 @@ def test_dagster_services_configure_the_remote_stack(services: dict) -> None:
         assert env["LAKE_S3_ENDPOINT"] == f"http://minio:{minio_port}"
         assert env["LAKE_SPARK_REMOTE"] == f"sc://{SPARK_SERVICE}:15002"
         assert env["LAKE_S3_REGION"] == "us-east-1"
-        assert env["LAKE_SENSOR_INTERVAL_SECONDS"] == "5"
+        assert env["LAKE_SENSOR_INTERVAL_SECONDS"] == "1"  # as the embedded default
         assert env["DAGSTER_HOME"].startswith(env["LAKE_HOME"].rstrip("/") + "/")
         assert env["DAGSTER_POSTGRES_HOST"] == "postgres"
     assert "server" in command_args(services["minio"])
