@@ -396,7 +396,7 @@ def test_settings_load_from_the_dagster_environment(
     assert settings.engine == "remote"
     assert settings.spark_remote == f"sc://{SPARK_SERVICE}:15002"
     assert settings.s3_endpoint == "http://minio:9000"
-    assert settings.sensor_interval_seconds == 5
+    assert settings.sensor_interval_seconds == 1
     assert str(settings.home) == env["LAKE_HOME"]
     # a configured endpoint requires explicit credentials: the file passes the user's on
     assert s3_credentials(settings.home, embedded=False) == (
