@@ -1,0 +1,119 @@
+"""Freshness: a CDC file put into raw/cdcload/ under `lake dev` -> its row committed.
+
+    uv run python benchmarks/freshness.py [--files 20] [--quick]
+
+Starts `lake dev` as a user would (its own LAKE_HOME in a temp dir, free ports; stopped
+with Ctrl-C by PID), loads a small table, then puts CDC files one at a time and polls the
+table (delta-rs) until each file's row is there. The breakdown per file comes from the
+Dagster run the sensor started: sensor wait (put -> run created), queue and launch
+(created -> started), apply (started -> materialization of `insurance`), and checks and
+derived tables (materialization -> run end; the row is already visible then).
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from figures import Figure, render  # noqa: E402
+
+HEADER = "policy_id,expiry_date,location_name,state_code,region_name,insured_value,business_type," \
+         "earthquake_coverage,flood_coverage"
+
+
+def _row(key: int) -> str:
+    return f"{key},2025-01-31,Urban,CA,West,{1000 + key},Retail,N,N"
+
+
+def _visible(storage, key: int) -> bool:  # noqa: ANN001 - LakeStorage
+    import pyarrow.compute as pc
+
+    from lake_assets.core.formats.delta import open_table
+    from lake_assets.core.tables import INSURANCE
+
+    table = open_table(storage, INSURANCE)
+    if table is None:
+        return False
+    found = table.to_pyarrow_dataset().to_table(columns=["policy_id"], filter=pc.field("policy_id") == key)
+    return found.num_rows == 1
+
+
+def _breakdown(dagster_home: Path, since: float) -> list[dict]:
+    """Per sensor run of apply_insurance created after `since`: its phase timestamps."""
+    import os
+
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    with dg.DagsterInstance.get() as instance:
+        runs = []
+        for record in instance.get_run_records(dg.RunsFilter(job_name="apply_insurance")):
+            if record.create_timestamp.timestamp() < since or record.dagster_run.tags.get("dagster/sensor_name") is None:
+                continue
+            materialized = [e.timestamp for e in instance.all_logs(record.dagster_run.run_id,
+                                                                    of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+                            if e.dagster_event.asset_key == dg.AssetKey("insurance")]
+            runs.append({"created": record.create_timestamp.timestamp(), "started": record.start_time,
+                         "materialized": min(materialized) if materialized else None, "ended": record.end_time})
+        return sorted(runs, key=lambda r: r["created"])
+
+
+def measure(files: int = 20, quick: bool = False) -> list[Figure]:
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets_tests.helpers.lake_dev import lake_dev, wait_for
+
+    files = 5 if quick else files
+    with tempfile.TemporaryDirectory(prefix="lake-freshness-") as tmp, lake_dev(Path(tmp)) as dev:
+        storage = LakeStorage(bucket="lake", home=str(dev.home)).attached()
+        storage.put_bytes("raw/fullload/full-load.csv", ("\n".join([HEADER, *(_row(k) for k in range(1, 101))]) + "\n")
+                          .encode())
+        wait_for(lambda: _visible(storage, 100), 300, "the full load")
+        time.sleep(3)  # let the full load's run finish its checks
+        started = time.time()
+        latencies, puts = [], []
+        for n in range(files):
+            key = 1000 + n
+            put_at = time.time()
+            storage.put_bytes(f"raw/cdcload/20250101-{n:06d}000.csv", f"I,{_row(key)}\n".encode())
+            wait_for(lambda key=key: _visible(storage, key), 120, f"policy {key}", interval=0.05)
+            latencies.append(time.time() - put_at)
+            puts.append(put_at)
+            time.sleep(1.5)  # the previous run's checks finish: each file meets an idle lake
+        runs = _breakdown(dev.home / "dagster", started)
+    phases = {"sensor wait": [], "queue + launch": [], "apply": [], "checks + derived": []}
+    for put_at in puts:
+        run = next((r for r in runs if r["created"] >= put_at - 0.5), None)
+        if run is None or run["started"] is None or run["materialized"] is None or run["ended"] is None:
+            continue
+        phases["sensor wait"].append(run["created"] - put_at)
+        phases["queue + launch"].append(run["started"] - run["created"])
+        phases["apply"].append(run["materialized"] - run["started"])
+        phases["checks + derived"].append(run["ended"] - run["materialized"])
+    ordered = sorted(latencies)
+    p50 = statistics.median(ordered)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    note = ", ".join(f"{name} {statistics.median(values):.1f} s" for name, values in phases.items() if values)
+    return [
+        Figure(f"freshness p50, {files} CDC files under lake dev", p50, target="<= 5 s", met=p50 <= 5,
+               note=f"median phases: {note}"),
+        Figure(f"freshness p95, {files} CDC files under lake dev", p95, target="<= 8 s", met=p95 <= 8,
+               note=f"max {ordered[-1]:.1f} s"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="5 files")
+    args = parser.parse_args()
+    print(render(measure(args.files, args.quick)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The raw-zone sensor's tick time against the number of files already in the raw zone.
+
+    uv run python benchmarks/sensor_tick.py [--quick]
+
+For each history size N, N tiny CDC objects are put (a thread pool) on the embedded S3
+server, the sensor's cursor is brought past them (a first tick and one full sweep pass:
+the state of a sensor that has seen them all), and then the median of steady ticks is
+measured: one new file each (what `lake dev` sees in production), and a burst of 50 new
+files, which must give ONE run request. The baseline is the previous sensor's way,
+listing every object of both prefixes each tick (dagster-aws `get_objects`).
+"""
+
+import argparse
+import datetime as dt
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from figures import Figure, render  # noqa: E402
+
+ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
+
+
+def _name(n: int) -> str:
+    return f"raw/cdcload/20240101-{n:09d}.csv"
+
+
+def _timed(work) -> float:  # noqa: ANN001
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool = False) -> list[Figure]:
+    import dagster as dg
+    from dagster_aws.s3.sensor import get_objects
+
+    from lake_assets.resources.embedded_s3 import embedded_s3, free_port
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets.sensors import raw_files
+    from lake_assets.sensors.raw_files import raw_zone_tick
+    from lake_assets.settings import embedded_credentials
+
+    histories = (200, 1_000) if quick else histories
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="lake-sensor-tick-") as home, \
+            embedded_s3(Path(home), free_port(), embedded_credentials(Path(home))):
+        storage = LakeStorage(bucket="lake", home=home).attached()
+        storage.ensure_bucket()
+        client = storage.get_client()
+        have, arrivals = 0, 0
+        for size in histories:
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda n: client.put_object(Bucket=storage.bucket, Key=_name(n), Body=ROW),
+                              range(have, size)))
+            have = size
+            now = dt.datetime.now(dt.timezone.utc)
+            cursor = raw_zone_tick(storage, None, now).cursor  # a sensor that has seen them all
+            for _ in range(size // raw_files.SWEEP_PAGE + 3):
+                cursor = raw_zone_tick(storage, cursor, now).cursor
+            ticks = []
+            for n in range(5):
+                arrivals += 1  # new names sort after every earlier one, as DMS names do
+                client.put_object(Bucket=storage.bucket, Key=_name(10**8 + arrivals), Body=ROW)
+                started = time.perf_counter()
+                result = raw_zone_tick(storage, cursor)
+                ticks.append(time.perf_counter() - started)
+                assert len(result.run_requests) == 1, "a new file must start a run"
+                cursor = result.cursor
+            for n in range(50):
+                arrivals += 1
+                client.put_object(Bucket=storage.bucket, Key=_name(10**8 + arrivals), Body=ROW)
+            burst = raw_zone_tick(storage, cursor)
+            assert len(burst.run_requests) == 1 and burst.run_requests[0].tags["lake/objects"] == "50"
+            baseline = statistics.median(
+                _timed(lambda: [o for p in raw_files.PREFIXES for o in get_objects(storage.bucket, p, client=client)])
+                for _ in range(3))
+            tick = statistics.median(ticks)
+            figures.append(Figure(f"sensor tick, {size:,} files applied", tick, baseline, "list everything",
+                                  target="<= 0.2 s whatever N", met=tick <= 0.2,
+                                  note="a burst of 50 new files: 1 run request"))
+            assert isinstance(burst, dg.SensorResult)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="200 and 1,000 files")
+    args = parser.parse_args()
+    print(render(measure(quick=args.quick)))
+
+
+if __name__ == "__main__":
+    main()
