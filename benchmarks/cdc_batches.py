@@ -189,7 +189,7 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
             "bare-engine MERGE", ours["gib"], target, met,
             f"job wall {ours['wall_s']:.2f} s; {ours['strategy']}: {history.get('numRemovedFiles', '?')} files "
             f"replaced by {history.get('numAddedFiles', '?')}, {files_after} files after; "
-            f"baseline peak {bare['gib']:.2f} GiB"))
+            f"baseline peak {bare['gib']:.2f} GiB", rows=batch_rows if spread == "recent" else None))
         print(f"{figures[-1].work}: ours {ours['asset_s']:.2f} s ({ours['strategy']}, "
               f"{history.get('numRemovedFiles', '?')} files replaced), bare MERGE {bare['seconds']:.2f} s", flush=True)
 

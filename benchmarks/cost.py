@@ -63,7 +63,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of the harness")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--plot-from", type=Path, help="only draw the plot from a JSON written by --json")
     args = parser.parse_args()
+    if args.plot_from:
+        saved = json.loads(args.plot_from.read_text())["figures"]
+        fields = set(Figure.__dataclass_fields__)
+        plot([Figure(**{k: v for k, v in f.items() if k in fields}) for f in saved], PLOT)
+        print(f"plot: {PLOT.relative_to(HERE.parent)}")
+        return
 
     import cdc_batches
     import cli_latency
