@@ -46,11 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from figures import Figure, render  # noqa: E402
-from policy_data import FIRST_KEY, RssSampler, policies  # noqa: E402,F401 - re-exported for other benchmarks
+from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job  # noqa: E402,F401 - re-exported for other benchmarks
 
 BATCHES = (1_000, 10_000, 100_000, 1_000_000)
 HOT_FRACTION = 0.01
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 #: batch rows -> (target, whether (seconds, baseline seconds, peak GiB) meet it)
 TARGETS = {
     1_000: ("<= 1.5 s and <= 0.05x baseline", lambda s, b, gib: s <= 1.5 and s <= 0.05 * b),
@@ -242,21 +241,9 @@ def _bare_merge(spark, source: str, table: str) -> dict:  # noqa: ANN001 - Spark
 
 
 def _run_job(definitions) -> dict:  # noqa: ANN001 - dg.Definitions
-    import dagster as dg
-
-    job = definitions.resolve_job_def("apply_insurance")
-    with RssSampler() as rss:
-        started = time.perf_counter()
-        result = job.execute_in_process(run_config=QUIET, instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
-        wall = time.perf_counter() - started
-    metadata = next(e.materialization.metadata for e in result.get_asset_materialization_events()
-                    if e.materialization.asset_key.to_user_string() == "insurance")
-    failed = [e.event_specific_data.check_name for e in result.all_events
-              if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed]
-    if failed:
-        raise SystemExit(f"asset checks failed: {failed}")
+    metadata, wall, gib = run_apply_job(definitions)
     commits = metadata["commits"].value
-    return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": rss.peak_gib,
+    return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": gib,
             "inserted": int(metadata["rows_inserted"].value), "updated": int(metadata["rows_updated"].value),
             "deleted": int(metadata["rows_deleted"].value),
             "strategy": ",".join(c.get("strategy", "?") for c in commits) or "no commit"}

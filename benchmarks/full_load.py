@@ -33,10 +33,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from figures import Figure, render  # noqa: E402
-from policy_data import RssSampler, full_load_csv  # noqa: E402
+from policy_data import RssSampler, full_load_csv, run_apply_job  # noqa: E402
 
 TARGET_RATIO, TARGET_GIB = 1.5, 4.0
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def measure(rows: int = 10_000_000, quick: bool = False) -> list[Figure]:
@@ -152,20 +151,8 @@ def _bare_engine(spark, source: str, table: str) -> dict:  # noqa: ANN001 - Spar
 
 
 def _run_job(definitions) -> dict:  # noqa: ANN001 - dg.Definitions
-    import dagster as dg
-
-    job = definitions.resolve_job_def("apply_insurance")
-    with RssSampler() as rss:
-        started = time.perf_counter()
-        result = job.execute_in_process(run_config=QUIET, instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
-        wall = time.perf_counter() - started
-    metadata = next(e.materialization.metadata for e in result.get_asset_materialization_events()
-                    if e.materialization.asset_key.to_user_string() == "insurance")
-    failed = [e.event_specific_data.check_name for e in result.all_events
-              if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed]
-    if failed:
-        raise SystemExit(f"asset checks failed: {failed}")
-    return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": rss.peak_gib,
+    metadata, wall, gib = run_apply_job(definitions)
+    return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": gib,
             "rows_after": int(metadata["rows_after"].value)}
 
 

@@ -93,3 +93,26 @@ def full_load_csv(rows: int, seed: int = 42) -> bytes:
     sink = io.BytesIO()
     pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=True, quoting_style="none"))
     return sink.getvalue()
+
+
+#: Dagster's console log quiet while a benchmark runs the job.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def run_apply_job(definitions) -> tuple[dict, float, float]:  # noqa: ANN001 - dg.Definitions
+    """Run `apply_insurance` in process with its checks: (the insurance materialization's
+    metadata, wall seconds, peak RSS GiB). Exits when a check fails."""
+    import dagster as dg
+
+    job = definitions.resolve_job_def("apply_insurance")
+    with RssSampler() as rss:
+        started = time.perf_counter()
+        result = job.execute_in_process(run_config=QUIET, instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
+        wall = time.perf_counter() - started
+    metadata = next(e.materialization.metadata for e in result.get_asset_materialization_events()
+                    if e.materialization.asset_key.to_user_string() == "insurance")
+    failed = [e.event_specific_data.check_name for e in result.all_events
+              if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed]
+    if failed:
+        raise SystemExit(f"asset checks failed: {failed}")
+    return metadata, wall, rss.peak_gib
