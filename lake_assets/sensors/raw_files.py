@@ -9,7 +9,7 @@ A tick's cost follows what changed, not the history (the number of files already
   before the greatest one): an amortised sweep lists ONE page (`SWEEP_PAGE` keys) of the
   raw zone per tick, resuming from the continuation token in the cursor, and takes the
   objects modified since the previous full pass began. Such an object is noticed within
-  one pass: ceil(objects / SWEEP_PAGE) ticks (100 s for 100,000 objects at one tick a
+  one pass: ceil(objects / SWEEP_PAGE) ticks (400 s for 100,000 objects at one tick a
   second).
 
 The cursor holds a key and a token per prefix and the objects requested during the
@@ -35,7 +35,7 @@ from lake_assets.settings import LakeSettings
 
 PREFIXES = (RAW_FULLLOAD, RAW_CDC)
 #: Keys the sweep lists per tick.
-SWEEP_PAGE = 1000
+SWEEP_PAGE = 250
 #: S3 LastModified has one-second resolution: the sweep looks back this much further.
 CURSOR_OVERLAP = dt.timedelta(seconds=2)
 
