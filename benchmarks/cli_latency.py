@@ -7,7 +7,6 @@ table; the figure is the median wall time of the repetitions.
 """
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
