@@ -1,9 +1,7 @@
 """`lake status` shows a held full load and why; `lake approve` publishes it as one version."""
 
 import json
-import os
 
-import pytest
 from typer.testing import CliRunner
 
 from lake_assets.cli import app
@@ -14,15 +12,6 @@ from lake_assets.resources.storage import LakeStorage
 
 runner = CliRunner()
 HEADER = ",".join(DATA_COLUMN_NAMES)
-
-
-@pytest.fixture
-def lake_env(storage: LakeStorage, monkeypatch: pytest.MonkeyPatch) -> LakeStorage:
-    monkeypatch.setenv("LAKE_HOME", storage.home)
-    monkeypatch.setenv("LAKE_S3_BUCKET", storage.bucket)
-    monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
-    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
-    return storage
 
 
 def lake(*args: str) -> tuple[int, str]:

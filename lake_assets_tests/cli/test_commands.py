@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from lake_assets.cli import app
@@ -15,16 +14,6 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def lake_env(storage: LakeStorage, monkeypatch: pytest.MonkeyPatch) -> LakeStorage:
-    """Commands see the test's bucket on the running embedded server (found via LAKE_HOME)."""
-    monkeypatch.setenv("LAKE_HOME", storage.home)
-    monkeypatch.setenv("LAKE_S3_BUCKET", storage.bucket)
-    monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
-    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
-    return storage
 
 
 def lake(*args: str) -> tuple[int, str]:

@@ -9,10 +9,8 @@ gave before the restore and what a small model of the files says.
 
 import datetime as dt
 import json
-import os
 
 import dagster as dg
-import pytest
 from typer.testing import CliRunner
 
 from lake_assets.cli import app
@@ -28,15 +26,6 @@ runner = CliRunner()
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL, MISTAKE = "raw/fullload/LOAD00000001.csv", "raw/fullload/oops/overwrite.csv"
 CDC_BEFORE, CDC_AFTER = "raw/cdcload/20240101-090000000.csv", "raw/cdcload/20240301-090000000.csv"
-
-
-@pytest.fixture
-def lake_env(storage: LakeStorage, monkeypatch: pytest.MonkeyPatch) -> LakeStorage:
-    monkeypatch.setenv("LAKE_HOME", storage.home)
-    monkeypatch.setenv("LAKE_S3_BUCKET", storage.bucket)
-    monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
-    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
-    return storage
 
 
 def lake(*args: str) -> tuple[int, str]:
