@@ -2,21 +2,13 @@
 
 import json
 
-from typer.testing import CliRunner
-
-from lake_assets.cli import app
 from lake_assets.core.formats.delta import current_version
 from lake_assets.core.tables import INSURANCE
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
+from lake_assets_tests.helpers.cli import lake
 
-runner = CliRunner()
 HEADER = ",".join(DATA_COLUMN_NAMES)
-
-
-def lake(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.output
 
 
 def test_held_full_load_shows_in_status_and_approve_publishes_it(lake_env: LakeStorage) -> None:

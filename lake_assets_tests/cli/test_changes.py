@@ -7,11 +7,11 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.tables import INSURANCE
 from lake_assets.resources.storage import LakeStorage
-from lake_assets_tests.cli.test_commands import lake, lake_env  # noqa: F401 - the fixture
+from lake_assets_tests.helpers.cli import lake
 from lake_assets_tests.insurance.test_pipeline import CDC_1, FULL, cdc, full_load, put, row, run
 
 
-def test_changes_between_versions_in_every_format(lake_env: LakeStorage, spark: SparkSession) -> None:  # noqa: F811
+def test_changes_between_versions_in_every_format(lake_env: LakeStorage, spark: SparkSession) -> None:
     put(lake_env, FULL, full_load(row(1, 100), row(2, 200)))
     run(lake_env, spark)
     put(lake_env, CDC_1, cdc(f"U,{row(1, 111)}", "D,2,,,,,,,,", f"I,{row(3, 300)}"))
@@ -48,7 +48,7 @@ def test_changes_between_versions_in_every_format(lake_env: LakeStorage, spark: 
         ("update_preimage", 1), ("update_postimage", 1), ("insert", 2), ("delete", 3)]
 
 
-def test_changes_refuses_what_it_cannot_answer(lake_env: LakeStorage, spark: SparkSession) -> None:  # noqa: F811
+def test_changes_refuses_what_it_cannot_answer(lake_env: LakeStorage, spark: SparkSession) -> None:
     code, out = lake("changes", "insurance", "--from-version", "0")
     assert code == 2 and "does not exist yet" in out
     put(lake_env, FULL, full_load(row(1, 100)))

@@ -6,19 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from lake_assets.cli import app
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
-
-runner = CliRunner()
-
-
-def lake(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.output
+from lake_assets_tests.helpers.cli import lake
 
 
 def test_put_run_query_history_status(lake_env: LakeStorage) -> None:

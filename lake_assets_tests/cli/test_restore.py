@@ -11,9 +11,7 @@ import datetime as dt
 import json
 
 import dagster as dg
-from typer.testing import CliRunner
 
-from lake_assets.cli import app
 from lake_assets.cli.session import dagster_instance
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.ledger import Ledger
@@ -21,16 +19,11 @@ from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
+from lake_assets_tests.helpers.cli import lake
 
-runner = CliRunner()
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL, MISTAKE = "raw/fullload/LOAD00000001.csv", "raw/fullload/oops/overwrite.csv"
 CDC_BEFORE, CDC_AFTER = "raw/cdcload/20240101-090000000.csv", "raw/cdcload/20240301-090000000.csv"
-
-
-def lake(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.output
 
 
 def row(key: int, value: int) -> str:

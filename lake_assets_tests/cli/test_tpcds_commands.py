@@ -6,12 +6,12 @@ import pytest
 
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets_tests.cli.test_commands import lake, lake_env  # noqa: F401 - the fixture
+from lake_assets_tests.helpers.cli import lake
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions, land_facts, sold_dates
 
 
 @pytest.mark.slow
-def test_run_status_backfill_history_time_travel(lake_env: LakeStorage, catalog: LakeCatalog) -> None:  # noqa: F811
+def test_run_status_backfill_history_time_travel(lake_env: LakeStorage, catalog: LakeCatalog) -> None:
     oracle = generated(0.01)
     days = sold_dates(oracle)[:4]
     land_dimensions(lake_env, oracle)
