@@ -46,6 +46,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
                                 "(reads the whole raw zone; default 0)",
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
+    "LAKE_WARM_RUNS": "1 (default): daemon runs fork from a process that imported the code once; 0: Dagster's "
+                      "default launcher, a new interpreter per run",
 }
 
 
@@ -69,6 +71,7 @@ class LakeSettings:
     iceberg_uri: str = ""
     iceberg_warehouse: str = "warehouse"
     tpcds_report_checks: bool = False
+    warm_runs: bool = True
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -92,7 +95,8 @@ class LakeSettings:
             time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", 168),
             iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
-            tpcds_report_checks=env.get("LAKE_TPCDS_REPORT_CHECKS", "0").strip().lower() in ("1", "true", "yes"),
+            tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
+            warm_runs=_flag("LAKE_WARM_RUNS", True),
         )
 
     @property
@@ -111,6 +115,17 @@ def _positive_int(name: str, default: int) -> int:
     if value < 1:
         raise UsageError(f"{name}={raw!r} must be at least 1")
     return value
+
+
+def _flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{name}={raw!r} is not a flag (1/0, true/false, yes/no, on/off)")
 
 
 def _number(name: str, default: float) -> float:

@@ -1,0 +1,82 @@
+"""The warm run launcher executes real runs in processes forked from a preloaded forkserver."""
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.definitions.reconstruct import ReconstructableJob
+
+from lake_assets.run_launcher import WarmRunLauncher
+
+HELPER = "lake_assets_tests.helpers.warm_jobs"
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+    """A real sqlite Dagster instance whose run launcher is the warm one, preloading the test jobs."""
+    launcher = {"module": "lake_assets.run_launcher", "class": "WarmRunLauncher",
+                "config": {"preload_modules": [HELPER]}}
+    with dg.instance_for_test(temp_dir=str(tmp_path), overrides={"run_launcher": launcher}) as test_instance:
+        yield test_instance
+
+
+def launch(instance: dg.DagsterInstance, job_name: str) -> str:
+    recon = ReconstructableJob.for_module(HELPER, job_name)
+    run = instance.create_run_for_job(job_def=recon.get_definition(), job_code_origin=recon.get_python_origin())
+    instance.launch_run(run.run_id, workspace=None)
+    return run.run_id
+
+
+def wait_until_finished(instance: dg.DagsterInstance, run_id: str, timeout: float = 120) -> dg.DagsterRun:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.is_finished:
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"run {run_id} did not finish in {timeout} s")
+
+
+def observation(instance: dg.DagsterInstance, run_id: str) -> dict:
+    [event] = [e for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)]
+    return {k: v.value for k, v in event.dagster_event.asset_observation_data.asset_observation.metadata.items()}
+
+
+def test_runs_execute_in_processes_forked_from_the_preloaded_forkserver(instance: dg.DagsterInstance) -> None:
+    assert isinstance(instance.run_launcher, WarmRunLauncher)
+    first, second = launch(instance, "probe_job"), launch(instance, "probe_job")
+    for run_id in (first, second):
+        assert wait_until_finished(instance, run_id).status == dg.DagsterRunStatus.SUCCESS
+    seen = [observation(instance, run_id) for run_id in (first, second)]
+    # each run has its own process, not this one; the module was imported once, before they forked
+    assert len({s["running_pid"] for s in seen} | {os.getpid()}) == 3
+    assert seen[0]["imported_by_pid"] == seen[1]["imported_by_pid"]
+    assert all(s["imported_by_pid"] != s["running_pid"] for s in seen)
+    messages = [e.message for e in instance.all_logs(first, of_type=dg.DagsterEventType.ENGINE_EVENT)]
+    assert any("forked from the warm forkserver" in (m or "") for m in messages)
+
+
+def test_terminate_from_another_process_interrupts_the_run(instance: dg.DagsterInstance) -> None:
+    run_id = launch(instance, "sleeping_job")
+    deadline = time.monotonic() + 60
+    while instance.get_run_by_id(run_id).status != dg.DagsterRunStatus.STARTED:
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.2)
+    # the UI's Terminate runs in the webserver: a launcher that did not start the run
+    with dg.DagsterInstance.from_ref(instance.get_ref()) as webserver:
+        assert webserver.run_launcher is not instance.run_launcher
+        assert webserver.run_launcher.terminate(run_id)
+    assert wait_until_finished(instance, run_id, timeout=60).status == dg.DagsterRunStatus.CANCELED
+
+
+def test_changed_code_starts_runs_in_a_new_interpreter(instance: dg.DagsterInstance) -> None:
+    assert wait_until_finished(instance, launch(instance, "probe_job")).status == dg.DagsterRunStatus.SUCCESS
+    launcher = instance.run_launcher
+    launcher._code_stamp -= 10  # as if a source file was saved after the forkserver imported it
+    run_id = launch(instance, "probe_job")
+    assert wait_until_finished(instance, run_id).status == dg.DagsterRunStatus.SUCCESS
+    seen = observation(instance, run_id)
+    assert seen["imported_by_pid"] == seen["running_pid"]  # imported afresh in the run's own interpreter
