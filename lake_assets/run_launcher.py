@@ -5,9 +5,10 @@ Dagster's default launcher asks the code server to start each run in a *new inte
 definitions again before the run does anything: 5-20 s on 2 cores, most of a CDC file's
 time from landing to table. `WarmRunLauncher` runs each launched run in a process forked
 from a multiprocessing *forkserver* that imported `preload_modules` once (the code location
-by default), so a run starts in milliseconds with everything imported. Nothing is started
-in the forkserver before it forks (no threads, engine or connections), so every run still
-gets its own engine session, S3 lease and Dagster instance, exactly as before.
+and the libraries a run imports lazily, by default), so a run starts in milliseconds with
+everything imported. Nothing is started in the forkserver before it forks (no threads,
+engine or connections), so every run still gets its own engine session, S3 lease and
+Dagster instance, exactly as before.
 
 The run executes through Dagster's own `core_execute_run`, the function the code server
 runs in its spawned process, and is interrupted the same way (SIGINT, which
@@ -40,7 +41,10 @@ from dagster._utils.hosted_user_process import recon_job_from_origin
 from lake_assets.runs import HOST_TAG, PID_TAG, process_gone, process_tags
 from lake_assets.settings import LakeSettings
 
-DEFAULT_PRELOAD = ("lake_assets.definitions",)
+#: The code location, and what a run imports lazily (the Spark Connect client alone is 1.5-3.5 s):
+#: importing these starts no thread, server or connection, so forking after them is safe.
+DEFAULT_PRELOAD = ("lake_assets.definitions", "pyspark.sql.connect.session", "pyspark.sql.connect.functions",
+                   "pysail.spark", "deltalake", "boto3.s3.transfer")
 #: Tag of runs this launcher executed itself ("1" warm, "0" cold), as opposed to the code server.
 WARM_TAG = "lake/warm_start"
 
