@@ -38,6 +38,7 @@ from dagster._core.launcher import DefaultRunLauncher, LaunchRunContext, RunLaun
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.hosted_user_process import recon_job_from_origin
 
+from lake_assets.daemon_tuning import pace_sensor_loop
 from lake_assets.runs import HOST_TAG, PID_TAG, process_gone, process_tags
 from lake_assets.settings import LakeSettings
 
@@ -59,6 +60,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         self._processes: dict[str, multiprocessing.process.BaseProcess] = {}
         self._code_stamp: float | None = None  # newest source mtime when the forkserver started
         self._default = DefaultRunLauncher()  # LAKE_WARM_RUNS=0
+        pace_sensor_loop(LakeSettings.from_env())  # in the daemon: sensors tick at the lake's interval
         super().__init__()
 
     def register_instance(self, instance: dg.DagsterInstance) -> None:

@@ -80,3 +80,18 @@ def test_changed_code_starts_runs_in_a_new_interpreter(instance: dg.DagsterInsta
     assert wait_until_finished(instance, run_id).status == dg.DagsterRunStatus.SUCCESS
     seen = observation(instance, run_id)
     assert seen["imported_by_pid"] == seen["running_pid"]  # imported afresh in the run's own interpreter
+
+
+def test_the_daemon_sensor_loop_follows_the_lake_sensor_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dagster._daemon.sensor as sensor_daemon
+
+    from lake_assets.daemon_tuning import pace_sensor_loop
+    from lake_assets.settings import LakeSettings
+
+    assert sensor_daemon.MIN_INTERVAL_LOOP_TIME is not None  # still where Dagster keeps it
+    monkeypatch.setattr(sensor_daemon, "MIN_INTERVAL_LOOP_TIME", 5)
+    monkeypatch.setenv("LAKE_SENSOR_INTERVAL_SECONDS", "2")
+    WarmRunLauncher()  # what the daemon builds from dagster.yaml
+    assert sensor_daemon.MIN_INTERVAL_LOOP_TIME == 2
+    monkeypatch.setenv("LAKE_SENSOR_INTERVAL_SECONDS", "30")
+    assert pace_sensor_loop(LakeSettings.from_env()) == 5  # never slower than Dagster's own loop
