@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import signal
 import socket
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -166,20 +165,19 @@ def execute_run_in_worker(run_id: str, instance_ref: Any, recon_job: Any, warm: 
 
 
 def newest_source_mtime(modules: Iterable[str]) -> float:
-    """The newest modification time of the .py files of the top-level packages of `modules`."""
+    """The newest modification time of the .py files of the project packages among `modules`.
+
+    Installed libraries (under site-packages) are left out: they do not change under a running
+    daemon, and walking them on every launch would cost more than the check is worth.
+    """
+    import importlib.util
+
     newest = 0.0
     for top in {name.split(".")[0] for name in modules}:
-        spec = sys.modules.get(top)
-        origin = getattr(spec, "__file__", None) if spec is not None else None
-        if origin is None:
-            import importlib.util
-
-            found = importlib.util.find_spec(top)
-            origin = found.origin if found is not None else None
-        if origin is None:
+        found = importlib.util.find_spec(top)
+        if found is None or found.origin is None or "site-packages" in Path(found.origin).parts:
             continue
-        root = Path(origin).parent
-        for path in root.rglob("*.py"):
+        for path in Path(found.origin).parent.rglob("*.py"):
             try:
                 newest = max(newest, path.stat().st_mtime)
             except OSError:
