@@ -12,7 +12,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import APPROVED, HELD, REVERTED, Ledger
 from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
 from lake_assets.insurance.contract import TABLE
-from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
+from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD, raw_objects
 from lake_assets.tpcds.schema import RAW
 
 ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
