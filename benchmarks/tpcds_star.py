@@ -18,6 +18,7 @@ from lake_assets.resources.duckdb_reader import connect, lake_connection
 from lake_assets.resources.embedded_s3 import free_port, start_server, stop_server
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
 from lake_assets.tpcds import raw_contract as contract
 from lake_assets.tpcds.assets import TPCDS_ASSETS
@@ -38,7 +39,7 @@ def run_pending(storage: LakeStorage, instance: dg.DagsterInstance) -> None:
     request = pending_run_request(storage)
     if request is None:
         return
-    resources = {"storage": LakeStorage(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
+    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
     result = dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
                             selection=request.asset_selection, tags=request.tags, raise_on_error=True)
     assert result.success

@@ -6,7 +6,7 @@ from lake_assets.insurance.assets import insurance_tables, raw_insurance_cdc, ra
 from lake_assets.insurance.checks import INSURANCE_CHECKS
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.engine import SparkEngine
-from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.restore import restore_table_job
 from lake_assets.schedules.maintenance import maintenance_job, nightly_maintenance
 from lake_assets.sensors.raw_files import raw_insurance_sensor
@@ -27,7 +27,7 @@ def build_definitions(settings: LakeSettings) -> dg.Definitions:
         sensors=[raw_insurance_sensor, raw_tpcds_sensor],
         schedules=[nightly_maintenance, tpcds_nightly],
         resources={
-            "storage": LakeStorage.from_settings(settings),
+            "storage": StorageResource.from_settings(settings),
             "engine": SparkEngine.from_settings(settings),
         },
         executor=dg.in_process_executor,

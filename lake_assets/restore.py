@@ -16,6 +16,7 @@ from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES, LEDGER, Lak
 from lake_assets.insurance import changes
 from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_insurance
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
 from lake_assets.schedules.maintenance import WRITE_LOCK
 
@@ -71,7 +72,7 @@ def asset_key(entry: LakeTable) -> dg.AssetKey:
 
 
 @dg.op(description="Restore a table to an earlier version (Delta) or snapshot (Iceberg), as a new commit.")
-def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage: LakeStorage) -> None:
+def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage: StorageResource) -> None:
     record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
     entry = restorable(config.table)
     with storage.running() as running, \

@@ -8,6 +8,7 @@ from lake_assets.insurance.assets import insurance_tables
 from lake_assets.insurance.checks import INSURANCE_CHECKS
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets_tests.conftest import DATA
 
 
@@ -27,7 +28,7 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
 
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True
                  ) -> dg.ExecuteInProcessResult:
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
     return dg.materialize([insurance_tables, *INSURANCE_CHECKS], instance=instance, raise_on_error=raise_on_error,
                           resources={"storage": resource, "engine": SparkEngine()})
 

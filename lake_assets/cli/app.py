@@ -2,9 +2,9 @@
 
 import functools
 import signal
+import sys
 
 import typer
-from pyspark.errors import PySparkException
 
 from lake_assets.cli.output import errors
 from lake_assets.core.errors import LakeError
@@ -12,6 +12,9 @@ from lake_assets.core.errors import LakeError
 app = typer.Typer(help="lake: a Dagster-orchestrated lakehouse on Delta Lake.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
+#: `lake run` exit codes (README): 0 all applied and checks green; 1 the run or a check failed;
+#: 3 the run succeeded but refused whole files (see `lake status`).
+EXIT_OK, EXIT_FAILED, EXIT_FILES_REFUSED = 0, 1, 3
 #: Exit code of a command stopped by Ctrl-C or SIGTERM (after its cleanup ran).
 EXIT_INTERRUPTED = 130
 
@@ -37,13 +40,22 @@ def friendly(command):
         except LakeError as error:
             errors.print(f"[red]error:[/red] {_first_line(error)}")
             raise typer.Exit(error.exit_code) from None
-        except PySparkException as error:
-            errors.print(f"[red]error:[/red] {_first_line(error)}")
-            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             errors.print("[yellow]interrupted[/yellow]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as error:
+            if not _from_the_engine(error):
+                raise
+            errors.print(f"[red]error:[/red] {_first_line(error)}")
+            raise typer.Exit(EXIT_FAILED) from None
     return wrapper
+
+
+def _from_the_engine(error: Exception) -> bool:
+    """True for PySpark's errors (the engine refused a query, ...), without importing PySpark:
+    an error of PySpark can only exist once PySpark is loaded."""
+    errors_module = sys.modules.get("pyspark.errors")
+    return errors_module is not None and isinstance(error, errors_module.PySparkException)
 
 
 def _first_line(error: Exception) -> str:

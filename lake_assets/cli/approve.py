@@ -6,10 +6,8 @@ import typer
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import console
-from lake_assets.cli.run import report_run, run_pending
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.insurance.pipeline import approve_held
 
 
 @app.command()
@@ -26,6 +24,9 @@ def approve(
     """
     if bool(files) == all_held:
         raise UsageError("name the held FILE(s) to approve, or pass --all")
+    from lake_assets.cli.jobs import report_run, run_pending
+    from lake_assets.insurance.pipeline import approve_held
+
     with lake_session() as lake:
         released = approve_held(lake.storage, None if all_held else files, "lake approve")
         for obj in released:

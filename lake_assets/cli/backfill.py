@@ -1,73 +1,12 @@
-"""`lake backfill`: load a range of a partitioned table's partitions in ONE Dagster run.
+"""`lake backfill`: load a range of a partitioned table's partitions in ONE Dagster run
+(the work is in cli/tpcds_jobs.py, imported when the command runs)."""
 
-Also the TPC-DS half of `lake run` (`run_tpcds_pending`): one run for everything pending
-under raw/tpcds/, the same request the sensor and the schedule make.
-"""
-
-import datetime as dt
 from typing import Annotated
 
-import dagster as dg
 import typer
 
-from lake_assets.cli.app import app, friendly
-from lake_assets.cli.output import console
-from lake_assets.cli.run import execute, report_checks
-from lake_assets.cli.session import LakeSession, lake_session
-from lake_assets.core.errors import UsageError
-from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
-from lake_assets.tpcds.jobs import TPCDS_TAGS, range_tags, selection_for
-from lake_assets.tpcds.pending import pending_work
-
-PARTITIONED = {"tpcds.web_sales": WEB_SALES_KEY}
-
-
-def run_tpcds(lake: LakeSession, keys: list[dg.AssetKey], tags: dict[str, str],
-              launched_by: str) -> dg.ExecuteInProcessResult:
-    """Materialize `keys` (and their checks) in one run of the `load_tpcds` job."""
-    return execute(lake, "load_tpcds", launched_by, {**TPCDS_TAGS, **tags}, asset_selection=keys)
-
-
-def report_tpcds_run(result: dg.ExecuteInProcessResult) -> bool:
-    """Print what the run loaded per table; True if it and all its checks succeeded."""
-    seen = set()
-    for event in result.get_asset_materialization_events():
-        materialization = event.materialization
-        meta = {k: v.value for k, v in materialization.metadata.items()}
-        if "table" not in meta or materialization.asset_key in seen:
-            continue
-        seen.add(materialization.asset_key)
-        console.print(
-            f"{materialization.asset_key.to_user_string()}: {meta['objects']} object(s), "
-            f"rows {meta['rows_before']} -> {meta['rows_after']} ({meta['rows_applied']} applied, "
-            f"{meta['rows_superseded']} superseded, {meta['rows_quarantined']} quarantined), "
-            f"snapshot {meta['iceberg_snapshot']}, {meta['duration_seconds']} s"
-        )
-    return report_checks(result)
-
-
-def run_tpcds_pending(lake: LakeSession) -> bool:
-    """One run for everything pending in the TPC-DS raw zone; True if nothing failed."""
-    work = pending_work(lake.storage)
-    keys, tags = selection_for(work, lake.storage)
-    if not keys:
-        console.print("tpcds: nothing pending")
-        return True
-    loaded = report_tpcds_run(run_tpcds(lake, keys, tags, "lake run"))
-    # the daemon refreshes the reports when the star changes (eager automation); so does `lake run`
-    return report_checks(execute(lake, "refresh_tpcds_reports", "lake run")) and loaded
-
-
-def _day(text: str, option: str) -> dt.date:
-    try:
-        day = dt.date.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"{option} must be a date YYYY-MM-DD, not {text!r}") from None
-    first = dt.date.fromisoformat(DAILY.get_first_partition_key())
-    last = dt.date.fromisoformat(DAILY.get_last_partition_key())
-    if not first <= day <= last:
-        raise UsageError(f"{option} {day} is outside the partitions {first}..{last}")
-    return day
+from lake_assets.cli.app import EXIT_FAILED, app, friendly
+from lake_assets.cli.session import lake_session
 
 
 @app.command()
@@ -78,13 +17,9 @@ def backfill(
     end: Annotated[str, typer.Option("--to", help="last day, YYYY-MM-DD (inclusive)")],
 ) -> None:
     """Re-load a range of days in ONE run: each day's partition is replaced by its raw object."""
-    if name not in PARTITIONED:
-        raise UsageError(f"{name!r} is not a partitioned table; partitioned: {', '.join(PARTITIONED)}")
-    first, last = _day(start, "--from"), _day(end, "--to")
-    if first > last:
-        raise UsageError(f"--from {first} is after --to {last}")
+    from lake_assets.cli.tpcds_jobs import backfill_selection, report_tpcds_run, run_tpcds
+
+    keys, tags = backfill_selection(name, start, end)
     with lake_session() as lake:
-        result = run_tpcds(lake, [PARTITIONED[name], QUARANTINE_KEY],
-                           range_tags(first.isoformat(), last.isoformat()), "lake backfill")
-        if not report_tpcds_run(result):
-            raise typer.Exit(1)
+        if not report_tpcds_run(run_tpcds(lake, keys, tags, "lake backfill")):
+            raise typer.Exit(EXIT_FAILED)

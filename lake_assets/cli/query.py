@@ -1,83 +1,22 @@
 """`lake query` and `lake history`: read the lake's tables by name."""
 
 import datetime as dt
-import logging
 from enum import StrEnum
 from typing import Annotated
 
-import sqlglot
 import typer
-from sqlglot import exp
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import ensure_readable, open_table, parse_as_of
-from lake_assets.core.formats import iceberg
-from lake_assets.core.tables import TABLES, TableFormat, table
-
-
-#: Functions that reach outside the lake (files, the JVM) are refused wherever they appear.
-FORBIDDEN_FUNCTIONS = frozenset({"reflect", "java_method", "read_files", "read_csv", "read_json", "read_parquet",
-                                 "read_text", "input_file_name"})
-
-logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" notes are ours to report
-
-
-def tables_in(sql: str) -> list[str]:
-    """The lake tables a read-only query reads, each once (found by sqlglot, Spark dialect).
-
-    Raises UsageError unless `sql` is exactly one query (SELECT / WITH / UNION, INTERSECT,
-    EXCEPT / VALUES) whose every table reference is a registered lake table (dotted names
-    such as `tpcds.web_sales` included) or one of its own CTEs: no DDL, DML or commands, no
-    path-based tables (``delta.`s3://...` ``, ``text.`/etc/hostname` ``), no table functions.
-    """
-    try:
-        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
-    except sqlglot.errors.SqlglotError as error:
-        raise UsageError(f"cannot parse the query: {_first_line(str(error))}") from None
-    if len(statements) != 1:
-        raise UsageError(f"lake query runs exactly one query, not {len(statements)} statements")
-    tree = statements[0]
-    if not isinstance(tree, (exp.Query, exp.Values)) or any(
-        isinstance(node, (exp.DML, exp.DDL, exp.Command, exp.Set, exp.Cache, exp.Uncache, exp.Use))
-        for node in tree.walk()
-    ):
-        kind = tree.key.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
-        raise UsageError(f"lake query is read-only: only SELECT, WITH, set operations and VALUES are allowed, not {kind}")
-    for function in tree.find_all(exp.Func):
-        name = (function.name if isinstance(function, exp.Anonymous) else function.sql_name()).lower()
-        if name in FORBIDDEN_FUNCTIONS:
-            raise UsageError(f"lake query does not allow the function {name}()")
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    names: list[str] = []
-    for reference in tree.find_all(exp.Table):
-        if not isinstance(reference.this, exp.Identifier):
-            raise UsageError(f"lake query reads only the lake's tables by name, not the table function "
-                             f"{reference.this.sql(dialect='spark')}")
-        name = ".".join(part.name for part in reference.parts).lower()
-        if len(reference.parts) == 1 and name in ctes:
-            continue
-        if name not in TABLES:
-            raise UsageError(f"lake query reads only the lake's tables ({', '.join(sorted(TABLES))}), "
-                             f"not {reference.sql(dialect='spark')}")
-        if name not in names:
-            names.append(name)
-    return names
-
-
-def _first_line(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else "syntax error"
-
-
-def _view_name(name: str) -> str:
-    """The temporary view a lake table is bound to while a query runs."""
-    return name.replace(".", "__")
+from lake_assets.core.tables import TableFormat, table
 
 
 def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = None, as_of: str | None = None) -> None:
+    from lake_assets.cli.sql_guard import bind_qualified_names, tables_in, view_name
+    from lake_assets.core.formats.delta import ensure_readable, open_table, parse_as_of
+
     names = tables_in(sql)
     if (version is not None or as_of) and len(names) != 1:
         raise UsageError("--version/--as-of need a query that reads exactly one table; it reads "
@@ -86,10 +25,12 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
     for name in names:
         entry = table(name)
         if entry.format is TableFormat.ICEBERG:
+            from lake_assets.core.formats import iceberg  # pyiceberg: only for queries that read Iceberg
+
             # Iceberg tables resolve by name in the engine's default (REST) catalog.
             if iceberg.open_table(lake.storage, entry) is None:
                 raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
-            spark.sql(f"SELECT * FROM {name}{_time_travel(version, as_of)}").createOrReplaceTempView(_view_name(name))
+            spark.sql(f"SELECT * FROM {name}{_time_travel(version, as_of)}").createOrReplaceTempView(view_name(name))
             continue
         if open_table(lake.storage, entry) is None:
             raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
@@ -101,9 +42,9 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
             reader = reader.option("versionAsOf", version)
         if as_of:
             reader = reader.option("timestampAsOf", as_of)
-        reader.load(entry.uri(lake.storage)).createOrReplaceTempView(_view_name(name))
+        reader.load(entry.uri(lake.storage)).createOrReplaceTempView(view_name(name))
     if any("." in name for name in names):
-        sql = _bind_qualified_names(sql)
+        sql = bind_qualified_names(sql)
     frame = spark.sql(sql)
     rows = [tuple(row) for row in frame.collect()]
     render(frame.columns, rows, fmt)
@@ -119,17 +60,6 @@ def show_query_duckdb(lake: LakeSession, sql: str, fmt: Format) -> None:
 
     columns, rows = duckdb_reader.query(lake.storage, sql)
     render(columns, rows, fmt)
-
-
-def _bind_qualified_names(sql: str) -> str:
-    """Rewrite references to dotted table names (`tpcds.web_sales`) to their temporary views."""
-    tree = sqlglot.parse_one(sql, read="spark")
-    for reference in tree.find_all(exp.Table):
-        name = ".".join(part.name for part in reference.parts).lower()
-        if "." in name and name in TABLES:
-            alias = reference.alias or reference.name
-            reference.replace(exp.to_table(_view_name(name)).as_(alias) if alias else exp.to_table(_view_name(name)))
-    return tree.sql(dialect="spark")
 
 
 def _time_travel(version: int | None, as_of: str | None) -> str:
@@ -173,6 +103,8 @@ def query(
 
 
 def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
+    from lake_assets.core.formats.delta import open_table
+
     if table(name).format is TableFormat.ICEBERG:
         show_iceberg_history(lake, name, fmt)
         return
@@ -198,6 +130,8 @@ def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
 
 def show_iceberg_history(lake: LakeSession, name: str, fmt: Format) -> None:
     """An Iceberg table's snapshots (pyiceberg), newest first; the first column is the snapshot id."""
+    from lake_assets.core.formats import iceberg
+
     current = iceberg.open_table(lake.storage, table(name))
     if current is None:
         raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")

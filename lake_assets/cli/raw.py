@@ -12,7 +12,8 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import APPROVED, HELD, REVERTED, Ledger
 from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
 from lake_assets.insurance.contract import TABLE
-from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, raw_objects
+from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD, raw_objects
+from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.schema import RAW
 
 ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
@@ -40,7 +41,8 @@ def put(
 def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
     """What is pending, applied, rejected and held in the raw zone, per file, and why."""
     with lake_session() as lake:
-        latest = Ledger(lake.storage).latest(TABLE)
+        ledger = Ledger(lake.storage).latest_by_table()
+        latest = ledger.get(TABLE, {})
         rows = []
         for obj in raw_objects(lake.storage):
             entry = latest.get((obj.key, obj.etag))
@@ -60,25 +62,22 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
                              entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"], detail))
         rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")
                  for o in ignored_objects(lake.storage, list(ZONES.values()))]
-        rows.extend(_tpcds_rows(lake.storage))
+        rows.extend(_tpcds_rows(lake.storage, ledger))
         render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined", "detail"],
                rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")
 
 
-def _tpcds_rows(storage) -> list[tuple]:  # noqa: ANN001 - LakeStorage
+def _tpcds_rows(storage: LakeStorage, ledger: dict[str, dict[tuple[str, str], dict]]) -> list[tuple]:
     """Status rows of the TPC-DS raw objects, against the ledger of the table each one feeds."""
-    ledger = Ledger(storage)
-    latest: dict[str, dict] = {}
     rows = []
     for obj in list_raw(storage, RAW.root):
         name = RAW.table_of(obj.key)
         if name is None:
             continue
-        if name not in latest:
-            latest[name] = {(e["source_file"], e["source_etag"]): e for e in ledger.entries(name).to_pylist()}
-        entry = latest[name].get((obj.key, obj.etag))
+        latest = ledger.get(name, {})
+        entry = latest.get((obj.key, obj.etag))
         if entry is None:
-            redelivered = any(key == obj.key for key, _ in latest[name])
+            redelivered = any(key == obj.key for key, _ in latest)
             rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
                          None, None, None, None, None, None))
         else:

@@ -4,14 +4,14 @@ from typing import Annotated
 
 import typer
 
-from lake_assets.cli.app import app, friendly
+from lake_assets.cli.app import EXIT_FAILED, app, friendly
 from lake_assets.cli.output import console, errors
-from lake_assets.cli.run import EXIT_FAILED, execute, failure_messages
 from lake_assets.cli.session import lake_session
 
 
 def restore_now(name: str, version: int | None, as_of: str | None, launched_by: str) -> None:
     """Check the target, then run the `restore_table_job` (one Dagster run) and print what it did."""
+    from lake_assets.cli.jobs import execute, failure_messages
     from lake_assets.jobs import TABLE_TAG
     from lake_assets.restore import restorable, target_version
     from lake_assets.schedules.maintenance import WRITE_LOCK

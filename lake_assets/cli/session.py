@@ -1,4 +1,10 @@
-"""What a CLI command needs: settings, a reachable object store, the engine, the Dagster instance."""
+"""What a CLI command needs: settings, a reachable object store, the engine, the Dagster instance.
+
+Dagster and PySpark are imported only when a command asks for the instance or the engine,
+so commands that only read storage do not pay for them.
+"""
+
+from __future__ import annotations
 
 import contextlib
 import fcntl
@@ -6,13 +12,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dagster as dg
-from pyspark.sql import SparkSession
-
-from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
+
+if TYPE_CHECKING:
+    import dagster as dg
+    from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_LOCK = "instance.lock"
@@ -24,7 +31,9 @@ class LakeSession:
     storage: LakeStorage
 
     def spark(self) -> SparkSession:
-        return SparkEngine.from_settings(self.settings).session(self.storage)
+        from lake_assets.resources.spark import SparkConfig
+
+        return SparkConfig.from_settings(self.settings).session(self.storage)
 
     def instance(self) -> dg.DagsterInstance:
         return dagster_instance(self.settings)
@@ -49,6 +58,8 @@ def prepare_dagster_home(settings: LakeSettings) -> Path:
 def dagster_instance(settings: LakeSettings) -> dg.DagsterInstance:
     """The lake's Dagster instance; its storage is created under a file lock, so two first
     commands at once do not both create the sqlite tables."""
+    import dagster as dg
+
     home = prepare_dagster_home(settings)
     with open(home / INSTANCE_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -65,6 +76,5 @@ def lake_session() -> Iterator[LakeSession]:
     """Settings from the environment and a running object store for the command's duration."""
     settings = LakeSettings.from_env()
     prepare_dagster_home(settings)
-    with LakeStorage.from_settings(settings).running() as storage:
-        storage.ensure_bucket()
+    with LakeStorage.from_settings(settings).running() as storage:  # running() ensures the bucket
         yield LakeSession(settings, storage)

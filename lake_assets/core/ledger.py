@@ -88,6 +88,13 @@ class Ledger:
         """The latest entry of every (key, ETag) this table has seen."""
         return {(e["source_file"], e["source_etag"]): e for e in self.entries(table_name).to_pylist()}
 
+    def latest_by_table(self) -> dict[str, dict[tuple[str, str], dict]]:
+        """`latest` of every table, from one read of the ledger."""
+        latest: dict[str, dict[tuple[str, str], dict]] = {}
+        for entry in self.entries().to_pylist():
+            latest.setdefault(entry["table_name"], {})[(entry["source_file"], entry["source_etag"])] = entry
+        return latest
+
     def done(self, table_name: str) -> set[tuple[str, str]]:
         """(key, ETag) of every object this table has finished with (applied or rejected)."""
         return {k for k, e in self.latest(table_name).items() if e["status"] in FINAL}

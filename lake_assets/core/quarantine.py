@@ -8,13 +8,19 @@ process parsed itself, as the insurance domain does) and `insert_absent_frame` (
 engine, for rows that never leave it, as TPC-DS loading does).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
-from pyspark.sql import DataFrame
 
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
+
+if TYPE_CHECKING:  # the engine's frames are only handed in; reading the schema columns needs no PySpark
+    from pyspark.sql import DataFrame
 
 #: (name, Arrow type, Spark SQL type) of every quarantine table's columns, in order.
 QUARANTINE_COLUMNS: list[tuple[str, pa.DataType, str]] = [

@@ -6,10 +6,12 @@ import dagster as dg
 
 from lake_assets.insurance.contract import QUARANTINE_TABLE, TABLE, table_columns
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD, STAGING, ApplyReport, IngestRules, apply_pending
+from lake_assets.insurance.pipeline import STAGING, ApplyReport, IngestRules, apply_pending
+from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.runs import record_process
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE
 from lake_assets.settings import LakeSettings
@@ -19,7 +21,7 @@ RAW_FULLLOAD_KEY = dg.AssetKey(["raw", "insurance_fullload"])
 RAW_CDC_KEY = dg.AssetKey(["raw", "insurance_cdc"])
 
 
-def _observe(storage: LakeStorage, prefix: str) -> dg.ObserveResult:
+def _observe(storage: StorageResource, prefix: str) -> dg.ObserveResult:
     with storage.running() as running:
         objects = running.list_objects(prefix)
     fingerprint = hashlib.sha256("".join(f"{o['Key']}@{o['ETag']}" for o in objects).encode()).hexdigest()
@@ -34,7 +36,7 @@ def _observe(storage: LakeStorage, prefix: str) -> dg.ObserveResult:
     key=RAW_FULLLOAD_KEY, group_name="raw", owners=OWNERS,
     description=f"Full-load CSV snapshots of the policy system (with header) under s3://<bucket>/{RAW_FULLLOAD}.",
 )
-def raw_insurance_fullload(storage: LakeStorage) -> dg.ObserveResult:
+def raw_insurance_fullload(storage: StorageResource) -> dg.ObserveResult:
     return _observe(storage, RAW_FULLLOAD)
 
 
@@ -42,7 +44,7 @@ def raw_insurance_fullload(storage: LakeStorage) -> dg.ObserveResult:
     key=RAW_CDC_KEY, group_name="raw", owners=OWNERS,
     description=f"AWS DMS style CDC files (no header, operation I/U/D first) under s3://<bucket>/{RAW_CDC}.",
 )
-def raw_insurance_cdc(storage: LakeStorage) -> dg.ObserveResult:
+def raw_insurance_cdc(storage: StorageResource) -> dg.ObserveResult:
     return _observe(storage, RAW_CDC)
 
 
@@ -81,7 +83,7 @@ class ApplyConfig(dg.Config):
     ],
     can_subset=False,
 )
-def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: LakeStorage,
+def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
                      engine: SparkEngine):
     """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger.
 
@@ -102,11 +104,11 @@ def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, sto
         f"applied {len(report.files)} file(s): version {report.version_before} -> {report.version_after}, "
         f"{report.rows_before} -> {report.rows_after} rows"
     )
-    yield dg.MaterializeResult(asset_key=TABLE, metadata=insurance_metadata(report, storage))
+    yield dg.MaterializeResult(asset_key=TABLE, metadata=insurance_metadata(report, running))
     yield dg.MaterializeResult(asset_key=QUARANTINE_TABLE, metadata={
         "rows_quarantined": report.file_total("rows_quarantined"),
         "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),
-        "table_uri": INSURANCE_QUARANTINE.uri(storage),
+        "table_uri": INSURANCE_QUARANTINE.uri(running),
     })
     yield dg.MaterializeResult(asset_key=INSURANCE_CHANGES.name, metadata=changes_metadata)
     yield dg.MaterializeResult(asset_key=INSURANCE_HISTORY.name, metadata=history_metadata)

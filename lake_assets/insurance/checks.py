@@ -18,6 +18,7 @@ from lake_assets.insurance.contract import CONTRACTS, DELTA_TYPES, KEY, TABLE, c
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE
 
 
@@ -30,7 +31,7 @@ def _latest_metadata(context: dg.AssetCheckExecutionContext) -> dict:
 
 
 @dg.asset_check(asset=TABLE, blocking=True, description="The Delta schema equals the declared contract.")
-def insurance_schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResult:
+def insurance_schema_matches_contract(storage: StorageResource) -> dg.AssetCheckResult:
     with storage.running() as running:
         return _schema_matches_contract(running)
 
@@ -48,7 +49,7 @@ def _schema_matches_contract(storage: LakeStorage) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=TABLE, blocking=True, description=f"`{KEY}` is unique and never null.")
-def insurance_key_unique_not_null(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+def insurance_key_unique_not_null(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return _key_unique_not_null(running, engine)
 
@@ -70,7 +71,7 @@ def _key_unique_not_null(storage: LakeStorage, engine: SparkEngine) -> dg.AssetC
     asset=TABLE, blocking=True,
     description="For every commit of the run: rows before + inserted - deleted = rows after, counted by delta-rs.",
 )
-def insurance_row_count_reconciles(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
+def insurance_row_count_reconciles(context: dg.AssetCheckExecutionContext, storage: StorageResource) -> dg.AssetCheckResult:
     with storage.running() as running:
         return _row_count_reconciles(_latest_metadata(context), running)
 
@@ -101,7 +102,7 @@ def _count(storage: LakeStorage, version: int) -> int:
     description="Every raw row of the run's files is applied, superseded, quarantined or held; "
                 "the quarantine table holds exactly the quarantined ones.",
 )
-def insurance_rows_conserved(context: dg.AssetCheckExecutionContext, storage: LakeStorage) -> dg.AssetCheckResult:
+def insurance_rows_conserved(context: dg.AssetCheckExecutionContext, storage: StorageResource) -> dg.AssetCheckResult:
     with storage.running() as running:
         return _rows_conserved(context.run.run_id, running)
 
@@ -169,7 +170,7 @@ def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: i
     asset=INSURANCE_HISTORY.name, blocking=True,
     description="SCD2: one current row per live policy, and the current rows equal `insurance` (data columns).",
 )
-def insurance_history_matches_table(storage: LakeStorage) -> dg.AssetCheckResult:
+def insurance_history_matches_table(storage: StorageResource) -> dg.AssetCheckResult:
     with storage.running() as running:
         return _history_matches_table(running)
 
@@ -199,7 +200,7 @@ def _history_matches_table(storage: LakeStorage) -> dg.AssetCheckResult:
     description="The feed covers every version of `insurance`: no version newer than the feed's newest has changes "
                 "left to derive, and the feed has no version the table lacks.",
 )
-def insurance_changes_cover_table(storage: LakeStorage) -> dg.AssetCheckResult:
+def insurance_changes_cover_table(storage: StorageResource) -> dg.AssetCheckResult:
     with storage.running() as running:
         return _changes_cover_table(running)
 

@@ -44,7 +44,6 @@ from pyspark.sql import SparkSession
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
-from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import changes as feed, merge
 from lake_assets.insurance.changes import DerivedReport
@@ -62,15 +61,13 @@ from lake_assets.insurance.contract import (
     table_columns,
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
+from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, RawObject, raw_objects
 from lake_assets.insurance.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
 from lake_assets.insurance.validate import validate
 from lake_assets.core.quarantine import insert_absent_arrow
 from lake_assets.resources.storage import LakeStorage
 
-RAW_FULLLOAD = "raw/fullload/"
-RAW_CDC = "raw/cdcload/"
 STAGING = "staging/insurance/"
-FULLLOAD, CDCLOAD = "fullload", "cdcload"
 SEQUENCE = "_sequence"
 BATCH = "_batch"
 MULTI_PART = re.compile(r"LOAD[0-9]+\.csv", re.IGNORECASE)
@@ -88,14 +85,6 @@ class IngestRules:
     def from_settings(cls, settings) -> "IngestRules":  # noqa: ANN001 - LakeSettings
         return cls(settings.cdc_folder_date_format, settings.fullload_max_shrink,
                    dt.timedelta(days=settings.tombstone_retention_days))
-
-
-@dataclass(frozen=True)
-class RawObject:
-    key: str
-    etag: str
-    size: int
-    kind: str  # fullload | cdcload
 
 
 @dataclass(eq=False)
@@ -198,16 +187,6 @@ class ApplyReport:
 
 
 # --- what is pending -----------------------------------------------------------------------
-
-def raw_objects(storage: LakeStorage) -> list[RawObject]:
-    """Every raw data file: full loads, then CDC files, each in key order."""
-    return [
-        RawObject(o["Key"], o["ETag"].strip('"'), int(o["Size"]), kind)
-        for prefix, kind in ((RAW_FULLLOAD, FULLLOAD), (RAW_CDC, CDCLOAD))
-        for o in storage.list_objects(prefix)
-        if is_data_file(o["Key"])  # `_SUCCESS`, `.DS_Store`, `*.gz`, ...: ignored (core/raw_zone.py)
-    ]
-
 
 def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawObject]:
     """Objects whose current (key, ETag) has no entry yet, or was approved after a hold, or

@@ -36,10 +36,6 @@ from pathlib import Path
 
 import boto3
 from botocore.config import Config
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lake_assets.core.errors import EmbeddedS3Error
 from lake_assets.resources.s3_supervisor import (
@@ -254,7 +250,13 @@ def _write_security(run_dir: Path) -> None:
     """weed's security.toml (read from its working directory): JWT keys and gRPC mutual TLS.
 
     Everything is made afresh for each start and lives only in the 0700 run directory.
+    (cryptography is imported here: only a start needs it, not a command attaching to a running server.)
     """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     ca_key = ec.generate_private_key(ec.SECP256R1())
     node_key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.timezone.utc)

@@ -1,8 +1,10 @@
 """S3 access for every part of `lake`: boto3 clients, delta-rs storage options, engine env.
 
-`LakeStorage` is a Dagster resource. With no endpoint configured, `running()` leases the
+`LakeStorage` is plain configuration plus logic, free of Dagster, so core/, the domains and
+the CLI use it without importing Dagster; the Dagster resource wrapping it is
+`resources/storage_resource.py`. With no endpoint configured, `running()` leases the
 embedded SeaweedFS server (attaching to the live one or starting it) for the duration of a
-step; with one it talks to that endpoint (MinIO, AWS S3, ...). Credentials come from one
+block; with one it talks to that endpoint (MinIO, AWS S3, ...). Credentials come from one
 place, `settings.s3_credentials`, when a client is built.
 """
 
@@ -12,18 +14,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 import boto3
-import dagster as dg
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
 from lake_assets.settings import LakeSettings, S3Credentials, s3_credentials
 
 
-class LakeStorage(dg.ConfigurableResource):
+class LakeStorage(BaseModel):
     """The lake's object store: one bucket holding `raw/`, `staging/` and `curated/`."""
+
+    model_config = ConfigDict(frozen=True)
 
     endpoint: str = ""
     bucket: str = "lake"

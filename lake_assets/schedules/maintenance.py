@@ -35,6 +35,7 @@ from lake_assets.insurance.contract import KEY
 from lake_assets.jobs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
 from lake_assets.settings import LakeSettings
 
@@ -61,7 +62,7 @@ class IcebergMaintenanceConfig(dg.Config):
 
 
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
-def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage) -> None:
+def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: StorageResource) -> None:
     record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
     retention = vacuum_retention(config.retention_hours, LakeSettings.from_env().time_travel_hours)
     with storage.running() as running:
@@ -146,7 +147,7 @@ def needs_clustering(mins: np.ndarray, maxs: np.ndarray, sizes: np.ndarray, targ
 
 
 @dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")
-def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceConfig, storage: LakeStorage,
+def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceConfig, storage: StorageResource,
                      engine: SparkEngine) -> None:
     with storage.running() as running:
         now = dt.datetime.now(dt.timezone.utc)

@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, field
 import dagster as dg
 
 from lake_assets.core.raw_zone import is_data_file
-from lake_assets.insurance.pipeline import RAW_CDC, RAW_FULLLOAD
+from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import reap_dead_runs
 from lake_assets.settings import LakeSettings
 
@@ -123,7 +124,7 @@ def raw_zone_tick(storage: LakeStorage, cursor_text: str | None,
                 "of a sweep per tick; one run per tick for everything new. A re-delivered old name is noticed "
                 f"within one sweep pass: ceil(objects / {SWEEP_PAGE}) ticks.",
 )
-def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: LakeStorage) -> dg.SensorResult | dg.SkipReason:
+def raw_insurance_sensor(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
     with contextlib.suppress(dg.DagsterInvariantViolationError):  # no instance: a unit test's context
         reap_dead_runs(context.instance)  # a killed run must not hold the table's run slot
     attached = storage.attached()

@@ -21,6 +21,7 @@ from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import TPCDS_QUARANTINE
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
 from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
 from lake_assets.tpcds.load import (
@@ -56,7 +57,7 @@ DIMENSION_KEYS = [asset_key(name) for name in DIMENSIONS]
     description=f"TPC-DS deliveries under s3://<bucket>/{RAW.root}: dimension snapshots, one web_sales object "
                 "per sold day, correction (CDC) files. `|`-separated text, no header.",
 )
-def raw_tpcds(storage: LakeStorage) -> dg.ObserveResult:
+def raw_tpcds(storage: StorageResource) -> dg.ObserveResult:
     with storage.running() as running:
         objects = running.list_objects(RAW.root)
     fingerprint = hashlib.sha256("".join(f"{o['Key']}@{o['ETag']}" for o in objects).encode()).hexdigest()
@@ -93,7 +94,7 @@ def _dimension_asset(name: str) -> dg.AssetsDefinition:
                     "(MERGE) on its surrogate key, when a new snapshot is pending.",
         metadata={"dagster/column_schema": _schema(name), "dagster/table_name": qualified(name)},
     )
-    def load(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
+    def load(context: dg.AssetExecutionContext, storage: StorageResource, engine: SparkEngine) -> dg.MaterializeResult:
         with _writing(context, storage, qualified(name)) as running:
             if name in pending_dimensions(running, Ledger(running)):
                 report = load_dimension(running, engine.session(running), name, context.run.run_id)
@@ -106,7 +107,7 @@ def _dimension_asset(name: str) -> dg.AssetsDefinition:
 
 
 @contextlib.contextmanager
-def _writing(context: dg.AssetExecutionContext, storage: LakeStorage, table: str) -> Iterator[LakeStorage]:
+def _writing(context: dg.AssetExecutionContext, storage: StorageResource, table: str) -> Iterator[LakeStorage]:
     """The running storage with `table`'s write lease held (core/lock.py), as every writer of a
     table holds it: `lake run`, the daemon's runs and backfills never write one table at once."""
     record_process(context.instance, context.run.run_id)  # so reap_dead_runs can fail the run if we are killed
@@ -136,7 +137,7 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
                 "without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
-def web_sales(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
+def web_sales(context: dg.AssetExecutionContext, storage: StorageResource, engine: SparkEngine) -> dg.MaterializeResult:
     days: list[dt.date | None] = list(days_of(context.partition_time_window))
     with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
         if None in pending_fact_days(running, Ledger(running)):
@@ -153,7 +154,7 @@ def web_sales(context: dg.AssetExecutionContext, storage: LakeStorage, engine: S
     description=f"Late corrections from {RAW.corrections} MERGEd into `tpcds.web_sales` on (ws_item_sk, "
                 "ws_order_number): I/U upsert, D delete; the last line per key wins; late files quarantined.",
 )
-def web_sales_corrections(context: dg.AssetExecutionContext, storage: LakeStorage,
+def web_sales_corrections(context: dg.AssetExecutionContext, storage: StorageResource,
                           engine: SparkEngine) -> dg.MaterializeResult:
     with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
         if pending_corrections(running, Ledger(running)):
@@ -169,7 +170,7 @@ def web_sales_corrections(context: dg.AssetExecutionContext, storage: LakeStorag
     description="Every raw TPC-DS line that could not be applied: source object, ETag, line, reason, detail, "
                 "raw text. Written by the loaders (shared core/quarantine.py); this asset reports its counts.",
 )
-def tpcds_quarantine(storage: LakeStorage) -> dg.MaterializeResult:
+def tpcds_quarantine(storage: StorageResource) -> dg.MaterializeResult:
     with storage.running() as running:
         counts = quarantine_counts(running)
     return dg.MaterializeResult(metadata={

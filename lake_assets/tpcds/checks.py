@@ -23,6 +23,7 @@ from lake_assets.core.ledger import Ledger
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, DIMENSION_KEYS, WEB_SALES_KEY, asset_key
 from lake_assets.tpcds.load import DAILY as DAILY_KIND
 from lake_assets.tpcds.load import fact_objects
@@ -101,7 +102,7 @@ def _day_sk_of(key: str) -> int | None:
 @dg.asset_check(asset=WEB_SALES_KEY, blocking=True,
                 description="Every raw line of every day's object is applied, superseded or quarantined, and "
                             "the day held exactly the applied rows in the snapshot its load committed.")
-def web_sales_rows_match_raw(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+def web_sales_rows_match_raw(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_rows_match_raw(running, engine)
 
@@ -146,21 +147,21 @@ def evaluate_referential_integrity(storage: LakeStorage, engine: SparkEngine) ->
 
 
 @dg.asset_check(asset=WEB_SALES_KEY, blocking=True, description="(ws_item_sk, ws_order_number) is unique, never null.")
-def web_sales_key_unique(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+def web_sales_key_unique(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_key_unique(running, engine, TpcdsTable.WEB_SALES)
 
 
 @dg.asset_check(asset=WEB_SALES_KEY, description="Fact keys found in every dimension; unknown keys counted and "
                                                  "shown (the rows stay in the table).")
-def web_sales_referential_integrity(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+def web_sales_referential_integrity(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_referential_integrity(running, engine)
 
 
 @dg.asset_check(asset=CORRECTIONS_KEY, name="web_sales_key_unique_after_corrections", blocking=True,
                 description="After the corrections MERGE, (ws_item_sk, ws_order_number) is still unique.")
-def web_sales_key_unique_after_corrections(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+def web_sales_key_unique_after_corrections(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_key_unique(running, engine, TpcdsTable.WEB_SALES)
 
@@ -179,7 +180,7 @@ def evaluate_schema(storage: LakeStorage, name: str) -> dg.AssetCheckResult:
 def _schema_check(name: str) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset_key(name), name=f"{name}_schema_matches", blocking=True,
                     description=f"The Iceberg schema of {qualified(name)} equals the declared TPC-DS columns.")
-    def check(storage: LakeStorage) -> dg.AssetCheckResult:
+    def check(storage: StorageResource) -> dg.AssetCheckResult:
         with storage.running() as running:
             return evaluate_schema(running, name)
 
@@ -202,14 +203,14 @@ def evaluate_freshness(storage: LakeStorage) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=WEB_SALES_KEY, description="The newest day in the raw zone is loaded (its current object).")
-def web_sales_freshness(storage: LakeStorage) -> dg.AssetCheckResult:
+def web_sales_freshness(storage: StorageResource) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_freshness(running)
 
 
 @dg.asset_check(asset=DIMENSION_KEYS[0], name="date_dim_key_unique", blocking=True,
                 description="d_date_sk is unique and never null.")
-def date_dim_key_unique(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+def date_dim_key_unique(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_key_unique(running, engine, TpcdsTable.DATE_DIM)
 

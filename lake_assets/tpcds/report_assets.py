@@ -15,7 +15,7 @@ import re
 import dagster as dg
 
 from lake_assets.resources.engine import SparkEngine
-from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, OWNERS, asset_key
 from lake_assets.tpcds.report_tables import refresh_report
 from lake_assets.tpcds.reports import REPORT_PREFIX, REPORTS, Report
@@ -42,7 +42,7 @@ def _report_asset(report: Report) -> dg.AssetsDefinition:
                     f"replaced in one snapshot:\n\n```sql\n{report.sql}\n```",
         metadata={"dagster/table_name": report.table, "sql": dg.MetadataValue.md(f"```sql\n{report.sql}\n```")},
     )
-    def refresh(context: dg.AssetExecutionContext, storage: LakeStorage, engine: SparkEngine) -> dg.MaterializeResult:
+    def refresh(context: dg.AssetExecutionContext, storage: StorageResource, engine: SparkEngine) -> dg.MaterializeResult:
         with storage.running() as running:
             result = refresh_report(engine.session(running), report)
         context.log.info(f"{report.table}: {result.rows} rows in {result.seconds} s")
@@ -69,7 +69,7 @@ refresh_tpcds_reports_job = dg.define_asset_job(
            for report in REPORTS],
     can_subset=True,
 )
-def reports_equal_duckdb(context: dg.AssetCheckExecutionContext, storage: LakeStorage, engine: SparkEngine):
+def reports_equal_duckdb(context: dg.AssetCheckExecutionContext, storage: StorageResource, engine: SparkEngine):
     from lake_assets.tpcds.report_checks import compare_report
     from lake_assets.tpcds.raw_duckdb import raw_connection
 

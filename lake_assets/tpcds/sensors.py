@@ -12,6 +12,7 @@ import dagster as dg
 from dagster_aws.s3.sensor import get_objects
 
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.jobs import load_tpcds_job, pending_run_request
 from lake_assets.tpcds.schema import RAW
@@ -44,7 +45,7 @@ def tpcds_tick(storage: LakeStorage, cursor: str | None) -> dg.SensorResult | dg
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=f"Lists {RAW.root}; one run per tick for every new object (days as one partition range).",
 )
-def raw_tpcds_sensor(context: dg.SensorEvaluationContext, storage: LakeStorage) -> dg.SensorResult | dg.SkipReason:
+def raw_tpcds_sensor(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
     attached = storage.attached()
     if attached is None:
         return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")

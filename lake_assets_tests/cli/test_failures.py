@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lake_assets.cli import app
-from lake_assets.cli.query import tables_in
+from lake_assets.cli.sql_guard import tables_in
 from lake_assets.core import tables as table_registry
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table

@@ -7,7 +7,8 @@ from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE
 from lake_assets.insurance.checks import _independent_record_count, _rows_conserved
 from lake_assets.insurance.contract import Reason
-from lake_assets.insurance.pipeline import apply_pending, raw_objects
+from lake_assets.insurance.pipeline import apply_pending
+from lake_assets.insurance.raw_zone import raw_objects
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.insurance.test_pipeline import (
     assert_conserved,

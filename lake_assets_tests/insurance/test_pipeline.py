@@ -21,15 +21,13 @@ from lake_assets.insurance import merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
 from lake_assets.core.errors import UsageError
 from lake_assets.insurance.pipeline import (
-    CDCLOAD,
-    FULLLOAD,
     STAGING,
     IngestRules,
     apply_pending,
     approve_held,
     pending_objects,
-    raw_objects,
 )
+from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, raw_objects
 from lake_assets.core.ledger import REVERTED, APPLIED, APPROVED, HELD, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable

@@ -11,7 +11,7 @@ import pytest
 import tomllib
 
 from lake_assets.core.errors import EngineUnavailable
-from lake_assets.resources.engine import REQUIRED_JARS, S3A_PACKAGES, local_jvm_builder
+from lake_assets.resources.spark import REQUIRED_JARS, S3A_PACKAGES, local_jvm_builder
 from lake_assets.resources.storage import LakeStorage
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"

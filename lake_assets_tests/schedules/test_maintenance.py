@@ -15,6 +15,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, open_table
 from lake_assets.core.lock import LockOwner, TableLocked, table_lock
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.schedules.maintenance import compact_and_vacuum, needs_clustering
 from lake_assets.core.tables import INSURANCE
 
@@ -26,7 +27,7 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
             .mode("append").save(uri)
     before = open_table(storage, INSURANCE)
     files_before = len(before.file_uris())
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
     context = dg.build_op_context(resources={"storage": resource})
     compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
@@ -37,7 +38,7 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
 
 def test_maintenance_waits_for_the_writer_of_the_table(storage: LakeStorage, spark) -> None:
     spark.range(0, 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta").save(INSURANCE.uri(storage))
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
     context = dg.build_op_context(resources={"storage": resource}, op_config={"lock_wait_seconds": 1})
     with table_lock(storage, "insurance", owner=LockOwner("apply-run", 1, "elsewhere")):
         with pytest.raises(TableLocked, match="apply-run"):
@@ -70,7 +71,7 @@ def test_vacuum_keeps_the_time_travel_window(storage: LakeStorage, spark, monkey
     monkeypatch.delenv("LAKE_S3_ENDPOINT", raising=False)
     monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))
     monkeypatch.setenv("LAKE_TIME_TRAVEL_HOURS", "1")
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
 
     with pytest.raises(UsageError, match="below the time-travel window LAKE_TIME_TRAVEL_HOURS=1 h"):
         compact_and_vacuum(dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0}))
@@ -107,7 +108,7 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
     for start in (30, 0, 20, 10, 5):  # five files; the last overlaps the second
         spark.range(start, start + 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta") \
             .mode("append").save(uri)
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
     context = dg.build_op_context(resources={"storage": resource})
     compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)

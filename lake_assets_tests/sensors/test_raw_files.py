@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.sensors import raw_files
 from lake_assets.sensors.raw_files import raw_insurance_sensor, raw_zone_tick
 
@@ -16,7 +17,7 @@ CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 
 
 def _tick(storage: LakeStorage, cursor: str | None):
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)  # embedded: found via LAKE_HOME
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)  # embedded: found via LAKE_HOME
     context = dg.build_sensor_context(cursor=cursor, resources={"storage": resource})
     return raw_insurance_sensor(context)
 
@@ -90,7 +91,7 @@ def test_directory_placeholder_keys_are_ignored(storage: LakeStorage) -> None:
 
 
 def test_skips_when_the_embedded_server_is_not_running(tmp_path: Path) -> None:
-    resource = LakeStorage(bucket="lake", home=str(tmp_path))
+    resource = StorageResource(bucket="lake", home=str(tmp_path))
     result = raw_insurance_sensor(dg.build_sensor_context(resources={"storage": resource}))
     assert isinstance(result, dg.SkipReason) and "not running" in result.skip_message
 

@@ -10,6 +10,7 @@ from lake_assets.definitions import defs
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, QUARANTINE_KEY, TPCDS_ASSETS, WEB_SALES_KEY, asset_key
 from lake_assets.tpcds.checks import TPCDS_CHECKS, evaluate_referential_integrity, evaluate_rows_match_raw
 from lake_assets.tpcds.jobs import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -19,13 +20,13 @@ from lake_assets_tests.helpers.tpcds import generated, land_dimensions, land_fac
 
 
 def _tick(storage: LakeStorage, cursor: str | None):
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
     return raw_tpcds_sensor(dg.build_sensor_context(cursor=cursor, resources={"storage": resource}))
 
 
 def _run(storage: LakeStorage, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
     job = defs.resolve_job_def("load_tpcds")
-    resources = {"storage": LakeStorage(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
+    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
     return dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
                           selection=request.asset_selection, tags=request.tags, raise_on_error=False) \
         if job else None

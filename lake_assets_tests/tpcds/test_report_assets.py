@@ -11,7 +11,7 @@ from lake_assets.schedules.maintenance import maintain_iceberg
 
 from lake_assets.definitions import build_definitions
 from lake_assets.resources.engine import SparkEngine
-from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.correction_batch import land_corrections
 from lake_assets.tpcds.corrections import apply_corrections
@@ -39,7 +39,7 @@ def test_reports_after_corrections_equal_duckdb(raw_star, star_engine):
     # other tests of the session may have landed batches in this raw zone too: count this one's
     [entry] = [f for f in report.files if f.source_file == landed.key]
     assert entry.rows_applied == 150
-    resources = {"storage": LakeStorage(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
+    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize([*REPORT_ASSETS, *REPORT_CHECKS], resources=resources, instance=instance,
                             raise_on_error=False)
@@ -64,7 +64,7 @@ def test_reports_after_corrections_equal_duckdb(raw_star, star_engine):
 def test_maintenance_shrinks_the_star_and_reports_still_equal_duckdb(raw_star, star_engine):
     """Run after the corrections: compaction + expiry + orphan removal, then every report check again."""
     storage, _ = raw_star
-    resource = LakeStorage(bucket=storage.bucket, home=storage.home)
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
     web_sales = table("tpcds.web_sales")
     before = maintenance.table_stats(storage, iceberg.open_table(storage, web_sales))
     totals = star_engine.sql("SELECT count(*), sum(ws_net_profit) FROM tpcds.web_sales").collect()[0]

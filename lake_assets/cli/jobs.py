@@ -1,0 +1,118 @@
+"""Run the code location's jobs in this process and report what they did (Dagster, imported
+only by the commands that run jobs)."""
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
+
+import dagster as dg
+
+from lake_assets.cli.app import EXIT_FAILED, EXIT_FILES_REFUSED, EXIT_OK
+from lake_assets.cli.output import console, errors
+from lake_assets.cli.session import LakeSession
+from lake_assets.core.ledger import REJECTED
+from lake_assets.insurance.contract import TABLE
+from lake_assets.runs import process_tags, reap_dead_runs
+
+
+def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, str] | None = None,
+            config: dict | None = None, **options: object) -> dg.ExecuteInProcessResult:
+    """Run a job of the code location in this process (same assets and checks as the daemon).
+
+    Dagster's and the engine's own logs go to the run's event log (see the Dagster UI), not to
+    the terminal: the command prints its own summary and one line per failure. The run is
+    tagged with this process, so `reap_dead_runs` can fail it if the command is killed.
+    `config` is the run config of the job's ops (`{"ops": {...}}`).
+    """
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    with _quiet_loggers():
+        from lake_assets.definitions import build_definitions
+
+        job = build_definitions(lake.settings).resolve_job_def(job_name)
+        reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
+        return job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(), raise_on_error=False,
+                                      tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()},
+                                      **options)
+
+
+def run_pending(lake: LakeSession, reapply: bool = False) -> dg.ExecuteInProcessResult:
+    """Apply everything pending in the insurance raw zone (with `reapply`, also the files
+    `lake restore` reverted)."""
+    config = {"ops": {"insurance_tables": {"config": {"reapply": True}}}} if reapply else None
+    return execute(lake, "apply_insurance", "lake run --reapply" if reapply else "lake run", config=config)
+
+
+@contextlib.contextmanager
+def _quiet_loggers() -> Iterator[None]:
+    """Keep Python loggers of Dagster, the engine client and boto off the user's terminal."""
+    names = ("dagster", "py4j", "pyspark", "botocore", "boto3", "urllib3", "grpc")
+    previous = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for name, level in previous.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def report_run(result: dg.ExecuteInProcessResult) -> int:
+    """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED)."""
+    refused: list[str] = []
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        if materialization.asset_key == dg.AssetKey(TABLE):
+            meta = {k: v.value for k, v in materialization.metadata.items()}
+            console.print(
+                f"insurance: version {meta.get('delta_version_before')} -> {meta.get('delta_version')}, "
+                f"rows {meta.get('rows_before')} -> {meta.get('rows_after')} "
+                f"(+{meta.get('rows_inserted')} inserted, {meta.get('rows_updated')} updated, "
+                f"{meta.get('rows_deleted')} deleted, {meta.get('rows_superseded')} superseded, "
+                f"{meta.get('rows_quarantined')} quarantined) in {meta.get('duration_seconds')} s"
+            )
+            refused += [f["file"] for f in meta.get("source_files") or [] if f.get("status") == REJECTED]
+    for file in refused:
+        errors.print(f"[red]refused:[/red] {file} (whole file rejected; see `lake status`)")
+    if not report_checks(result):
+        return EXIT_FAILED
+    return EXIT_FILES_REFUSED if refused else EXIT_OK
+
+
+def report_checks(result: dg.ExecuteInProcessResult) -> bool:
+    """Print each check's outcome and any failure; True if the run succeeded and no blocking check failed."""
+    checks_ok = True
+    for evaluation in result.get_asset_check_evaluations():
+        warning = evaluation.severity == dg.AssetCheckSeverity.WARN
+        mark = ("[green]passed[/green]" if evaluation.passed
+                else "[yellow]warning[/yellow]" if warning else "[red]FAILED[/red]")
+        checks_ok &= evaluation.passed or warning
+        console.print(f"  check {evaluation.check_name}: {mark}")
+    if not result.success:
+        for message in failure_messages(result):
+            errors.print(f"[red]run failed:[/red] {message}")
+    return result.success and checks_ok
+
+
+def failure_messages(result: dg.ExecuteInProcessResult) -> list[str]:
+    """One line per failed step (its error's first line), or the run's own failure message."""
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.step_failure_data.error
+            cause = error
+            while cause.cause is not None:  # the user's exception, not Dagster's wrapper
+                cause = cause.cause
+            text = (cause.message or error.message or "").strip()
+            first = text.splitlines()[0] if text else "failed"
+            name, _, rest = first.partition(": ")
+            if rest and "." in name and " " not in name:  # "package.module.SomeError: ..." -> "SomeError: ..."
+                first = f"{name.rsplit('.', 1)[1]}: {rest}"
+            messages.append(f"{event.step_key}: {first}")
+    if not messages:
+        for event in result.all_events:
+            if event.event_type == dg.DagsterEventType.RUN_FAILURE and event.message:
+                messages.append(event.message.strip().splitlines()[0])
+    return messages or ["the run failed (see the Dagster UI for its event log)"]

@@ -1,0 +1,79 @@
+"""Which lake tables a read-only query reads, checked with sqlglot (imported by `lake query` only)."""
+
+import logging
+
+import sqlglot
+from sqlglot import exp
+
+from lake_assets.core.errors import UsageError
+from lake_assets.core.tables import TABLES
+
+
+#: Functions that reach outside the lake (files, the JVM) are refused wherever they appear.
+FORBIDDEN_FUNCTIONS = frozenset({"reflect", "java_method", "read_files", "read_csv", "read_json", "read_parquet",
+                                 "read_text", "input_file_name"})
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" notes are ours to report
+
+
+def tables_in(sql: str) -> list[str]:
+    """The lake tables a read-only query reads, each once (found by sqlglot, Spark dialect).
+
+    Raises UsageError unless `sql` is exactly one query (SELECT / WITH / UNION, INTERSECT,
+    EXCEPT / VALUES) whose every table reference is a registered lake table (dotted names
+    such as `tpcds.web_sales` included) or one of its own CTEs: no DDL, DML or commands, no
+    path-based tables (``delta.`s3://...` ``, ``text.`/etc/hostname` ``), no table functions.
+    """
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+    except sqlglot.errors.SqlglotError as error:
+        raise UsageError(f"cannot parse the query: {_first_line(str(error))}") from None
+    if len(statements) != 1:
+        raise UsageError(f"lake query runs exactly one query, not {len(statements)} statements")
+    tree = statements[0]
+    if not isinstance(tree, (exp.Query, exp.Values)) or any(
+        isinstance(node, (exp.DML, exp.DDL, exp.Command, exp.Set, exp.Cache, exp.Uncache, exp.Use))
+        for node in tree.walk()
+    ):
+        kind = tree.key.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
+        raise UsageError(f"lake query is read-only: only SELECT, WITH, set operations and VALUES are allowed, not {kind}")
+    for function in tree.find_all(exp.Func):
+        name = (function.name if isinstance(function, exp.Anonymous) else function.sql_name()).lower()
+        if name in FORBIDDEN_FUNCTIONS:
+            raise UsageError(f"lake query does not allow the function {name}()")
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    names: list[str] = []
+    for reference in tree.find_all(exp.Table):
+        if not isinstance(reference.this, exp.Identifier):
+            raise UsageError(f"lake query reads only the lake's tables by name, not the table function "
+                             f"{reference.this.sql(dialect='spark')}")
+        name = ".".join(part.name for part in reference.parts).lower()
+        if len(reference.parts) == 1 and name in ctes:
+            continue
+        if name not in TABLES:
+            raise UsageError(f"lake query reads only the lake's tables ({', '.join(sorted(TABLES))}), "
+                             f"not {reference.sql(dialect='spark')}")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else "syntax error"
+
+
+def bind_qualified_names(sql: str) -> str:
+    """Rewrite references to dotted table names (`tpcds.web_sales`) to their temporary views."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    for reference in tree.find_all(exp.Table):
+        name = ".".join(part.name for part in reference.parts).lower()
+        if "." in name and name in TABLES:
+            alias = reference.alias or reference.name
+            reference.replace(exp.to_table(view_name(name)).as_(alias) if alias else exp.to_table(view_name(name)))
+    return tree.sql(dialect="spark")
+
+
+def view_name(name: str) -> str:
+    """The temporary view a lake table is bound to while a query runs."""
+    return name.replace(".", "__")

@@ -1,0 +1,76 @@
+"""Runs of the `load_tpcds` job from the CLI: `lake backfill` and the TPC-DS half of `lake run`
+(one run for everything pending under raw/tpcds/, the same request the sensor and the schedule make)."""
+
+import datetime as dt
+
+import dagster as dg
+
+from lake_assets.cli.jobs import execute, report_checks
+from lake_assets.cli.output import console
+from lake_assets.cli.session import LakeSession
+from lake_assets.core.errors import UsageError
+from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
+from lake_assets.tpcds.jobs import TPCDS_TAGS, range_tags, selection_for
+from lake_assets.tpcds.pending import pending_work
+
+#: Partitioned tables, by name, and their asset keys.
+PARTITIONED = {"tpcds.web_sales": WEB_SALES_KEY}
+
+
+def run_tpcds(lake: LakeSession, keys: list[dg.AssetKey], tags: dict[str, str],
+              launched_by: str) -> dg.ExecuteInProcessResult:
+    """Materialize `keys` (and their checks) in one run of the `load_tpcds` job."""
+    return execute(lake, "load_tpcds", launched_by, {**TPCDS_TAGS, **tags}, asset_selection=keys)
+
+
+def report_tpcds_run(result: dg.ExecuteInProcessResult) -> bool:
+    """Print what the run loaded per table; True if it and all its checks succeeded."""
+    seen = set()
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        meta = {k: v.value for k, v in materialization.metadata.items()}
+        if "table" not in meta or materialization.asset_key in seen:
+            continue
+        seen.add(materialization.asset_key)
+        console.print(
+            f"{materialization.asset_key.to_user_string()}: {meta['objects']} object(s), "
+            f"rows {meta['rows_before']} -> {meta['rows_after']} ({meta['rows_applied']} applied, "
+            f"{meta['rows_superseded']} superseded, {meta['rows_quarantined']} quarantined), "
+            f"snapshot {meta['iceberg_snapshot']}, {meta['duration_seconds']} s"
+        )
+    return report_checks(result)
+
+
+def run_tpcds_pending(lake: LakeSession) -> bool:
+    """One run for everything pending in the TPC-DS raw zone; True if nothing failed."""
+    work = pending_work(lake.storage)
+    keys, tags = selection_for(work, lake.storage)
+    if not keys:
+        console.print("tpcds: nothing pending")
+        return True
+    loaded = report_tpcds_run(run_tpcds(lake, keys, tags, "lake run"))
+    # the daemon refreshes the reports when the star changes (eager automation); so does `lake run`
+    return report_checks(execute(lake, "refresh_tpcds_reports", "lake run")) and loaded
+
+
+def backfill_selection(name: str, start: str, end: str) -> tuple[list[dg.AssetKey], dict[str, str]]:
+    """The assets and tags of one run re-loading the days `start`..`end` (inclusive) of the
+    partitioned table `name`; raises UsageError for anything else."""
+    if name not in PARTITIONED:
+        raise UsageError(f"{name!r} is not a partitioned table; partitioned: {', '.join(PARTITIONED)}")
+    first, last = _day(start, "--from"), _day(end, "--to")
+    if first > last:
+        raise UsageError(f"--from {first} is after --to {last}")
+    return [PARTITIONED[name], QUARANTINE_KEY], range_tags(first.isoformat(), last.isoformat())
+
+
+def _day(text: str, option: str) -> dt.date:
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} must be a date YYYY-MM-DD, not {text!r}") from None
+    first = dt.date.fromisoformat(DAILY.get_first_partition_key())
+    last = dt.date.fromisoformat(DAILY.get_last_partition_key())
+    if not first <= day <= last:
+        raise UsageError(f"{option} {day} is outside the partitions {first}..{last}")
+    return day

@@ -1,0 +1,160 @@
+"""The Spark engine: one PySpark session per process, on one of three back ends.
+
+- `sail` (default): the Sail Spark Connect server, embedded in this process (no JVM).
+- `remote`: any Spark Connect server (`LAKE_SPARK_REMOTE=sc://host:15002`), e.g. a cluster
+  with Delta and Iceberg on its classpath.
+- `local`: a local JVM Spark whose Delta/Iceberg/S3A jars come from `LAKE_SPARK_JARS` (a
+  directory) or `LAKE_SPARK_PACKAGES` (Maven coordinates, online machines only).
+
+Pipeline code only uses the DataFrame API and Spark SQL (`MERGE INTO`), so it runs
+unchanged on all three. No Dagster here: the CLI builds sessions from `SparkConfig`; the
+Dagster resource wrapping it is `SparkEngine` (resources/engine.py).
+"""
+
+import os
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+from pyspark.sql import SparkSession
+
+from lake_assets.core.errors import EngineUnavailable
+from lake_assets.resources.catalog import find_catalog
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.settings import LakeSettings
+
+ENGINES = ("sail", "remote", "local")
+
+#: Jars the local JVM engine needs, by file-name prefix, and what each one is for.
+REQUIRED_JARS = {
+    "delta-spark": "Delta Lake for Spark (io.delta:delta-spark_2.12:3.3.x)",
+    "delta-storage": "Delta storage layer (io.delta:delta-storage:3.3.x)",
+    "hadoop-aws": "S3A filesystem (org.apache.hadoop:hadoop-aws:3.3.4)",
+    "aws-java-sdk-bundle": "AWS SDK for S3A (com.amazonaws:aws-java-sdk-bundle:1.12.x)",
+}
+DEFAULT_PACKAGES = "io.delta:delta-spark_2.12:3.3.2,org.apache.hadoop:hadoop-aws:3.3.4"
+
+_sessions: dict[tuple[str, str], SparkSession] = {}
+_sail_servers: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+class SparkConfig(BaseModel):
+    """Where Spark work runs. The session is created once per process and reused."""
+
+    model_config = ConfigDict(frozen=True)
+
+    engine: str = "sail"
+    remote: str = ""
+    jars_dir: str = ""
+    packages: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: LakeSettings) -> "SparkConfig":
+        return cls(engine=settings.engine, remote=settings.spark_remote,
+                   jars_dir=settings.spark_jars, packages=settings.spark_packages)
+
+    def session(self, storage: LakeStorage) -> SparkSession:
+        """The process's session for this engine, able to read and write `storage`."""
+        if self.engine not in ENGINES:
+            raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
+        cache_key = (self.engine, storage.endpoint_url)
+        with _lock:
+            if cache_key not in _sessions:
+                _sessions[cache_key] = self._build(storage)
+            return _sessions[cache_key]
+
+    def _build(self, storage: LakeStorage) -> SparkSession:
+        if self.engine == "sail":
+            # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
+            return (SparkSession.builder.remote(_sail_url(storage))
+                    .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        if self.engine == "remote":
+            if not self.remote.startswith("sc://"):
+                raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
+            return SparkSession.builder.remote(self.remote).getOrCreate()
+        return self._build_local_jvm(storage)
+
+    def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
+        builder = local_jvm_builder(storage, Path(self.jars_dir) if self.jars_dir else None, self.packages)
+        try:
+            return builder.getOrCreate()
+        except Exception as error:  # the JVM failed to start or to resolve packages
+            raise EngineUnavailable(f"the local JVM Spark engine did not start: {error}") from error
+
+
+#: Added to the Delta jars configure_spark_with_delta_pip asks for: the S3A filesystem.
+S3A_PACKAGES = ["org.apache.hadoop:hadoop-aws:3.3.4"]
+
+
+def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str) -> SparkSession.Builder:
+    """A local JVM Spark session builder configured the way delta-spark users expect.
+
+    The jars come from, in order: `jars_dir` (offline: LAKE_SPARK_JARS), `packages`
+    (LAKE_SPARK_PACKAGES), or delta-spark's `configure_spark_with_delta_pip` (the optional
+    `jvm` dependency group: `uv sync --extra jvm`), which resolves the Delta jars matching
+    the installed delta-spark from Maven. Either way the Delta SQL extensions and catalog
+    are on, so `MERGE INTO`, `DESCRIBE HISTORY` and `delta.` paths work as on the engine.
+    """
+    builder = SparkSession.builder.master("local[*]").appName("lake")
+    if jars_dir is not None:
+        builder = builder.config("spark.jars", ",".join(str(p) for p in local_jars(jars_dir)))
+    elif packages:
+        builder = builder.config("spark.jars.packages", packages)
+    else:
+        try:
+            from delta import configure_spark_with_delta_pip
+        except ImportError:
+            raise EngineUnavailable(
+                "LAKE_ENGINE=local needs Delta for Spark: install the optional group (`uv sync --extra jvm`, "
+                "online), or set LAKE_SPARK_JARS to a directory holding "
+                + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items())
+                + f", or LAKE_SPARK_PACKAGES={DEFAULT_PACKAGES}"
+            ) from None
+        builder = configure_spark_with_delta_pip(builder, extra_packages=S3A_PACKAGES)
+    key, secret = storage.credentials()
+    conf = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.endpoint": storage.endpoint_url,
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": str(storage.endpoint_url.startswith("https")).lower(),
+        "spark.hadoop.fs.s3a.access.key": key,
+        "spark.hadoop.fs.s3a.secret.key": secret,
+        "spark.sql.session.timeZone": "UTC",
+    }
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    return builder
+
+
+def local_jars(jars_dir: Path) -> list[Path]:
+    """The jars in `jars_dir`; raises naming every required jar that is missing."""
+    jars = sorted(jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
+    missing = [f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items()
+               if not any(j.name.startswith(prefix) for j in jars)]
+    if missing:
+        raise EngineUnavailable(f"LAKE_SPARK_JARS={jars_dir} lacks: " + "; ".join(missing))
+    return jars
+
+
+def _sail_url(storage: LakeStorage) -> str:
+    """Start (once per process and endpoint) an embedded Sail server that reaches `storage`."""
+    endpoint = storage.endpoint_url
+    if endpoint not in _sail_servers:
+        from pysail.spark import SparkConnectServer
+
+        # Sail's object store reads its S3 settings from the process environment, and its
+        # catalogs too: the Iceberg REST catalog (if there is one) becomes its default catalog.
+        os.environ.update(storage.engine_environment())
+        catalog = find_catalog(storage)
+        if catalog is not None:
+            catalog.ensure_warehouse()
+            os.environ.update(catalog.sail_environment())
+        os.environ.setdefault("RUST_LOG", "error")  # engine warnings are not for the terminal
+        server = SparkConnectServer(ip="127.0.0.1", port=0)
+        server.start(background=True)
+        _sail_servers[endpoint] = server
+    host, port = _sail_servers[endpoint].listening_address
+    return f"sc://{host}:{port}"
