@@ -23,6 +23,7 @@ ones start in a new interpreter (cold, but current) until the daemon is restarte
 freshness benchmark measures both in one run).
 """
 
+import importlib.util
 import multiprocessing
 import os
 import signal
@@ -170,8 +171,6 @@ def newest_source_mtime(modules: Iterable[str]) -> float:
     Installed libraries (under site-packages) are left out: they do not change under a running
     daemon, and walking them on every launch would cost more than the check is worth.
     """
-    import importlib.util
-
     newest = 0.0
     for top in {name.split(".")[0] for name in modules}:
         found = importlib.util.find_spec(top)

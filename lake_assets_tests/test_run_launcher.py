@@ -10,6 +10,7 @@ import pytest
 from dagster._core.definitions.reconstruct import ReconstructableJob
 
 from lake_assets.run_launcher import WarmRunLauncher
+from lake_assets_tests.helpers import warm_jobs
 
 HELPER = "lake_assets_tests.helpers.warm_jobs"
 
@@ -74,9 +75,13 @@ def test_terminate_from_another_process_interrupts_the_run(instance: dg.DagsterI
 
 def test_changed_code_starts_runs_in_a_new_interpreter(instance: dg.DagsterInstance) -> None:
     assert wait_until_finished(instance, launch(instance, "probe_job")).status == dg.DagsterRunStatus.SUCCESS
-    launcher = instance.run_launcher
-    launcher._code_stamp -= 10  # as if a source file was saved after the forkserver imported it
-    run_id = launch(instance, "probe_job")
+    source = Path(warm_jobs.__file__)
+    before = source.stat()
+    os.utime(source, (before.st_atime, time.time() + 1))  # saved after the forkserver imported it
+    try:
+        run_id = launch(instance, "probe_job")
+    finally:
+        os.utime(source, (before.st_atime, before.st_mtime))
     assert wait_until_finished(instance, run_id).status == dg.DagsterRunStatus.SUCCESS
     seen = observation(instance, run_id)
     assert seen["imported_by_pid"] == seen["running_pid"]  # imported afresh in the run's own interpreter

@@ -10,7 +10,7 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ INSTANCE_LOCK = "instance.lock"
 class LakeSession:
     settings: LakeSettings
     storage: LakeStorage
+    _instance: dg.DagsterInstance | None = field(default=None, init=False, repr=False)
 
     def spark(self) -> SparkSession:
         from lake_assets.resources.spark import SparkConfig
@@ -36,7 +37,10 @@ class LakeSession:
         return SparkConfig.from_settings(self.settings).session(self.storage)
 
     def instance(self) -> dg.DagsterInstance:
-        return dagster_instance(self.settings)
+        """The lake's Dagster instance, built once per command (every job it runs shares it)."""
+        if self._instance is None:
+            self._instance = dagster_instance(self.settings)
+        return self._instance
 
 
 def prepare_dagster_home(settings: LakeSettings) -> Path:
