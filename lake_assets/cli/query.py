@@ -56,9 +56,9 @@ class QueryEngine(StrEnum):
 
 
 def show_query_duckdb(lake: LakeSession, sql: str, fmt: Format) -> None:
-    from lake_assets.resources import duckdb_reader
+    from lake_assets.resources import duckdb_sandbox
 
-    columns, rows = duckdb_reader.query(lake.storage, sql)
+    columns, rows = duckdb_sandbox.query(lake.storage, sql)
     render(columns, rows, fmt)
 
 

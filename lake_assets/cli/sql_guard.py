@@ -10,8 +10,9 @@ from lake_assets.core.tables import TABLES
 
 
 #: Functions that reach outside the lake (files, the JVM) are refused wherever they appear.
-FORBIDDEN_FUNCTIONS = frozenset({"reflect", "java_method", "read_files", "read_csv", "read_json", "read_parquet",
-                                 "read_text", "input_file_name"})
+FORBIDDEN_FUNCTIONS = frozenset({"reflect", "try_reflect", "java_method", "read_files", "read_csv", "read_json",
+                                 "read_parquet", "read_text", "input_file_name", "input_file_block_start",
+                                 "input_file_block_length"})
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" notes are ours to report
 
@@ -23,6 +24,10 @@ def tables_in(sql: str) -> list[str]:
     EXCEPT / VALUES) whose every table reference is a registered lake table (dotted names
     such as `tpcds.web_sales` included) or one of its own CTEs: no DDL, DML or commands, no
     path-based tables (``delta.`s3://...` ``, ``text.`/etc/hostname` ``), no table functions.
+    Generators stay usable where they read nothing: in the select list and in LATERAL VIEW
+    (`explode`, `posexplode`, `inline`, `stack`); in FROM every table function is refused,
+    so no name has to be trusted there. Every attack this refuses is run against Sail in
+    lake_assets_tests/cli/test_query_attacks.py.
     """
     try:
         statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]

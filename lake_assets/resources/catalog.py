@@ -171,8 +171,14 @@ class LakeCatalog:
         )
         return {"SAIL_CATALOG__LIST": catalogs, "SAIL_CATALOG__DEFAULT_CATALOG": CATALOG_NAME}
 
-    def attach_duckdb(self, con) -> None:  # noqa: ANN001 - a duckdb connection
-        """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`."""
+    def attach_duckdb(self, con, read_only: bool = False) -> None:  # noqa: ANN001 - a duckdb connection
+        """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`.
+
+        The warehouse is named by its URI (`s3://warehouse`): DuckDB adds an attached
+        database's path to the paths a sandboxed connection may open, and a bare name would
+        be a local file in the working directory. `read_only` makes DuckDB refuse every
+        write to the catalog (INSERT, DELETE, CREATE, also under `EXPLAIN ANALYZE`).
+        """
         from lake_assets.resources.duckdb_extensions import load_extensions
 
         load_extensions(con, "httpfs", "avro", "iceberg")
@@ -188,8 +194,8 @@ class LakeCatalog:
             f"OAUTH2_SERVER_URI '{self.uri}/v1/oauth/tokens')"
         )
         con.execute(
-            f"ATTACH IF NOT EXISTS '{self.warehouse}' AS {CATALOG_NAME} "
-            f"(TYPE iceberg, SECRET lake_iceberg, ENDPOINT '{self.uri}')"
+            f"ATTACH IF NOT EXISTS '{self.warehouse_uri}' AS {CATALOG_NAME} "
+            f"(TYPE iceberg, SECRET lake_iceberg, ENDPOINT '{self.uri}'{', READ_ONLY' if read_only else ''})"
         )
 
 

@@ -1,25 +1,23 @@
-"""DuckDB as the lake's second engine: the BI read path and the tests' independent oracle.
+"""DuckDB as the lake's second engine: the tests' independent oracle, benchmarks, TPC-DS tooling.
 
 `lake_connection(storage)` gives a DuckDB connection in which the lake's tables have the
 same names as in Spark SQL: Iceberg tables through the REST catalog (attached as `lake`,
 each namespace on the search path, so `tpcds.web_sales` resolves) and Delta tables
 (`insurance`, ...) as views over `delta_scan` on S3. Extensions come from their wheels
 (`resources/duckdb_extensions.py`); nothing is downloaded at run time.
+
+These connections can write; `lake query --engine duckdb` uses the sandboxed connection of
+`resources/duckdb_sandbox.py` instead.
 """
 
 from urllib.parse import urlparse
 
 import duckdb
 
-from lake_assets.core.errors import UsageError
 from lake_assets.core.tables import TABLES
 from lake_assets.resources.catalog import CATALOG_NAME, find_catalog
 from lake_assets.resources.duckdb_extensions import load_extensions
 from lake_assets.resources.storage import LakeStorage
-
-#: Statement kinds `lake query --engine duckdb` runs; anything else could change the lake.
-READ_ONLY_STATEMENTS = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-
 
 def connect(database: str = ":memory:", *extensions: str) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the given extensions loaded from their wheels; never downloads one."""
@@ -29,7 +27,7 @@ def connect(database: str = ":memory:", *extensions: str) -> duckdb.DuckDBPyConn
     return con
 
 
-def _quote(value: str) -> str:
+def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -38,9 +36,9 @@ def add_s3_secret(con: duckdb.DuckDBPyConnection, storage: LakeStorage) -> None:
     key, secret = storage.credentials()
     url = urlparse(storage.endpoint_url)
     con.execute(
-        f"CREATE OR REPLACE SECRET lake_s3 (TYPE s3, KEY_ID {_quote(key)}, SECRET {_quote(secret)}, "
-        f"ENDPOINT {_quote(url.netloc)}, URL_STYLE 'path', USE_SSL {str(url.scheme == 'https').lower()}, "
-        f"REGION {_quote(storage.region)})"
+        f"CREATE OR REPLACE SECRET lake_s3 (TYPE s3, KEY_ID {quote(key)}, SECRET {quote(secret)}, "
+        f"ENDPOINT {quote(url.netloc)}, URL_STYLE 'path', USE_SSL {str(url.scheme == 'https').lower()}, "
+        f"REGION {quote(storage.region)})"
     )
 
 
@@ -62,28 +60,6 @@ def lake_connection(storage: LakeStorage) -> duckdb.DuckDBPyConnection:
     for table in TABLES.values():
         if table.format == "delta" and "." not in table.name and _delta_exists(con, table.uri(storage)):
             con.execute(f"CREATE OR REPLACE VIEW memory.main.{table.name} AS "
-                        f"SELECT * FROM delta_scan({_quote(table.uri(storage))})")
-    con.execute(f"SET search_path = {_quote(','.join(search_path))}")
+                        f"SELECT * FROM delta_scan({quote(table.uri(storage))})")
+    con.execute(f"SET search_path = {quote(','.join(search_path))}")
     return con
-
-
-def read_only_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one read-only statement; (column names, rows)."""
-    statements = con.extract_statements(sql)
-    if len(statements) != 1:
-        raise UsageError(f"give exactly one SQL statement, not {len(statements)}")
-    if statements[0].type not in READ_ONLY_STATEMENTS:
-        raise UsageError(f"lake query only reads: {statements[0].type.name} statements are refused")
-    relation = con.sql(sql)
-    return list(relation.columns), relation.fetchall()
-
-
-def query(storage: LakeStorage, sql: str) -> tuple[list[str], list[tuple]]:
-    """`sql` over the lake's tables by name, on DuckDB."""
-    con = lake_connection(storage)
-    try:
-        return read_only_query(con, sql)
-    except duckdb.CatalogException as error:
-        raise UsageError(f"DuckDB: {str(error).splitlines()[0]}") from error
-    finally:
-        con.close()
