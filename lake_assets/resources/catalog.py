@@ -174,10 +174,11 @@ class LakeCatalog:
     def attach_duckdb(self, con, read_only: bool = False) -> None:  # noqa: ANN001 - a duckdb connection
         """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`.
 
-        The warehouse is named by its URI (`s3://warehouse`): DuckDB adds an attached
-        database's path to the paths a sandboxed connection may open, and a bare name would
-        be a local file in the working directory. `read_only` makes DuckDB refuse every
-        write to the catalog (INSERT, DELETE, CREATE, also under `EXPLAIN ANALYZE`).
+        `read_only` makes DuckDB refuse every write to the catalog (INSERT, DELETE, CREATE,
+        also under `EXPLAIN ANALYZE`), and names the warehouse by its URI (`s3://warehouse`):
+        DuckDB adds an attached database's path to the paths a sandboxed connection may open,
+        and the bare name would be a local file in the working directory. (Named by its URI
+        without options, DuckDB attached it read-only too, so writers keep the bare name.)
         """
         from lake_assets.resources.duckdb_extensions import load_extensions
 
@@ -194,7 +195,7 @@ class LakeCatalog:
             f"OAUTH2_SERVER_URI '{self.uri}/v1/oauth/tokens')"
         )
         con.execute(
-            f"ATTACH IF NOT EXISTS '{self.warehouse_uri}' AS {CATALOG_NAME} "
+            f"ATTACH IF NOT EXISTS '{self.warehouse_uri if read_only else self.warehouse}' AS {CATALOG_NAME} "
             f"(TYPE iceberg, SECRET lake_iceberg, ENDPOINT '{self.uri}'{', READ_ONLY' if read_only else ''})"
         )
 
