@@ -85,6 +85,17 @@ def attack_lake(s3_server: EmbeddedS3, lake_home: Path, tmp_path_factory: pytest
     storage.get_client().delete_bucket(Bucket=storage.bucket)
 
 
+def test_the_lake_state_sees_a_write(attack_lake: Lake) -> None:
+    """The `unchanged` check below can fail: one new object in the bucket changes the state."""
+    before = attack_lake.state()
+    attack_lake.storage.put_bytes("raw/cdcload/probe.csv", b"I,1\n")
+    try:
+        assert attack_lake.state() != before
+    finally:
+        attack_lake.storage.get_client().delete_object(Bucket=attack_lake.storage.bucket, Key="raw/cdcload/probe.csv")
+    assert attack_lake.state() == before
+
+
 @pytest.fixture
 def unchanged(attack_lake: Lake) -> Iterator[Lake]:
     """The lake, checked after the test to be exactly as it was before."""
@@ -133,6 +144,14 @@ SANDBOX_HOLDS = [
     "INSTALL spatial",
     "LOAD '{home}/evil.duckdb_extension'",
     "SELECT 1; DELETE FROM tpcds.web_sales",
+    "SELECT * FROM read_text('file:///etc/passwd')",
+    "SELECT * FROM read_parquet('s3://{bucket}/curated/insurance/*.parquet')",
+    "SELECT * FROM read_csv('s3://{bucket}/raw/**')",
+    "FROM query('DELETE FROM tpcds.web_sales')",
+    "PRAGMA profiling_output = '{local}/profile.json'",
+    "SET temp_directory = '{local}'",
+    "SET allowed_directories = ['/']",
+    "CREATE PERSISTENT SECRET evil (TYPE s3, KEY_ID 'a', SECRET 'b')",
 ]
 #: Attacks only the statement check stops (duckdb_sandbox.py says why): a write under the warehouse,
 #: delta_scan's own object store, statements that touch nothing but the connection.
@@ -142,6 +161,12 @@ CHECK_ONLY = [
     "SELECT * FROM delta_scan('{home}')",
     "CALL pragma_version()",
     "DETACH lake",
+    "SELECT * FROM iceberg_scan('s3://{warehouse}/tpcds/web_sales')",
+    "SELECT * FROM parquet_metadata('s3://{warehouse}/tpcds/web_sales/data/x.parquet')",
+    "CREATE SECRET evil (TYPE s3, KEY_ID 'a', SECRET 'b')",
+    "SET VARIABLE x = 1",
+    "USE lake",
+    "CHECKPOINT",
 ]
 DUCKDB_ATTACKS = SANDBOX_HOLDS + CHECK_ONLY
 
@@ -216,6 +241,23 @@ SPARK_ATTACKS = [
     "SELECT * FROM lake.tpcds.web_sales",
     "SELECT * FROM ｉnsurance",
     "SELECT * FROM tpcds__web_sales",
+    "SELECT * FROM TEXT.`/etc/passwd`",
+    "SELECT * FROM `text`.`{home}/s3-credentials.json`",
+    "SELECT * FROM json.`file://{home}/s3-credentials.json`",
+    "SELECT * FROM '/etc/passwd'",
+    "SELECT * FROM insurance JOIN csv.`/etc/passwd` ON true",
+    "SELECT (SELECT max(value) FROM text.`{home}/s3-credentials.json`) AS v",
+    "SELECT * FROM text.`/etc/passwd` /*+ REPARTITION(1) */",
+    "CREATE OR REPLACE TEMPORARY VIEW insurance USING text OPTIONS (path '/etc/passwd')",
+    "MERGE INTO insurance USING insurance s ON false WHEN NOT MATCHED THEN INSERT *",
+    "UPDATE insurance SET premium = 0",
+    "DROP TABLE tpcds.web_sales",
+    "TRUNCATE TABLE insurance",
+    "ALTER TABLE tpcds.web_sales SET TBLPROPERTIES ('a' = 'b')",
+    "REFRESH TABLE insurance",
+    "USE spark_catalog",
+    "RESET",
+    "SELECT * FROM stack(1, 'a')",
 ]
 
 
