@@ -16,19 +16,21 @@ Two layers, each checked by the attack tier (lake_assets_tests/cli/test_query_at
    `getenv` does not exist in this build).
 
    What this layer cannot stop, measured: DuckDB checks paths, not the direction of
-   access, so a `COPY ... TO` a path under the warehouse (or over a Delta data file) would
-   be written with the lake's key; and `delta_scan` reads a Delta log through delta-kernel's
-   own object store, which DuckDB's file-system checks do not see (it can list any prefix of
-   the bucket, or a local directory, for `_delta_log/`; the data files it then wants are
-   refused). The statement check below covers both.
+   access, so a `COPY ... TO` a path under the warehouse, or over one of the allowed Delta
+   data files (the table then reads the copied rows), is written with the lake's key (a
+   read-only S3 identity for this connection would close that; the embedded server has one
+   identity today); and `delta_scan` reads a Delta log through delta-kernel's own object
+   store, which DuckDB's file-system checks do not see (it lists any prefix of the bucket,
+   or a local directory, for `_delta_log/`; the data files it then wants are refused). The
+   statement check below covers both.
 
 2. **The statement check** (`check_read_only`), by DuckDB's own parser: exactly one
    statement; a SELECT (which includes DESCRIBE, SHOW, SUMMARIZE and FROM-first queries) or
    an EXPLAIN of one, without ANALYZE (`EXPLAIN ANALYZE` runs its statement and DuckDB
    classifies it as EXPLAIN all the same) and without options; CALL, COPY, EXPORT, ATTACH,
    INSTALL/LOAD, SET, the PRAGMAs that are not queries and everything else are refused
-   (`PRAGMA version`, `PRAGMA table_info(t)` are SELECTs over table functions and pass). Inside the SELECT, table
-   functions that read by path (`read_*`, `glob`, `delta_scan`, `iceberg_*`, `parquet_*`,
+   (`PRAGMA version`, `PRAGMA show_tables` are SELECTs over table functions and pass).
+   Inside the SELECT, table functions that read by path (`read_*`, `glob`, `delta_scan`, `iceberg_*`, `parquet_*`,
    `query`, ...) and tables named by a file path (`FROM '/etc/passwd'`) are refused.
 
 The lake's other DuckDB connections (the tests' oracle, TPC-DS generation and corrections)

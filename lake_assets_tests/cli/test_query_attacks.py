@@ -22,7 +22,7 @@ from lake_assets.cli.output import Format
 from lake_assets.cli.query import show_query
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import current_version
+from lake_assets.core.formats.delta import current_version, open_table
 from lake_assets.core.tables import INSURANCE
 from lake_assets.resources import duckdb_sandbox
 from lake_assets.resources.catalog import LakeCatalog, lake_catalog
@@ -47,8 +47,9 @@ class Lake:
         return self.storage.credentials()[1]
 
     def fill(self, sql: str) -> str:
+        delta_file = open_table(self.storage, INSURANCE).file_uris()[0] if "{delta_file}" in sql else ""
         return sql.format(home=self.home, bucket=self.storage.bucket, warehouse=self.catalog.warehouse,
-                          local=self.local, s3=self.storage.endpoint_url.split("://", 1)[1])
+                          local=self.local, s3=self.storage.endpoint_url.split("://", 1)[1], delta_file=delta_file)
 
     def state(self) -> dict:
         client = self.storage.get_client()
@@ -157,6 +158,7 @@ SANDBOX_HOLDS = [
 #: delta_scan's own object store, statements that touch nothing but the connection.
 CHECK_ONLY = [
     "COPY (SELECT 1 AS a) TO 's3://{warehouse}/tpcds/web_sales/data/evil.parquet'",
+    "COPY (SELECT 42::BIGINT AS policy_id, 0::BIGINT AS premium) TO '{delta_file}' (FORMAT parquet)",
     "SELECT * FROM delta_scan('s3://{bucket}/raw')",
     "SELECT * FROM delta_scan('{home}')",
     "CALL pragma_version()",
