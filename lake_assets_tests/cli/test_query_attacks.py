@@ -9,6 +9,7 @@ to prove it holds by itself where it can (duckdb_sandbox.py says where it cannot
 """
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ def attack_lake(s3_server: EmbeddedS3, lake_home: Path, tmp_path_factory: pytest
         env.setenv("LAKE_HOME", storage.home)
         env.setenv("LAKE_S3_BUCKET", storage.bucket)
         env.delenv("LAKE_S3_ENDPOINT", raising=False)
+        env.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))  # the CLI points it at LAKE_HOME
         yield Lake(storage, catalog, Path(storage.home).resolve(), tmp_path_factory.mktemp("outside"))
     drop_namespace_tables(catalog, "tpcds")
     storage.delete_prefix("")
