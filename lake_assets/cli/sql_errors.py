@@ -46,6 +46,11 @@ def parse_error(sql: str, error: sqlglot.errors.SqlglotError) -> UsageError:
                       else f"cannot parse the query at {where}: {what} end of query{after}")
 
 
+def is_table_name(name: str) -> bool:
+    """True for what reads as a table's name (a typo to hint at), not a path (``text.`/etc/x` ``)."""
+    return re.fullmatch(r"\w+(\.\w+)*", name) is not None
+
+
 def unknown_table(name: str) -> UsageError:
     """`table x is not a lake table; did you mean y? (see SHOW TABLES)`."""
     return UsageError(f"table {name} is not a lake table{_did_you_mean(name, TABLES)} (see SHOW TABLES)")

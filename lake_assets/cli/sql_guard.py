@@ -55,8 +55,11 @@ def tables_in(sql: str) -> list[str]:
         name = ".".join(part.name for part in reference.parts).lower()
         if len(reference.parts) == 1 and name in ctes:
             continue
-        if name not in TABLES:
+        if name not in TABLES and sql_errors.is_table_name(name):  # a typo: name the closest lake table
             raise sql_errors.unknown_table(".".join(part.name for part in reference.parts))
+        if name not in TABLES:
+            raise UsageError(f"lake query reads only the lake's tables ({', '.join(sorted(TABLES))}), "
+                             f"not {reference.sql(dialect='spark')}")
         if name not in names:
             names.append(name)
     return names

@@ -158,3 +158,17 @@ def _iso(millis: int) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(millis / 1000, dt.timezone.utc).isoformat()
+
+
+def test_jvm_sparks_analysis_errors_read_the_same() -> None:
+    """JVM Spark (the local and remote engines) words unresolved names otherwise than Sail."""
+    from lake_assets.cli.sql_errors import from_engine
+
+    column = Exception("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column or function parameter with name `i`.`policy` "
+                       "cannot be resolved. Did you mean one of the following? [`i`.`policy_id`].; line 1 pos 7")
+    assert str(from_engine(column, ["insurance"], lambda: ["policy_id", "insured_value"])) == \
+        "column i.policy not found in insurance; did you mean policy_id?"
+    missing = Exception("[TABLE_OR_VIEW_NOT_FOUND] The table or view `insurence` cannot be found. Verify ...")
+    assert str(from_engine(missing, [], list)) == \
+        "table insurence is not a lake table; did you mean insurance? (see SHOW TABLES)"
+    assert from_engine(Exception("[DIVIDE_BY_ZERO] Division by zero."), ["insurance"], list) is None
