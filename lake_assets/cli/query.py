@@ -31,7 +31,7 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
         frame = binder.spark.sql(bound)
         rows = [tuple(row) for row in frame.collect()]
     except PySparkException as error:
-        mapped = sql_errors.from_engine(error, names, binder.columns)
+        mapped = sql_errors.from_engine(error, list(binder.frames), binder.columns)
         if mapped is None:
             raise
         raise mapped from None
@@ -75,6 +75,8 @@ def query(
     statement = lake_statement(sql)
     with lake_session() as lake:
         if statement is not None:  # SHOW / DESCRIBE: answered from the tables' metadata, on any engine
+            if version is not None or as_of:
+                raise UsageError("--version/--as-of time-travel a query; DESCRIBE HISTORY lists the versions")
             answer(lake, statement, fmt)
         elif engine is QueryEngine.duckdb:
             if version is not None or as_of:

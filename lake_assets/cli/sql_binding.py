@@ -130,9 +130,11 @@ class Binder:
         if alias:
             reference.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
 
-    def _view(self, key: tuple[str, TimeTravel | None], frame: DataFrame) -> str:
+    def _view(self, key: tuple[str, TimeTravel | None], frame: DataFrame, view: str | None = None) -> str:
+        """Bind `frame` to a view (by default named after the table, and its version if any)."""
         name, travel = key
-        view = _view_name(name) if travel is None else f"{_view_name(name)}__at{len(self.views)}"
+        if view is None:
+            view = _view_name(name) if travel is None else f"{_view_name(name)}__at{len(self.views)}"
         frame.createOrReplaceTempView(view)
         self.views[key] = view
         self.frames.setdefault(name, frame)
@@ -194,16 +196,12 @@ class Binder:
         if name not in FEEDS:
             raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(FEEDS))}")
         start, end = (int(a.this) for a in arguments[1:]) if len(arguments) == 3 else (int(arguments[1].this), None)
-        key = (f"{TABLE_CHANGES}({name}, {start}, {end})", None)
+        key = (f"{TABLE_CHANGES}('{name}', {start}{'' if end is None else f', {end}'})", None)
         if key in self.views:
             return self.views[key]
         rows = read_feed(self.lake.storage, name, start, end)
         frame = self.spark.createDataFrame(rows.to_pandas(), schema=from_arrow_schema(rows.schema))
-        view = f"{TABLE_CHANGES}__{_view_name(name)}__{len(self.views)}"
-        frame.createOrReplaceTempView(view)
-        self.views[key] = view
-        self.frames.setdefault(name, frame)
-        return view
+        return self._view(key, frame, f"{TABLE_CHANGES}__{_view_name(name)}__{len(self.views)}")
 
 
 def _is_whole_number(value: exp.Expression) -> bool:

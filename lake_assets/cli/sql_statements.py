@@ -59,7 +59,8 @@ def lake_statement(sql: str) -> ShowTables | Describe | None:
     except sqlglot.errors.SqlglotError:
         raise UsageError(usage) from None
     if not isinstance(tree, exp.Describe) or not isinstance(tree.this, exp.Table) \
-            or not isinstance(tree.this.this, exp.Identifier) or tree.args.get("partition") is not None:
+            or not isinstance(tree.this.this, exp.Identifier) or tree.args.get("partition") is not None \
+            or tree.this.args.get("version") is not None:
         raise UsageError(usage)
     style = str(tree.args.get("style") or "").upper()
     if style not in ("", "EXTENDED", "FORMATTED", "HISTORY"):

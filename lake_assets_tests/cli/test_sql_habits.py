@@ -115,7 +115,11 @@ def test_mistakes_name_the_candidates_in_one_line(insurance: DeltaTable) -> None
     assert refused("DESCRIBE insurence").endswith("did you mean insurance? (see SHOW TABLES)")
     typo = refused("SELEC * FROM insurance")
     assert "line 1, column 12" in typo and "'FROM'" in typo and "Mul" not in typo
+    assert refused("SELECT _change_typ FROM table_changes('insurance', 1)").endswith(
+        "column _change_typ not found in table_changes('insurance', 1); did you mean _change_type?")
     assert "SHOW TABLES" in refused("SHOW FUNCTIONS")
+    assert "DESCRIBE HISTORY" in refused("DESCRIBE insurance", "--version", "0")
+    assert "DESCRIBE takes a lake table" in refused("DESCRIBE insurance VERSION AS OF 0")
     assert {"table": "insurance", "format": "delta", "domain": "insurance"} in rows(
         "SHOW TABLES", "--engine", "duckdb")
 
