@@ -60,7 +60,7 @@ def lake_statement(sql: str) -> ShowTables | Describe | None:
         raise UsageError(usage) from None
     if not isinstance(tree, exp.Describe) or not isinstance(tree.this, exp.Table) \
             or not isinstance(tree.this.this, exp.Identifier) or tree.args.get("partition") is not None \
-            or tree.this.args.get("version") is not None:
+            or tree.this.args.get("version") is not None or str(tree.args.get("kind") or "TABLE").upper() != "TABLE":
         raise UsageError(usage)
     style = str(tree.args.get("style") or "").upper()
     if style not in ("", "EXTENDED", "FORMATTED", "HISTORY"):

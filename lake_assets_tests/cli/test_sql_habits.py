@@ -176,3 +176,14 @@ def test_jvm_sparks_analysis_errors_read_the_same() -> None:
     assert str(from_engine(missing, [], list)) == \
         "table insurence is not a lake table; did you mean insurance? (see SHOW TABLES)"
     assert from_engine(Exception("[DIVIDE_BY_ZERO] Division by zero."), ["insurance"], list) is None
+
+
+@pytest.mark.parametrize("sql", ["DESCRIBE insurance; DROP TABLE insurance", "DESCRIBE FUNCTION abs",
+                                 "DESCRIBE SELECT 1", "DESCRIBE delta.`s3://lake/curated/insurance`",
+                                 "SHOW TABLES; DROP TABLE insurance", "SHOW CREATE TABLE insurance"])
+def test_show_and_describe_take_nothing_but_lake_tables(sql: str) -> None:
+    from lake_assets.cli.sql_statements import lake_statement
+    from lake_assets.core.errors import UsageError
+
+    with pytest.raises(UsageError):
+        lake_statement(sql)
