@@ -124,11 +124,6 @@ def test_mistakes_name_the_candidates_in_one_line(insurance: DeltaTable) -> None
         "SHOW TABLES", "--engine", "duckdb")
 
 
-def test_invalid_engine_setting_is_a_usage_error(lake_env: LakeStorage, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LAKE_ENGINE", "sial")
-    assert refused("SELECT 1").endswith("LAKE_ENGINE='sial' is not one of sail, remote, local")
-
-
 def test_time_travel_describe_and_history_of_an_iceberg_table(lake_env: LakeStorage, catalog: LakeCatalog) -> None:
     client = catalog.pyiceberg()
     client.create_namespace_if_not_exists("tpcds")
