@@ -96,7 +96,7 @@ class Binder:
         """`sql` reading the bound views; `flags` (--version/--as-of) apply where SQL says no version."""
         tree = sqlglot.parse_one(sql, read="spark")
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-        changed = False
+        changed = _sample_on_its_table(tree)
         for reference in list(tree.find_all(exp.Table)):
             if is_table_changes(reference):
                 self._rename(reference, self._changes(reference.this), alias=None)
@@ -202,6 +202,20 @@ class Binder:
         rows = read_feed(self.lake.storage, name, start, end)
         frame = self.spark.createDataFrame(rows.to_pandas(), schema=from_arrow_schema(rows.schema))
         return self._view(key, frame, f"{TABLE_CHANGES}__{_view_name(name)}__{len(self.views)}")
+
+
+def _sample_on_its_table(tree: exp.Expression) -> bool:
+    """Move a TABLESAMPLE written after an alias (`t AS a TABLESAMPLE (...)`) onto its table:
+    sqlglot parses it as the SELECT's and would print it after WHERE, where Spark refuses it."""
+    moved = False
+    for select in tree.find_all(exp.Select):
+        sample, source = select.args.get("sample"), select.args.get("from_")
+        if sample is not None and source is not None and isinstance(source.this, exp.Table) \
+                and source.this.args.get("sample") is None:
+            select.set("sample", None)
+            source.this.set("sample", sample)
+            moved = True
+    return moved
 
 
 def _is_whole_number(value: exp.Expression) -> bool:

@@ -83,6 +83,8 @@ def test_time_travel_per_reference_on_delta(insurance: DeltaTable, lake_env: Lak
                 "JOIN insurance n ON o.policy_id = n.policy_id") == [{"old": 100, "new": 111}]
     assert rows("SELECT count(*) AS n FROM insurance VERSION AS OF 0 TABLESAMPLE (100 PERCENT)") == [{"n": 2}]
     assert rows("SELECT count(*) AS n FROM insurance TABLESAMPLE (0 PERCENT)") == [{"n": 0}]
+    assert rows("SELECT count(*) AS n FROM insurance VERSION AS OF 0 AS i TABLESAMPLE (0 PERCENT) "
+                "WHERE i.policy_id > 0") == [{"n": 0}]
     # the flags still work, and say no more than the SQL
     assert rows(select.format(""), "--version", "0") == then
     assert "not both" in refused(select.format(" VERSION AS OF 0"), "--version", "1")
