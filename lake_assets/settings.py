@@ -20,6 +20,9 @@ from typing import NamedTuple
 
 from lake_assets.core.errors import UsageError
 
+#: The Spark engines LAKE_ENGINE names (resources/spark.py builds each).
+ENGINES = ("sail", "remote", "local")
+
 #: File under LAKE_HOME holding the embedded server's generated credentials (mode 0600).
 CREDENTIALS_FILE = "s3-credentials.json"
 
@@ -83,7 +86,7 @@ class LakeSettings:
             s3_bucket=env.get("LAKE_S3_BUCKET") or "lake",
             s3_region=env.get("LAKE_S3_REGION") or "us-east-1",
             s3_port=_port("LAKE_S3_PORT", 8333),
-            engine=env.get("LAKE_ENGINE") or ("remote" if remote else "sail"),
+            engine=_choice("LAKE_ENGINE", ENGINES, "remote" if remote else "sail"),
             spark_remote=remote,
             spark_jars=env.get("LAKE_SPARK_JARS", ""),
             spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
@@ -115,6 +118,15 @@ def _positive_int(name: str, default: int) -> int:
     if value < 1:
         raise UsageError(f"{name}={raw!r} must be at least 1")
     return value
+
+
+def _choice(name: str, allowed: tuple[str, ...], default: str) -> str:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() not in allowed:
+        raise UsageError(f"{name}={raw!r} is not one of {', '.join(allowed)}")
+    return raw.lower()
 
 
 def _flag(name: str, default: bool) -> bool:

@@ -14,39 +14,27 @@ from lake_assets.core.tables import TableFormat, table
 
 
 def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = None, as_of: str | None = None) -> None:
-    from lake_assets.cli.sql_guard import bind_qualified_names, tables_in, view_name
-    from lake_assets.core.formats.delta import ensure_readable, open_table, parse_as_of
+    from pyspark.errors import PySparkException
+
+    from lake_assets.cli import sql_errors
+    from lake_assets.cli.sql_binding import Binder, TimeTravel
+    from lake_assets.cli.sql_guard import tables_in
 
     names = tables_in(sql)
     if (version is not None or as_of) and len(names) != 1:
         raise UsageError("--version/--as-of need a query that reads exactly one table; it reads "
                          + (", ".join(names) or "none"))
-    spark = lake.spark()
-    for name in names:
-        entry = table(name)
-        if entry.format is TableFormat.ICEBERG:
-            from lake_assets.core.formats import iceberg  # pyiceberg: only for queries that read Iceberg
-
-            # Iceberg tables resolve by name in the engine's default (REST) catalog.
-            if iceberg.open_table(lake.storage, entry) is None:
-                raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
-            spark.sql(f"SELECT * FROM {name}{_time_travel(version, as_of)}").createOrReplaceTempView(view_name(name))
-            continue
-        if open_table(lake.storage, entry) is None:
-            raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
-        if version is not None or as_of:  # inside the time-travel window, or a clear refusal
-            ensure_readable(lake.storage, entry, version, parse_as_of(as_of) if as_of else None,
-                            lake.settings.time_travel_hours)
-        reader = spark.read.format(entry.format)
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        if as_of:
-            reader = reader.option("timestampAsOf", as_of)
-        reader.load(entry.uri(lake.storage)).createOrReplaceTempView(view_name(name))
-    if any("." in name for name in names):
-        sql = bind_qualified_names(sql)
-    frame = spark.sql(sql)
-    rows = [tuple(row) for row in frame.collect()]
+    flags = TimeTravel(version, as_of) if version is not None or as_of else None
+    binder = Binder(lake, lake.spark())
+    bound = binder.bind(sql, flags)
+    try:
+        frame = binder.spark.sql(bound)
+        rows = [tuple(row) for row in frame.collect()]
+    except PySparkException as error:
+        mapped = sql_errors.from_engine(error, list(binder.frames), binder.columns)
+        if mapped is None:
+            raise
+        raise mapped from None
     render(frame.columns, rows, fmt)
 
 
@@ -56,26 +44,13 @@ class QueryEngine(StrEnum):
 
 
 def show_query_duckdb(lake: LakeSession, sql: str, fmt: Format) -> None:
+    from lake_assets.cli.sql_binding import time_travel_in
     from lake_assets.resources import duckdb_sandbox
 
+    if needs_spark := time_travel_in(sql):
+        raise UsageError(f"{needs_spark} needs --engine spark (the default) on lake query")
     columns, rows = duckdb_sandbox.query(lake.storage, sql)
     render(columns, rows, fmt)
-
-
-def _time_travel(version: int | None, as_of: str | None) -> str:
-    """The clause reading an Iceberg table at a snapshot id or timestamp, or nothing."""
-    if version is not None:
-        return f" VERSION AS OF {int(version)}"
-    if as_of:
-        return f" TIMESTAMP AS OF '{_timestamp_literal(as_of)}'"
-    return ""
-
-
-def _timestamp_literal(text: str) -> str:
-    try:
-        return dt.datetime.fromisoformat(text).isoformat(sep=" ")
-    except ValueError:
-        raise UsageError(f"--as-of must be an ISO timestamp, not {text!r}") from None
 
 
 @app.command()
@@ -88,13 +63,22 @@ def query(
     engine: Annotated[QueryEngine, typer.Option("--engine", help="spark (default) or duckdb (BI read path)")]
     = QueryEngine.spark,
 ) -> None:
-    """Run a read-only SQL query over the lake's tables by name (insurance, insurance_quarantine, lake_ledger).
+    """Run a read-only SQL query over the lake's tables by name (see SHOW TABLES).
 
-    Only SELECT / WITH / set operations / VALUES over registered tables: no writes, no
-    path-based tables, no file-reading functions.
+    SELECT / WITH / set operations / VALUES over registered tables, with `t VERSION AS OF n`,
+    `t TIMESTAMP AS OF 'ts'` and `table_changes('t', from[, to])`; and SHOW TABLES,
+    DESCRIBE [EXTENDED] t, DESCRIBE HISTORY t. No writes, no path-based tables, no
+    file-reading functions.
     """
+    from lake_assets.cli.sql_statements import answer, lake_statement
+
+    statement = lake_statement(sql)
     with lake_session() as lake:
-        if engine is QueryEngine.duckdb:
+        if statement is not None:  # SHOW / DESCRIBE: answered from the tables' metadata, on any engine
+            if version is not None or as_of:
+                raise UsageError("--version/--as-of time-travel a query; DESCRIBE HISTORY lists the versions")
+            answer(lake, statement, fmt)
+        elif engine is QueryEngine.duckdb:
             if version is not None or as_of:
                 raise UsageError("--version/--as-of need --engine spark")
             show_query_duckdb(lake, sql, fmt)

@@ -5,6 +5,8 @@ import logging
 import sqlglot
 from sqlglot import exp
 
+from lake_assets.cli import sql_errors
+from lake_assets.cli.sql_binding import is_table_changes
 from lake_assets.core.errors import UsageError
 from lake_assets.core.tables import TABLES
 
@@ -23,16 +25,16 @@ def tables_in(sql: str) -> list[str]:
     Raises UsageError unless `sql` is exactly one query (SELECT / WITH / UNION, INTERSECT,
     EXCEPT / VALUES) whose every table reference is a registered lake table (dotted names
     such as `tpcds.web_sales` included) or one of its own CTEs: no DDL, DML or commands, no
-    path-based tables (``delta.`s3://...` ``, ``text.`/etc/hostname` ``), no table functions.
-    Generators stay usable where they read nothing: in the select list and in LATERAL VIEW
-    (`explode`, `posexplode`, `inline`, `stack`); in FROM every table function is refused,
-    so no name has to be trusted there. Every attack this refuses is run against Sail in
-    lake_assets_tests/cli/test_query_attacks.py.
+    path-based tables (``delta.`s3://...` ``, ``text.`/etc/hostname` ``), no table functions
+    but `table_changes` (bound by sql_binding). Generators stay usable where they read nothing:
+    in the select list and in LATERAL VIEW (`explode`, `posexplode`, `inline`, `stack`); in
+    FROM every other table function is refused, so no name has to be trusted there. Every
+    attack this refuses is run against Sail in lake_assets_tests/cli/test_query_attacks.py.
     """
     try:
         statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
     except sqlglot.errors.SqlglotError as error:
-        raise UsageError(f"cannot parse the query: {_first_line(str(error))}") from None
+        raise sql_errors.parse_error(sql, error) from None
     if len(statements) != 1:
         raise UsageError(f"lake query runs exactly one query, not {len(statements)} statements")
     tree = statements[0]
@@ -49,36 +51,19 @@ def tables_in(sql: str) -> list[str]:
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     names: list[str] = []
     for reference in tree.find_all(exp.Table):
+        if is_table_changes(reference):  # the one table function: its arguments are checked when bound
+            continue
         if not isinstance(reference.this, exp.Identifier):
             raise UsageError(f"lake query reads only the lake's tables by name, not the table function "
                              f"{reference.this.sql(dialect='spark')}")
         name = ".".join(part.name for part in reference.parts).lower()
         if len(reference.parts) == 1 and name in ctes:
             continue
+        if name not in TABLES and sql_errors.is_table_name(name):  # a typo: name the closest lake table
+            raise sql_errors.unknown_table(".".join(part.name for part in reference.parts))
         if name not in TABLES:
             raise UsageError(f"lake query reads only the lake's tables ({', '.join(sorted(TABLES))}), "
                              f"not {reference.sql(dialect='spark')}")
         if name not in names:
             names.append(name)
     return names
-
-
-def _first_line(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else "syntax error"
-
-
-def bind_qualified_names(sql: str) -> str:
-    """Rewrite references to dotted table names (`tpcds.web_sales`) to their temporary views."""
-    tree = sqlglot.parse_one(sql, read="spark")
-    for reference in tree.find_all(exp.Table):
-        name = ".".join(part.name for part in reference.parts).lower()
-        if "." in name and name in TABLES:
-            alias = reference.alias or reference.name
-            reference.replace(exp.to_table(view_name(name)).as_(alias) if alias else exp.to_table(view_name(name)))
-    return tree.sql(dialect="spark")
-
-
-def view_name(name: str) -> str:
-    """The temporary view a lake table is bound to while a query runs."""
-    return name.replace(".", "__")

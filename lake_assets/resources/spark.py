@@ -21,9 +21,7 @@ from pyspark.sql import SparkSession
 from lake_assets.core.errors import EngineUnavailable
 from lake_assets.resources.catalog import find_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import LakeSettings
-
-ENGINES = ("sail", "remote", "local")
+from lake_assets.settings import ENGINES, LakeSettings
 
 #: Jars the local JVM engine needs, by file-name prefix, and what each one is for.
 REQUIRED_JARS = {

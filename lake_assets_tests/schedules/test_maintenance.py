@@ -97,6 +97,9 @@ def test_vacuum_keeps_the_time_travel_window(storage: LakeStorage, spark, monkey
     old = dt.datetime.fromtimestamp(open_table(storage, INSURANCE).history()[-2]["timestamp"] / 1000, dt.timezone.utc)
     result = CliRunner().invoke(app, ["query", "SELECT count(*) FROM insurance", "--as-of", old.isoformat()])
     assert result.exit_code == 2 and "version 1 is from" in result.output
+    result = CliRunner().invoke(app, ["query", "SELECT count(*) FROM insurance VERSION AS OF 1 UNION ALL "
+                                      "SELECT count(*) FROM insurance VERSION AS OF 3"])  # SQL: the same window
+    assert result.exit_code == 2 and "outside the LAKE_TIME_TRAVEL_HOURS=1 h window" in result.output
 
     monkeypatch.setenv("LAKE_TIME_TRAVEL_HOURS", "5")  # a wider window cannot bring vacuumed files back
     code, out = query(1)
