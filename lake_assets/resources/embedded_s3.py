@@ -36,6 +36,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -52,7 +53,7 @@ from botocore.config import Config
 
 from lake_assets.core.errors import EmbeddedS3Error
 from lake_assets.core.private_home import private_home
-from lake_assets.resources.ports import free_port, free_ports, port_free, port_holder
+from lake_assets.resources.ports import free_port, free_ports, listening_ports, port_free, port_holder
 from lake_assets.resources.s3_supervisor import (
     LOG_FILE,
     STATE_FILE,
@@ -69,8 +70,9 @@ from lake_assets.settings import S3Credentials
 START_TIMEOUT_SECONDS = 30.0
 #: Starts tried when weed finds one of its ports taken (by a program that bound it after we chose it).
 START_ATTEMPTS = 5
-#: What weed logs when a port it was given is taken: its own check of an HTTP port, or a failed bind.
-PORT_TAKEN_MARKERS = ("is not available", "address already in use")
+#: What weed logs when a port it was given is taken: its own check of a port (fatal for an HTTP
+#: port; a gRPC port it moves elsewhere, away from the one recorded), or a failed bind.
+PORT_TAKEN = re.compile(r"port \d+ .*is not available|address already in use", re.IGNORECASE)
 RUN_DIR = "s3-run"
 
 #: Every port weed listens on, by name, and the flag that sets it. A new listener (say a
@@ -278,12 +280,15 @@ def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Cr
                         access_key_id=credentials.access_key_id)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        if supervisor.poll() is not None or not pid_alive(server.pid):
+        exited = supervisor.poll() is not None or not pid_alive(server.pid)
+        if exited or _says_port_taken(home / LOG_FILE, log_start):
             stop(home, server)
             if _says_port_taken(home / LOG_FILE, log_start):
                 raise _PortTaken
             raise EmbeddedS3Error(f"the embedded S3 server exited at start; see {home / LOG_FILE}")
-        if _s3_answers(server.endpoint, credentials) and _port_open(server.iceberg_endpoint):
+        # S3 and the catalog answer, on sockets of this weed (not of a program that took the port)
+        if {ports["s3"], ports["iceberg"]} <= set(listening_ports(server.pid)) and _s3_answers(server.endpoint,
+                                                                                            credentials):
             _write_private(home / STATE_FILE, server.to_json())
             return server
         time.sleep(0.2)
@@ -296,8 +301,8 @@ def _says_port_taken(log_file: Path, offset: int) -> bool:
     """True if weed's log since `offset` says a port was taken (its own check, or a failed bind)."""
     with open(log_file, "rb") as log:
         log.seek(offset)
-        text = log.read().decode(errors="replace").lower()
-    return any(marker in text for marker in PORT_TAKEN_MARKERS)
+        text = log.read().decode(errors="replace")
+    return PORT_TAKEN.search(text) is not None
 
 
 def _fresh_run_dir(home: Path) -> Path:

@@ -37,16 +37,34 @@ def free_port() -> int:
             return port
 
 
-def port_holder(port: int) -> str:
-    """Who listens on `port`, as "pid N (command)" when /proc shows it (only our own processes, as a
-    rule), else "another program"."""
+def listening_ports(pid: int) -> list[int]:
+    """TCP ports the process `pid` listens on (from /proc: its socket inodes in the TCP tables)."""
     inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    return sorted({port for port, inode in _listeners() if inode in inodes})
+
+
+def _listeners() -> list[tuple[int, str]]:
+    """(port, socket inode) of every listening TCP socket in this network namespace."""
+    found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
             for line in Path(table).read_text().splitlines()[1:]:
                 fields = line.split()
-                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
-                    inodes.add(f"socket:[{fields[9]}]")
+                if fields[3] == "0A":  # LISTEN
+                    found.append((int(fields[1].rsplit(":", 1)[1], 16), fields[9]))
+    return found
+
+
+def port_holder(port: int) -> str:
+    """Who listens on `port`, as "pid N (command)" when /proc shows it (only our own processes, as a
+    rule), else "another program"."""
+    inodes = {f"socket:[{inode}]" for listening, inode in _listeners() if listening == port}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue

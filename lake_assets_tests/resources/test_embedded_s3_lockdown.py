@@ -22,28 +22,10 @@ from pathlib import Path
 import pytest
 
 from lake_assets.resources.embedded_s3 import EmbeddedS3
+from lake_assets.resources.ports import listening_ports
 from lake_assets.resources.storage import LakeStorage
 
 SECRET_BODY = b"policy_id,insured_value\n424242,31337\n"
-
-
-def listening_ports(pid: int) -> list[int]:
-    """TCP ports the process `pid` listens on (from /proc)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return sorted(ports)
 
 
 def http(method: str, url: str, body: bytes | None = None) -> tuple[int | str, bytes]:
