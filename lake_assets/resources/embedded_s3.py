@@ -195,7 +195,7 @@ def _forget(home: Path, server: EmbeddedS3) -> None:
 
 
 class _PortTaken(Exception):
-    """weed exited at start because a port it was given was taken by the time it bound it."""
+    """weed reported at start that a port it was given was taken by the time it bound it."""
 
 
 def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) -> EmbeddedS3:
@@ -211,20 +211,18 @@ def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) ->
     data_dir = private_home(home) / "s3"
     data_dir.mkdir(mode=0o700, exist_ok=True)
     data_dir.chmod(0o700)
-    for attempt in range(1, START_ATTEMPTS + 1):
+    for _ in range(START_ATTEMPTS):
         s3_port, taken_by = _s3_port(port, fallback)
         try:
             server = _launch(home, data_dir, _choose_ports(s3_port), credentials)
         except _PortTaken:
-            if attempt == START_ATTEMPTS:
-                raise EmbeddedS3Error(f"the embedded S3 server found a port taken at each of {START_ATTEMPTS} "
-                                      f"starts; see {home / LOG_FILE}") from None
             continue
         if taken_by:
             print(f"lake: port {port} is taken by {taken_by}; the embedded S3 server listens on "
                   f"{server.endpoint} instead (recorded in {home / STATE_FILE})", file=sys.stderr)
         return server
-    raise AssertionError("unreachable")
+    raise EmbeddedS3Error(f"the embedded S3 server found a port taken at each of {START_ATTEMPTS} starts; "
+                          f"see {home / LOG_FILE}")
 
 
 def _s3_port(port: int, fallback: bool) -> tuple[int, str]:

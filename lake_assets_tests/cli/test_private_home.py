@@ -12,6 +12,8 @@ from pathlib import Path
 
 from lake_assets.resources.ports import free_port
 
+from lake_assets_tests.helpers.permissions import open_to_others
+
 LAKE = str(Path(sys.executable).with_name("lake"))
 
 
@@ -22,16 +24,6 @@ def lake_status(home: Path) -> None:
     done = subprocess.run([LAKE, "status"], env=env, capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: os.umask(0o022))
     assert done.returncode == 0, done.stderr
-
-
-def open_to_others(home: Path) -> list[str]:
-    """Everything under `home` (itself included) that group or others may read, write or enter."""
-    found = []
-    for path in (home, *home.rglob("*")):
-        mode = path.lstat().st_mode
-        if not stat.S_ISLNK(mode) and mode & 0o077:
-            found.append(f"{path.relative_to(home.parent)} {oct(stat.S_IMODE(mode))}")
-    return found
 
 
 def test_a_new_lake_home_is_owner_only(tmp_path: Path) -> None:
