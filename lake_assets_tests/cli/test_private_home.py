@@ -38,11 +38,12 @@ def test_an_old_world_readable_lake_home_is_tightened(tmp_path: Path) -> None:
     (home / "dagster" / "history").mkdir(parents=True)
     (home / "dagster" / "history" / "runs.db").write_bytes(b"")
     (home / "s3-server.log").write_text("old log\n")
+    (home / "notes.txt").write_text("not the lake's\n")
     for path in (home, home / "dagster", home / "dagster" / "history"):
         path.chmod(0o755)
-    for path in (home / "dagster" / "history" / "runs.db", home / "s3-server.log"):
+    for path in (home / "dagster" / "history" / "runs.db", home / "s3-server.log", home / "notes.txt"):
         path.chmod(0o644)
     lake_status(home)
-    assert open_to_others(home) == []
+    assert open_to_others(home) == ["old/notes.txt 0o644"]  # the lake tightens what is its own only
     assert stat.S_IMODE((home / "dagster" / "history" / "runs.db").stat().st_mode) == 0o600
 
