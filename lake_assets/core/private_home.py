@@ -60,15 +60,14 @@ def tighten(top: Path) -> None:
 
 
 def _chmod(path: Path) -> None:
-    """A directory 0700, a file 0600 (owner's bits kept), unless it is a symlink, a socket, or
-    gone (a server may be removing it)."""
+    """A directory 0700, a file 0600 (owner's bits kept), unless it is a symlink or a socket."""
     try:
         info = path.lstat()
-    except FileNotFoundError:
+    except OSError:
         return
     if stat.S_ISLNK(info.st_mode) or stat.S_ISSOCK(info.st_mode) or stat.S_IMODE(info.st_mode) & OWNER_ONLY == 0:
         return
     try:
         path.chmod(stat.S_IMODE(info.st_mode) & 0o700 | (0o700 if stat.S_ISDIR(info.st_mode) else 0o600))
-    except FileNotFoundError:
-        pass
+    except OSError:
+        pass  # gone meanwhile, or not ours: never fail a start (or the supervisor) over a mode
