@@ -40,6 +40,7 @@ from dagster._utils.hosted_user_process import recon_job_from_origin
 
 from lake_assets.daemon_tuning import pace_sensor_loop
 from lake_assets.runs import HOST_TAG, PID_TAG, process_gone, process_tags
+from lake_assets.core.private_home import owner_only_umask
 from lake_assets.settings import LakeSettings
 
 #: The code location, and what a run imports lazily (the Spark Connect client alone is 1.5-3.5 s):
@@ -143,7 +144,8 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
 
 
 def execute_run_in_worker(run_id: str, instance_ref: Any, recon_job: Any, warm: bool) -> None:
-    """Body of a launched run's process: execute the run as Dagster's run worker does."""
+    """Body of a launched run's process: execute the run as Dagster's run worker does (owner-only files)."""
+    owner_only_umask()
     from dagster._grpc.impl import core_execute_run
     from dagster._utils.interrupts import capture_interrupts
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from lake_assets.core.errors import UsageError
+from lake_assets.core.private_home import private_home
 
 #: The Spark engines LAKE_ENGINE names (resources/spark.py builds each).
 ENGINES = ("sail", "remote", "local")
@@ -31,7 +32,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_S3_ENDPOINT": "S3 endpoint URL; unset means the embedded SeaweedFS server",
     "LAKE_S3_BUCKET": "bucket holding raw/, staging/ and curated/ (default lake)",
     "LAKE_S3_REGION": "S3 region (default us-east-1)",
-    "LAKE_S3_PORT": "port of the embedded S3 server (default 8333)",
+    "LAKE_S3_PORT": "port of the embedded S3 server (default 8333, or a free port when 8333 is taken; "
+                    "a port set here is used or the start fails)",
     "AWS_ACCESS_KEY_ID": "S3 access key (embedded server: generated per lake unless set)",
     "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded server: generated per lake unless set)",
     "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL) or local (JVM Spark)",
@@ -39,7 +41,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SPARK_JARS": "directory of Delta/Iceberg/hadoop-aws jars for the local JVM engine",
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors tick (default 1)",
-    "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000)",
+    "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
+                     "when 3000 is taken)",
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
     "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
@@ -75,6 +78,9 @@ class LakeSettings:
     iceberg_warehouse: str = "warehouse"
     tpcds_report_checks: bool = False
     warm_runs: bool = True
+    #: LAKE_S3_PORT / LAKE_WEB_PORT were set: that port or a failure, no fallback to a free one
+    s3_port_explicit: bool = False
+    web_port_explicit: bool = False
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -100,6 +106,8 @@ class LakeSettings:
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
             warm_runs=_flag("LAKE_WARM_RUNS", True),
+            s3_port_explicit=bool(env.get("LAKE_S3_PORT", "").strip()),
+            web_port_explicit=bool(env.get("LAKE_WEB_PORT", "").strip()),
         )
 
     @property
@@ -210,7 +218,7 @@ def embedded_credentials(home: Path) -> S3Credentials:
     """
     path = home / CREDENTIALS_FILE
     if not path.exists():
-        home.mkdir(parents=True, exist_ok=True)
+        private_home(home)
         pair = {"access_key_id": "lake-" + secrets.token_hex(8), "secret_access_key": secrets.token_urlsafe(32)}
         fd, temporary = tempfile.mkstemp(dir=home, prefix=".s3-credentials-")  # mode 0600
         try:

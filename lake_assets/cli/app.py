@@ -8,6 +8,7 @@ import typer
 
 from lake_assets.cli.output import errors
 from lake_assets.core.errors import LakeError
+from lake_assets.core.private_home import owner_only_umask
 
 app = typer.Typer(help="lake: a Dagster-orchestrated lakehouse on Delta Lake.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -27,10 +28,12 @@ def friendly(command):
     """Turn expected failures into a clear message and a non-zero exit code.
 
     SIGTERM is handled like Ctrl-C: the command unwinds normally, so its leases, child
-    processes and temporary files are released before it exits.
+    processes and temporary files are released before it exits. Everything the command and
+    the processes it starts write is owner-only (umask 077).
     """
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        owner_only_umask()
         signal.signal(signal.SIGTERM, _interrupt)
         try:
             return command(*args, **kwargs)

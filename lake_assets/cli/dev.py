@@ -11,8 +11,9 @@ from typing import Annotated
 import typer
 
 from lake_assets.cli.app import app, friendly
-from lake_assets.cli.output import console
+from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import REPO_ROOT, dagster_instance
+from lake_assets.resources.ports import free_port, port_free, port_holder
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
@@ -30,6 +31,9 @@ def dev(port: Annotated[int | None, typer.Option(help="webserver port (default L
     settings = LakeSettings.from_env()
     dagster_home = Path(dagster_instance(settings).root_directory)
     web_port = port or settings.web_port
+    if not (port or settings.web_port_explicit or port_free(web_port)):  # the default is taken: another lake's?
+        errors.print(f"port {web_port} is taken by {port_holder(web_port)}; the Dagster UI uses a free port instead")
+        web_port = free_port()
     with LakeStorage.from_settings(settings).running() as storage:
         console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); Dagster UI http://127.0.0.1:{web_port}; "
                       f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lake_assets.core.private_home import private_home
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
@@ -44,9 +45,10 @@ class LakeSession:
 
 
 def prepare_dagster_home(settings: LakeSettings) -> Path:
-    """Point DAGSTER_HOME at LAKE_HOME/dagster, holding the repository's dagster.yaml."""
-    home = settings.home / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
+    """Point DAGSTER_HOME at LAKE_HOME/dagster, holding the repository's dagster.yaml (LAKE_HOME
+    created owner-only, or tightened if it is not)."""
+    home = private_home(settings.home) / "dagster"
+    home.mkdir(mode=0o700, exist_ok=True)
     source = REPO_ROOT / "dagster.yaml"
     target = home / "dagster.yaml"
     if source.exists() and (not target.exists() or target.read_bytes() != source.read_bytes()):

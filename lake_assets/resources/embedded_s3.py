@@ -6,16 +6,29 @@ One server per LAKE_HOME, shared by every command and run that needs it:
   attaches to the live server or starts one, takes a lease, and on exit releases it; the
   last user out stops the server. A supervisor process (`s3_supervisor.py`) stops it when
   every user died without releasing (SIGKILL). See that module for the protocol.
-- State lives under LAKE_HOME: `s3/` (object data, 0700), `s3-server.json` (PIDs, ports,
+- State lives under LAKE_HOME (0700, see core/private_home.py): `s3/` (object data, 0700), `s3-server.json` (PIDs, ports,
   sockets of the running server), `s3-server.log`, `s3-server.lock`, `s3-leases/`, and
   `s3-run/` (0700: weed's security.toml, TLS material and unix sockets).
 
-Locked down (no port serves data without the lake's S3 credentials): the S3 API checks
-SigV4 with the lake's keys and the Iceberg REST catalog wants an OAuth token bought with
-them; `-disableHttp` turns off the filer's and master's HTTP APIs; the volume server wants a
-JWT signed with a per-start key (`[jwt.signing]`, reads too) for every read and write; the
-filer's JWT keys are set as well; every gRPC port (master, volume, filer, S3, admin) requires
-mutual TLS with a CA made for this start; the unix sockets are owner-only (umask 077).
+Locked down: no port answers a request without the lake's credentials, beyond the S3
+gateway's empty liveness replies (below). The S3 API checks SigV4 with the lake's keys and
+the Iceberg REST catalog wants an OAuth token bought with them. The master, volume, filer and
+admin HTTP ports serve HTTPS only to a client presenting a certificate of a CA made for this
+start (`[https.*]` in security.toml; the filer and S3 gateway present it to the volume
+server), so their UIs, `/cluster/status`, `/status`, `/metrics` and `/health` refuse
+everyone else; `-disableHttp` also turns off the filer's and master's HTTP APIs; the volume
+server wants a JWT signed with a per-start key (`[jwt.signing]`, reads too) for every read
+and write; the filer's JWT keys are set as well; every gRPC port (master, volume, filer, S3,
+admin) requires mutual TLS with the same CA; the unix sockets are owner-only (umask 077).
+No metrics or debug port is opened (`-metricsPort`, `-debug` unset) and WebDAV, the Lance
+catalog and the admin UI are off. What weed 4.48 cannot close: the S3 gateway registers
+`/status` and `/healthz` before authentication, so they answer an empty 200 on the S3 port
+(liveness only, no data); every port binds 127.0.0.1 only.
+
+Ports: S3 on the requested port (8333 unless LAKE_S3_PORT is set) or, when the default is
+taken and fallback is allowed, on a free one; every other listener on a free port. The ports
+are recorded in the state file, where every client reads the endpoint. A port taken between
+our choice and weed's bind makes weed exit; the start is retried with fresh ports.
 """
 
 import contextlib
@@ -23,6 +36,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -38,6 +52,8 @@ import boto3
 from botocore.config import Config
 
 from lake_assets.core.errors import EmbeddedS3Error
+from lake_assets.core.private_home import private_home
+from lake_assets.resources.ports import free_port, free_ports, listening_ports, port_free, port_holder
 from lake_assets.resources.s3_supervisor import (
     LOG_FILE,
     STATE_FILE,
@@ -52,6 +68,11 @@ from lake_assets.resources.s3_supervisor import (
 from lake_assets.settings import S3Credentials
 
 START_TIMEOUT_SECONDS = 30.0
+#: Starts tried when weed finds one of its ports taken (by a program that bound it after we chose it).
+START_ATTEMPTS = 5
+#: What weed logs when a port it was given is taken: its own check of a port (fatal for an HTTP
+#: port; a gRPC port it moves elsewhere, away from the one recorded), or a failed bind.
+PORT_TAKEN = re.compile(r"port \d+ .*is not available|address already in use", re.IGNORECASE)
 RUN_DIR = "s3-run"
 
 #: Every port weed listens on, by name, and the flag that sets it. A new listener (say a
@@ -74,6 +95,8 @@ GRPC_SOCKET_NAMES = {"s3_grpc": "s3", "filer_grpc": "filer", "master_grpc": "mas
                      "volume_grpc": "volume", "admin_grpc": "admin"}
 #: Components whose gRPC server and client present the start's certificate.
 TLS_COMPONENTS = ("master", "volume", "filer", "s3", "admin", "worker", "msg_broker", "msg_agent", "mq", "client")
+#: Components whose HTTP port serves HTTPS only to a client presenting the start's certificate.
+HTTPS_COMPONENTS = ("master", "volume", "filer", "admin")
 
 
 @dataclass(frozen=True)
@@ -129,14 +152,16 @@ def running_server(home: Path) -> EmbeddedS3 | None:
 
 
 @contextlib.contextmanager
-def embedded_s3(home: Path, port: int, credentials: S3Credentials) -> Iterator[EmbeddedS3]:
+def embedded_s3(home: Path, port: int, credentials: S3Credentials, *, fallback: bool = False) -> Iterator[EmbeddedS3]:
     """The embedded server under `home`, leased for the block.
 
-    Attaches to the live server or starts one (on `port`, with `credentials`); on exit
-    releases the lease and, if it was the last one, stops the server by its PID.
+    Attaches to the live server or starts one (on `port`, with `credentials`; if `port` is
+    taken, on a free port when `fallback`, else it fails naming the holder); on exit releases
+    the lease and, if it was the last one, stops the server by its PID. Clients read the
+    endpoint from the returned server (recorded in the state file), never from `port`.
     """
     with server_lock(home):
-        server = running_server(home) or _start(home, port, credentials)
+        server = running_server(home) or _start(home, port, credentials, fallback)
         if server.access_key_id != credentials.access_key_id:
             raise EmbeddedS3Error(
                 f"the embedded S3 server under {home} accepts the key {server.access_key_id!r}, not "
@@ -169,20 +194,60 @@ def _forget(home: Path, server: EmbeddedS3) -> None:
             (home / STATE_FILE).unlink()
 
 
-def _start(home: Path, port: int, credentials: S3Credentials) -> EmbeddedS3:
-    """Start `weed mini` under a supervisor, locked down, and wait until S3 answers. Call under the lock."""
+class _PortTaken(Exception):
+    """weed reported at start that a port it was given was taken by the time it bound it."""
+
+
+def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) -> EmbeddedS3:
+    """Start `weed mini` locked down, under a supervisor, and wait until S3 answers. Call under the lock.
+
+    Ports are checked, then bound by weed a second later: another program (another lake
+    starting at the same moment, say) can take one in between. weed then exits saying so,
+    and the start is retried with fresh ports, up to `START_ATTEMPTS` times.
+    """
     with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError):
         stale = EmbeddedS3.from_json((home / STATE_FILE).read_text())
         stop(home, stale)  # a dead or half-dead server: clear its processes, sockets and state
-    if not _port_free(port):
-        raise EmbeddedS3Error(
-            f"port {port} for the embedded S3 server is in use by another program; set LAKE_S3_PORT to a free port"
-        )
-    data_dir = home / "s3"
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data_dir = private_home(home) / "s3"
+    data_dir.mkdir(mode=0o700, exist_ok=True)
     data_dir.chmod(0o700)
+    for _ in range(START_ATTEMPTS):
+        s3_port, taken_by = _s3_port(port, fallback)
+        try:
+            server = _launch(home, data_dir, _choose_ports(s3_port), credentials)
+        except _PortTaken:
+            continue
+        if taken_by:
+            print(f"lake: port {port} is taken by {taken_by}; the embedded S3 server listens on "
+                  f"{server.endpoint} instead (recorded in {home / STATE_FILE})", file=sys.stderr)
+        return server
+    raise EmbeddedS3Error(f"the embedded S3 server found a port taken at each of {START_ATTEMPTS} starts; "
+                          f"see {home / LOG_FILE}")
+
+
+def _s3_port(port: int, fallback: bool) -> tuple[int, str]:
+    """The S3 port to start on, and who holds `port` if that is not it."""
+    if port_free(port):
+        return port, ""
+    holder = port_holder(port)
+    if not fallback:
+        raise EmbeddedS3Error(f"port {port} for the embedded S3 server (LAKE_S3_PORT) is taken by {holder}; "
+                              "set LAKE_S3_PORT to a free port, or unset it to let lake pick one")
+    return free_port(), holder
+
+
+def _choose_ports(s3_port: int) -> dict[str, int]:
+    """A free port for every listener besides S3. The admin's gRPC port is its HTTP port + 10000
+    whatever `-admin.port.grpc` says, because that is where weed's maintenance worker dials it."""
+    admin = free_port()
+    others = [name for name in PORT_FLAGS if name not in ("s3", "admin", "admin_grpc")]
+    chosen = free_ports(len(others), exclude={s3_port, admin, admin + 10000})
+    return {"s3": s3_port, "admin": admin, "admin_grpc": admin + 10000, **dict(zip(others, chosen))}
+
+
+def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Credentials) -> EmbeddedS3:
+    """One start of weed on `ports`; raises `_PortTaken` if weed exits because one was taken."""
     run_dir = _fresh_run_dir(home)
-    ports = dict(zip(PORT_FLAGS, [port, *_free_ports(len(PORT_FLAGS) - 1, exclude={port})]))
     sockets = (str(run_dir / "filer.sock"), str(run_dir / "s3.sock"),
                *(f"/tmp/seaweedfs-{name}-grpc-{ports[key]}.sock" for key, name in GRPC_SOCKET_NAMES.items()))
     _write_security(run_dir)
@@ -193,11 +258,12 @@ def _start(home: Path, port: int, credentials: S3Credentials) -> EmbeddedS3:
         f"-filer.localSocket={sockets[0]}", f"-s3.localSocket={sockets[1]}",
         *(f"{flag}={ports[name]}" for name, flag in PORT_FLAGS.items()),
     ]
-    partial = {"run_dir": str(run_dir), "sockets": list(sockets)}
+    partial = {"run_dir": str(run_dir), "sockets": list(sockets), "data_dir": str(data_dir)}
     env = {**os.environ, "AWS_ACCESS_KEY_ID": credentials.access_key_id,
            "AWS_SECRET_ACCESS_KEY": credentials.secret_access_key}
     # the supervisor outlives this command: its own errors go to the server log, never the terminal
     with os.fdopen(os.open(home / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+        log_start = log.seek(0, os.SEEK_END)
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "lake_assets.resources.s3_supervisor", str(home), json.dumps(partial), "--", *args],
             cwd=home, env=env, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -207,21 +273,34 @@ def _start(home: Path, port: int, credentials: S3Credentials) -> EmbeddedS3:
     if not weed_pid.isdigit():
         supervisor.wait()
         raise EmbeddedS3Error(f"the embedded S3 server's supervisor failed to start; see {home / LOG_FILE}")
-    server = EmbeddedS3(pid=int(weed_pid), supervisor_pid=supervisor.pid, endpoint=f"http://127.0.0.1:{port}",
+    server = EmbeddedS3(pid=int(weed_pid), supervisor_pid=supervisor.pid, endpoint=f"http://127.0.0.1:{ports['s3']}",
                         ports=ports, run_dir=str(run_dir), sockets=sockets,
                         access_key_id=credentials.access_key_id)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        if supervisor.poll() is not None or not pid_alive(server.pid):
+        exited = supervisor.poll() is not None or not pid_alive(server.pid)
+        if exited or _says_port_taken(home / LOG_FILE, log_start):
             stop(home, server)
+            if _says_port_taken(home / LOG_FILE, log_start):
+                raise _PortTaken
             raise EmbeddedS3Error(f"the embedded S3 server exited at start; see {home / LOG_FILE}")
-        if _s3_answers(server.endpoint, credentials) and _port_open(server.iceberg_endpoint):
+        # S3 and the catalog answer, on sockets of this weed (not of a program that took the port)
+        if {ports["s3"], ports["iceberg"]} <= set(listening_ports(server.pid)) and _s3_answers(server.endpoint,
+                                                                                            credentials):
             _write_private(home / STATE_FILE, server.to_json())
             return server
         time.sleep(0.2)
     stop(home, server)
     raise EmbeddedS3Error(f"the embedded S3 server did not answer within {START_TIMEOUT_SECONDS:.0f} s; "
                           f"see {home / LOG_FILE}")
+
+
+def _says_port_taken(log_file: Path, offset: int) -> bool:
+    """True if weed's log since `offset` says a port was taken (its own check, or a failed bind)."""
+    with open(log_file, "rb") as log:
+        log.seek(offset)
+        text = log.read().decode(errors="replace")
+    return PORT_TAKEN.search(text) is not None
 
 
 def _fresh_run_dir(home: Path) -> Path:
@@ -290,6 +369,12 @@ def _write_security(run_dir: Path) -> None:
     lines += ["[grpc]", f'ca = "{run_dir / "ca.crt"}"', ""]
     for component in TLS_COMPONENTS:
         lines += [f"[grpc.{component}]", f'cert = "{run_dir / "node.crt"}"', f'key = "{run_dir / "node.key"}"', ""]
+    # their HTTP(S) ports too: TLS that wants the start's client certificate (the filer and S3
+    # gateway present it when they call the volume server); nobody else gets a page
+    tls_files = [f'cert = "{run_dir / "node.crt"}"', f'key = "{run_dir / "node.key"}"', f'ca = "{run_dir / "ca.crt"}"']
+    for component in HTTPS_COMPONENTS:
+        lines += [f"[https.{component}]", *tls_files, ""]
+    lines += ["[https.client]", "enabled = true", *tls_files, ""]
     _write_private(run_dir / "security.toml", "\n".join(lines))
 
 
@@ -311,33 +396,3 @@ def _port_open(endpoint: str) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, int(port))) == 0
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_ports(count: int, exclude: set[int] = frozenset()) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 right now."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in ports and port not in exclude:
-            ports.append(port)
-    return ports
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 whose +10000 neighbour is free too (for servers that add 10000 for gRPC)."""
-    while True:
-        port = _free_ports(1)[0]
-        if port + 10000 < 65536 and _port_free(port + 10000):
-            return port

@@ -1,7 +1,7 @@
 """The embedded S3 server's supervisor, and the locks and leases its users share.
 
-One small process per server (standard library only, so it starts in tens of ms) is the
-parent of `weed mini` and stops it when nobody uses it any more:
+One small process per server (standard library and one small lake module only, so it
+starts in tens of ms) is the parent of `weed mini` and stops it when nobody uses it any more:
 
 - Every user (a `lake` command, a Dagster run, `lake dev`) holds a *lease* while it uses
   the server: a file under `LAKE_HOME/s3-leases/` on which it holds an exclusive `flock`.
@@ -14,7 +14,8 @@ parent of `weed mini` and stops it when nobody uses it any more:
   The last user stops it at once the same way (SIGTERM to this supervisor); this loop is
   what still stops it after a user was SIGKILLed.
 - weed runs with `PR_SET_PDEATHSIG=SIGTERM`, so even a SIGKILLed supervisor takes weed
-  with it, and with umask 077 so every file and unix socket it makes is owner-only.
+  with it, and with umask 077 so every file and unix socket it makes is owner-only; the few
+  files weed chmods 0644 itself (volume `.vif` files) the supervisor tightens on each poll.
 - On the way out the supervisor removes the unix sockets weed leaves in /tmp, its run
   directory, and the state file if it still names this supervisor.
 
@@ -34,6 +35,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from lake_assets.core.private_home import tighten
+
 LOCK_FILE = "s3-server.lock"
 LEASE_DIR = "s3-leases"
 STATE_FILE = "s3-server.json"
@@ -48,7 +51,7 @@ _PR_SET_PDEATHSIG = 1
 def acquire_server_lock(home: Path, blocking: bool = True) -> int | None:
     """The exclusive lock serialising start, attach and stop, as an open descriptor (closing
     it releases the lock); None if `blocking` is False and someone else holds it."""
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -181,6 +184,7 @@ def supervise(home: Path, state: dict, weed_args: list[str]) -> int:
     try:
         while weed.poll() is None:
             time.sleep(POLL_SECONDS)
+            tighten(Path(state["data_dir"]))
             fd = acquire_server_lock(home, blocking=False)
             if fd is None:
                 continue  # someone is starting, attaching or stopping: look again later
@@ -193,6 +197,7 @@ def supervise(home: Path, state: dict, weed_args: list[str]) -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         terminate(weed.pid)
+        tighten(Path(state["data_dir"]))
         remove_leftovers(state)
         with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
             if json.loads((home / STATE_FILE).read_text())["supervisor_pid"] == os.getpid():

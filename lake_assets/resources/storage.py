@@ -33,6 +33,8 @@ class LakeStorage(BaseModel):
     region: str = "us-east-1"
     home: str = ".lake"
     embedded_port: int = 8333
+    #: True: if `embedded_port` is taken, the embedded server starts on a free port instead (and says so)
+    embedded_port_fallback: bool = True
     #: Iceberg REST catalog: empty means the one the embedded server serves (see resources/catalog.py).
     catalog_uri: str = ""
     warehouse: str = "warehouse"
@@ -44,6 +46,7 @@ class LakeStorage(BaseModel):
         return cls(
             endpoint=settings.s3_endpoint, bucket=settings.s3_bucket, region=settings.s3_region,
             home=str(settings.home), embedded_port=settings.s3_port,
+            embedded_port_fallback=not settings.s3_port_explicit,
             catalog_uri=settings.iceberg_uri, warehouse=settings.iceberg_warehouse,
         )
 
@@ -64,7 +67,8 @@ class LakeStorage(BaseModel):
             resolved.ensure_bucket()
             yield resolved
             return
-        with embedded_s3(Path(self.home), self.embedded_port, self.credentials()) as server:
+        with embedded_s3(Path(self.home), self.embedded_port, self.credentials(),
+                         fallback=self.embedded_port_fallback) as server:
             resolved = self.with_endpoint(server.endpoint)
             resolved.ensure_bucket()
             yield resolved

@@ -23,6 +23,7 @@ class StorageResource(dg.ConfigurableResource):
     region: str = "us-east-1"
     home: str = ".lake"
     embedded_port: int = 8333
+    embedded_port_fallback: bool = True
     catalog_uri: str = ""
     warehouse: str = "warehouse"
 

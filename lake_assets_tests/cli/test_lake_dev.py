@@ -15,6 +15,7 @@ import pytest
 from lake_assets.resources.embedded_s3 import free_port, running_server
 from lake_assets.resources.s3_supervisor import pid_alive
 from lake_assets_tests.conftest import DATA
+from lake_assets_tests.helpers.permissions import open_to_others
 
 BIN = Path(sys.executable).parent
 
@@ -75,6 +76,8 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
             dev.wait()
         log.close()
     assert running_server(tmp_path / "home") is None, (tmp_path / "dev.log").read_text()[-3000:]
+    # Dagster's run databases, event logs and the S3 data, written under `lake dev`: all owner-only
+    assert open_to_others(tmp_path / "home") == []
 
 
 def _descendants(pid: int) -> set[int]:

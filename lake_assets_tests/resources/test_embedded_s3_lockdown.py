@@ -1,10 +1,14 @@
 """No port of the embedded S3 server gives access without the lake's credentials.
 
-Every TCP port the `weed` process listens on is probed without credentials: reads, writes,
-deletes and listings over HTTP (filer-, S3-, volume- and master-style URLs) and gRPC
-without the server's client certificate. Only the S3 API with the keys, and the Iceberg
-REST catalog with a token bought with the keys, get in.
+Every TCP port the `weed` process listens on (found in /proc, not from a list) is probed
+without credentials: reads, writes, deletes and listings over HTTP (filer-, S3-, volume- and
+master-style URLs), the status pages and UIs of every component over HTTP and HTTPS without
+the server's client certificate, and gRPC without it. Only the S3 API with the keys, and the
+Iceberg REST catalog with a token bought with the keys, get in; the one page weed 4.48
+cannot close is the S3 gateway's empty liveness reply.
 """
+
+import time
 
 import json
 import os
@@ -18,28 +22,10 @@ from pathlib import Path
 import pytest
 
 from lake_assets.resources.embedded_s3 import EmbeddedS3
+from lake_assets.resources.ports import listening_ports
 from lake_assets.resources.storage import LakeStorage
 
 SECRET_BODY = b"policy_id,insured_value\n424242,31337\n"
-
-
-def listening_ports(pid: int) -> list[int]:
-    """TCP ports the process `pid` listens on (from /proc)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return sorted(ports)
 
 
 def http(method: str, url: str, body: bytes | None = None) -> tuple[int | str, bytes]:
@@ -79,6 +65,39 @@ def probes(bucket: str, key: str, fid: str) -> list[tuple[str, str, bytes | None
     ]
 
 
+#: Status pages and UIs of weed's components (master, volume, filer, admin, metrics, pprof).
+STATUS_PAGES = ("/", "/cluster/status", "/cluster/healthz", "/status", "/healthz", "/health", "/dir/status",
+                "/vol/status", "/metrics", "/ui/index.html", "/debug/pprof/", "/v1/config")
+#: What weed 4.48 answers before authentication, by listener: the S3 gateway's liveness checks
+#: (an empty 200) and the Iceberg REST spec's client configuration (empty unless the caller names
+#: a warehouse, which it then echoes back). Nothing else, and exactly these bodies.
+PUBLIC_REPLIES = {("s3", "/status"): b"", ("s3", "/healthz"): b"",
+                  ("iceberg", "/v1/config"): b'{"defaults":{},"overrides":{}}\n'}
+
+
+def get_without_credentials(url: str) -> tuple[int | str, bytes]:
+    """GET over HTTP, or HTTPS without a client certificate (and without checking the server's)."""
+    context = None
+    if url.startswith("https"):
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except (OSError, http_client_errors()) as error:
+        return "refused", repr(error).encode()
+
+
+def every_port_listening(server: EmbeddedS3) -> list[int]:
+    """The weed process's listening ports once all of them are up (the admin starts last)."""
+    deadline = time.monotonic() + 20
+    while len(ports := listening_ports(server.pid)) < len(server.ports) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return ports
+
+
 def grpc_speaks_without_certificate(port: int) -> bool:
     """True if the port completes an HTTP/2 exchange without a client certificate (plain or TLS)."""
     preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
@@ -105,7 +124,7 @@ def test_no_port_gives_access_without_the_lakes_credentials(s3_server: EmbeddedS
     key = "raw/fullload/secret.csv"
     storage.put_bytes(key, SECRET_BODY)
     fid = "1,01637037d6"  # a volume file id; the volume server must refuse it before looking it up
-    ports = listening_ports(s3_server.pid)
+    ports = every_port_listening(s3_server)
     assert s3_server.ports["s3"] in ports and s3_server.ports["filer"] in ports and len(ports) >= 8, ports
     leaks = []
     for port in ports:
@@ -121,6 +140,34 @@ def test_no_port_gives_access_without_the_lakes_credentials(s3_server: EmbeddedS
     # nothing was written, changed or deleted: the S3 API with the keys sees the same bucket
     assert storage.get_bytes(key)[0] == SECRET_BODY
     assert [o["Key"] for o in storage.list_objects("")] == [key]
+
+
+def test_no_port_serves_a_page_without_credentials(s3_server: EmbeddedS3) -> None:
+    ports = every_port_listening(s3_server)
+    # weed listens on the ports recorded in the state file and no others (no metrics or debug port)
+    assert sorted(ports) == sorted(s3_server.ports.values()), (ports, s3_server.ports)
+    names = {port: name for name, port in s3_server.ports.items()}
+    pages = []
+    for port in ports:
+        for scheme in ("http", "https"):
+            for path in STATUS_PAGES:
+                status, body = get_without_credentials(f"{scheme}://127.0.0.1:{port}{path}")
+                if scheme == "http" and PUBLIC_REPLIES.get((names[port], path)) == body:
+                    continue  # the documented exceptions, with nothing in them
+                if isinstance(status, int) and status < 400:
+                    pages.append(f"{scheme}://127.0.0.1:{port}{path}: {status} {body[:60]!r}")
+    assert pages == []
+
+
+def test_every_port_binds_loopback_only(s3_server: EmbeddedS3) -> None:
+    ports = every_port_listening(s3_server)
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) in ports:
+                addresses.add(local.rsplit(":", 1)[0])
+    assert addresses == {"0100007F"}  # 127.0.0.1, nothing on 0.0.0.0 or ::
 
 
 def test_the_s3_api_and_the_iceberg_catalog_work_with_the_keys(s3_server: EmbeddedS3, storage: LakeStorage) -> None:
@@ -145,8 +192,12 @@ def test_the_s3_api_and_the_iceberg_catalog_work_with_the_keys(s3_server: Embedd
 
 
 def test_server_files_are_owner_only(s3_server: EmbeddedS3, lake_home: Path) -> None:
-    for path in (lake_home / "s3", Path(s3_server.run_dir)):
-        assert path.stat().st_mode & 0o077 == 0, path
+    server_files = [lake_home / name for name in ("s3-server.json", "s3-server.log", "s3-server.lock",
+                                                  "s3-credentials.json", "s3-leases")]
+    for root, directories, files in os.walk(lake_home / "s3"):  # weed's volumes, indexes and options
+        server_files += [Path(root, name) for name in directories + files]
+    for path in (lake_home, Path(s3_server.run_dir), *Path(s3_server.run_dir).iterdir(), *server_files):
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is {oct(path.stat().st_mode)}"
     for socket_path in s3_server.sockets:
         if Path(socket_path).exists():
             assert Path(socket_path).stat().st_mode & 0o077 == 0, socket_path
