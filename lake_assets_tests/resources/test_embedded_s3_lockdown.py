@@ -34,7 +34,10 @@ def http(method: str, url: str, body: bytes | None = None) -> tuple[int | str, b
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
-        return error.code, error.read()
+        try:  # a TLS port answering plain HTTP sends its 400 and resets the connection
+            return error.code, error.read()
+        except OSError:
+            return error.code, b""
     except (OSError, http_client_errors()) as error:
         return "refused", repr(error).encode()
 
