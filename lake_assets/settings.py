@@ -26,6 +26,8 @@ ENGINES = ("sail", "remote", "local")
 
 #: File under LAKE_HOME holding the embedded server's generated credentials (mode 0600).
 CREDENTIALS_FILE = "s3-credentials.json"
+#: The embedded server's second identity, allowed only to read and list (`lake query --engine duckdb`).
+READER_CREDENTIALS_FILE = "s3-reader-credentials.json"
 
 ENV_VARS: dict[str, str] = {
     "LAKE_HOME": "state directory: embedded S3 data, Dagster instance, server files (default ./.lake)",
@@ -211,16 +213,25 @@ def s3_credentials(home: Path, embedded: bool) -> S3Credentials:
 
 
 def embedded_credentials(home: Path) -> S3Credentials:
-    """This lake's generated pair: read from LAKE_HOME, created (0600) by the first caller.
+    """This lake's generated pair: read from LAKE_HOME, created (0600) by the first caller."""
+    return _generated_pair(home / CREDENTIALS_FILE, "lake-")
+
+
+def embedded_reader_credentials(home: Path) -> S3Credentials:
+    """The embedded server's read-only pair (S3 actions Read and List only), generated like the main one."""
+    return _generated_pair(home / READER_CREDENTIALS_FILE, "lake-reader-")
+
+
+def _generated_pair(path: Path, prefix: str) -> S3Credentials:
+    """A key pair kept at `path`, created (0600) by the first caller.
 
     Creation is atomic (write a private temporary file, then hard-link it into place), so
     two first commands at once agree on one pair.
     """
-    path = home / CREDENTIALS_FILE
     if not path.exists():
-        private_home(home)
-        pair = {"access_key_id": "lake-" + secrets.token_hex(8), "secret_access_key": secrets.token_urlsafe(32)}
-        fd, temporary = tempfile.mkstemp(dir=home, prefix=".s3-credentials-")  # mode 0600
+        private_home(path.parent)
+        pair = {"access_key_id": prefix + secrets.token_hex(8), "secret_access_key": secrets.token_urlsafe(32)}
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")  # mode 0600
         try:
             with os.fdopen(fd, "w") as handle:
                 json.dump(pair, handle)

@@ -15,14 +15,17 @@ Two layers, each checked by the attack tier (lake_assets_tests/cli/test_query_at
    holds it: the credential settings httpfs copies from the environment are cleared;
    `getenv` does not exist in this build).
 
-   What this layer cannot stop, measured: DuckDB checks paths, not the direction of
-   access, so a `COPY ... TO` a path under the warehouse, or over one of the allowed Delta
-   data files (the table then reads the copied rows), is written with the lake's key (a
-   read-only S3 identity for this connection would close that; the embedded server has one
-   identity today); and `delta_scan` reads a Delta log through delta-kernel's own object
-   store, which DuckDB's file-system checks do not see (it lists any prefix of the bucket,
-   or a local directory, for `_delta_log/`; the data files it then wants are refused). The
-   statement check below covers both.
+   Objects are read with the embedded server's **read-only identity** (S3 actions Read and
+   List; `resources/embedded_s3.py`), so the server itself refuses any write: DuckDB checks
+   paths, not the direction of access, and without it a `COPY ... TO` a path under the
+   warehouse, or over one of the allowed Delta data files, was written (measured). On an
+   external S3 the configured pair is used: give it a read-only policy there. The REST
+   catalog is attached with the lake's pair (it shows the reader no table bucket), READ_ONLY.
+
+   What this layer cannot stop, measured: `delta_scan` reads a Delta log through
+   delta-kernel's own object store, which DuckDB's file-system checks do not see (it lists
+   any prefix of the bucket, or a local directory, for `_delta_log/`; the data files it then
+   wants are refused). The statement check below covers it.
 
 2. **The statement check** (`check_read_only`), by DuckDB's own parser: exactly one
    statement; a SELECT (which includes DESCRIBE, SHOW, SUMMARIZE and FROM-first queries) or
@@ -60,15 +63,16 @@ QUERY_ERRORS = (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserEx
 def sandboxed_connection(storage: LakeStorage) -> duckdb.DuckDBPyConnection:
     """DuckDB seeing the lake's existing tables by name, and nothing else (module docstring)."""
     con = connect(":memory:", "httpfs", "delta")
-    add_s3_secret(con, storage)
     search_path, directories, files = ["memory.main"], [], []
     catalog = find_catalog(storage)
     if catalog is not None:
-        catalog.attach_duckdb(con, read_only=True)
+        catalog.attach_duckdb(con, read_only=True)  # the catalog knows only the lake's pair (embedded_s3.py)
         namespaces = con.execute("SELECT schema_name FROM duckdb_schemas() WHERE database_name = ? "
                                  "ORDER BY schema_name", [CATALOG_NAME]).fetchall()
         search_path += [f"{CATALOG_NAME}.{name}" for (name,) in namespaces]
         directories.append(f"{catalog.warehouse_uri}/")
+    storage = storage.reading_only()
+    add_s3_secret(con, storage)  # replaces the catalog's S3 secret: every object is read with the reader's pair
     for table in TABLES.values():
         delta = open_table(storage, table) if table.format is TableFormat.DELTA and "." not in table.name else None
         if delta is None:

@@ -65,7 +65,7 @@ from lake_assets.resources.s3_supervisor import (
     server_lock,
     terminate,
 )
-from lake_assets.settings import S3Credentials
+from lake_assets.settings import S3Credentials, embedded_reader_credentials
 
 START_TIMEOUT_SECONDS = 30.0
 #: Starts tried when weed finds one of its ports taken (by a program that bound it after we chose it).
@@ -251,11 +251,12 @@ def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Cr
     sockets = (str(run_dir / "filer.sock"), str(run_dir / "s3.sock"),
                *(f"/tmp/seaweedfs-{name}-grpc-{ports[key]}.sock" for key, name in GRPC_SOCKET_NAMES.items()))
     _write_security(run_dir)
+    _write_identities(run_dir, credentials, embedded_reader_credentials(home))
     args = [
         weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.lance=0",
         "-disableHttp", "-filer.disableDirListing", "-volume.max=10000",
-        f"-filer.localSocket={sockets[0]}", f"-s3.localSocket={sockets[1]}",
+        f"-filer.localSocket={sockets[0]}", f"-s3.localSocket={sockets[1]}", f"-s3.config={run_dir / IDENTITIES_FILE}",
         *(f"{flag}={ports[name]}" for name, flag in PORT_FLAGS.items()),
     ]
     partial = {"run_dir": str(run_dir), "sockets": list(sockets), "data_dir": str(data_dir)}
@@ -303,6 +304,10 @@ def _says_port_taken(log_file: Path, offset: int) -> bool:
     return PORT_TAKEN.search(text) is not None
 
 
+#: weed's S3 identities (`-s3.config`), in the owner-only run directory.
+IDENTITIES_FILE = "s3-identities.json"
+
+
 def _fresh_run_dir(home: Path) -> Path:
     """An empty owner-only directory for weed's security files and sockets.
 
@@ -323,6 +328,25 @@ def _write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
     os.replace(temporary, path)
+
+
+def _write_identities(run_dir: Path, lake: S3Credentials, reader: S3Credentials) -> None:
+    """weed's S3 identities: the lake's pair may do everything, the reader's only read and list.
+
+    `lake query --engine duckdb` uses the reader's pair, so a statement that got past its
+    checks still could not write an object (measured: PutObject, DeleteObject and
+    CreateBucket answer AccessDenied for it). The Iceberg REST catalog shows it no table
+    bucket (they belong to the identity that created them), so DuckDB attaches the catalog
+    with the lake's pair, READ_ONLY, and reads the data files with the reader's.
+    """
+    identities = [
+        {"name": "lake", "credentials": [{"accessKey": lake.access_key_id, "secretKey": lake.secret_access_key}],
+         "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
+        {"name": "reader", "credentials": [{"accessKey": reader.access_key_id,
+                                            "secretKey": reader.secret_access_key}],
+         "actions": ["Read", "List"]},
+    ]
+    _write_private(run_dir / IDENTITIES_FILE, json.dumps({"identities": identities}))
 
 
 def _write_security(run_dir: Path) -> None:

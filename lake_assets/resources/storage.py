@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
-from lake_assets.settings import LakeSettings, S3Credentials, s3_credentials
+from lake_assets.settings import LakeSettings, S3Credentials, embedded_reader_credentials, s3_credentials
 
 
 class LakeStorage(BaseModel):
@@ -38,6 +38,8 @@ class LakeStorage(BaseModel):
     #: Iceberg REST catalog: empty means the one the embedded server serves (see resources/catalog.py).
     catalog_uri: str = ""
     warehouse: str = "warehouse"
+    #: True: clients use the embedded server's read-only pair (see `reading_only`)
+    read_only: bool = False
 
     _resolved_endpoint: str = PrivateAttr(default="")
 
@@ -94,8 +96,23 @@ class LakeStorage(BaseModel):
         return self._resolved_endpoint
 
     def credentials(self) -> S3Credentials:
-        """The lake's S3 key pair (environment, or this lake's generated pair for the embedded server)."""
+        """The lake's S3 key pair (environment, or this lake's generated pair for the embedded server).
+
+        A `reading_only()` storage on the embedded server gets its read-only pair instead.
+        """
+        if self.read_only and self.embedded:
+            return embedded_reader_credentials(Path(self.home))
         return s3_credentials(Path(self.home), self.embedded)
+
+    def reading_only(self) -> "LakeStorage":
+        """This storage with clients that can only read and list (the embedded server's reader identity).
+
+        On an external S3 (`LAKE_S3_ENDPOINT`) the configured pair is all there is: give
+        `lake query --engine duckdb` a read-only key there through that pair's own policy.
+        """
+        resolved = self.model_copy(update={"read_only": True})
+        resolved._resolved_endpoint = self._resolved_endpoint
+        return resolved
 
     def get_client(self):  # noqa: ANN201 - boto3's client type is generated at run time
         key, secret = self.credentials()

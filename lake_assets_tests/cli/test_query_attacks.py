@@ -156,11 +156,14 @@ SANDBOX_HOLDS = [
     "SET allowed_directories = ['/']",
     "CREATE PERSISTENT SECRET evil (TYPE s3, KEY_ID 'a', SECRET 'b')",
 ]
-#: Attacks only the statement check stops (duckdb_sandbox.py says why): a write under the warehouse,
-#: delta_scan's own object store, statements that touch nothing but the connection.
-CHECK_ONLY = [
+#: Writes to paths the sandbox allows: the server refuses them, since DuckDB holds only the read-only pair.
+STORAGE_REFUSES = [
     "COPY (SELECT 1 AS a) TO 's3://{warehouse}/tpcds/web_sales/data/evil.parquet'",
     "COPY (SELECT 42::BIGINT AS policy_id, 0::BIGINT AS premium) TO '{delta_file}' (FORMAT parquet)",
+]
+#: Attacks only the statement check stops (duckdb_sandbox.py says why): delta_scan's own object
+#: store, statements that touch nothing but the connection.
+CHECK_ONLY = [
     "SELECT * FROM delta_scan('s3://{bucket}/raw')",
     "SELECT * FROM delta_scan('{home}')",
     "CALL pragma_version()",
@@ -172,7 +175,7 @@ CHECK_ONLY = [
     "USE lake",
     "CHECKPOINT",
 ]
-DUCKDB_ATTACKS = SANDBOX_HOLDS + CHECK_ONLY
+DUCKDB_ATTACKS = SANDBOX_HOLDS + STORAGE_REFUSES + CHECK_ONLY
 
 
 @pytest.mark.parametrize("attack", DUCKDB_ATTACKS)
@@ -188,6 +191,13 @@ def test_duckdb_sandbox_holds_without_the_statement_check(attack: str, duck: duc
     with pytest.raises(duckdb.Error) as refused:
         duck.sql(unchanged.fill(attack)).fetchall()
     assert unchanged.secret not in str(refused.value)
+
+
+@pytest.mark.parametrize("attack", STORAGE_REFUSES)
+def test_duckdb_writes_are_refused_by_the_server_without_the_statement_check(
+        attack: str, duck: duckdb.DuckDBPyConnection, unchanged: Lake) -> None:
+    with pytest.raises(duckdb.Error, match="(?i)access ?denied|403"):
+        duck.sql(unchanged.fill(attack)).fetchall()
 
 
 def test_duckdb_secrets_are_redacted_and_settings_locked(duck: duckdb.DuckDBPyConnection, attack_lake: Lake) -> None:
