@@ -10,9 +10,11 @@ import datetime as dt
 from dataclasses import dataclass
 
 from lake_assets.core.ledger import Ledger
+from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.corrections import pending_corrections
+from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
 from lake_assets.tpcds.load import fact_objects, pending_dimensions, pending_fact_days
+from lake_assets.tpcds.schema import DIMENSIONS, RAW, qualified
 
 
 @dataclass(frozen=True)
@@ -47,3 +49,14 @@ def pending_work(storage: LakeStorage) -> PendingWork:
         undated=None in days,
         corrections=len(pending_corrections(storage, ledger)),
     )
+
+
+def pending_objects(storage: LakeStorage, ledger: Ledger) -> list[tuple[str, RawObject]]:
+    """Every raw object some table has not taken in yet, with that table's name (as the
+    ledger names it): dimension snapshots, fact days and corrections."""
+    found = [(qualified(name), obj) for name in DIMENSIONS
+             for obj in pending([o for o in list_raw(storage, RAW.dimension_key(name))
+                                 if o.key == RAW.dimension_key(name)], ledger.done(qualified(name)))]
+    done = ledger.done(WEB_SALES)
+    found += [(WEB_SALES, obj) for obj in fact_objects(storage).values() if (obj.key, obj.etag) not in done]
+    return found + [(WEB_SALES, obj) for obj in pending_corrections(storage, ledger)]
