@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rich.markup import escape
+
 from lake_assets.cli.app import EXIT_FAILED, EXIT_FILES_REFUSED, EXIT_OK
 from lake_assets.cli.output import console, errors
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger
@@ -92,20 +94,21 @@ def report(found: list[Outcome], describe_run: Callable[[str], str]) -> None:
         if outcome.fate is Fate.APPLIED:
             key = (outcome.pending.table_name, outcome.entry["table_version"], outcome.ours)
             groups.setdefault(key, []).append(outcome)
-    for (name, version, ours), applied in groups.items():
+    for (name, version, _), applied in groups.items():
         files = ", ".join(o.pending.obj.key for o in applied) if len(applied) <= LISTED else f"{len(applied)} files"
         rows = sum(o.entry["rows_applied"] or 0 for o in applied)
-        console.print(f"applied: {files} -> {name} {_version_word(name)} {version} ({rows} rows)"
-                      f"{_by(applied[0], describe_run)}")
+        console.print(escape(f"applied: {files} -> {name} {_version_word(name)} {version} ({rows} rows)")
+                      + _by(applied[0], describe_run))
     for outcome in found:
-        entry, key = outcome.entry, outcome.pending.obj.key
+        entry, key = outcome.entry, escape(outcome.pending.obj.key)
         if outcome.fate is Fate.SUPERSEDED:
             console.print(f"superseded: {key}: its {entry['rows_superseded']} row(s) were older than the table's"
                           f"{_by(outcome, describe_run)}")
         elif outcome.fate is Fate.HELD:
-            console.print(f"[yellow]held:[/yellow] {key}: {entry['detail']} (`lake approve`){_by(outcome, describe_run)}")
+            console.print(f"[yellow]held:[/yellow] {key}: {escape(entry['detail'] or '')} (`lake approve`)"
+                          f"{_by(outcome, describe_run)}")
         elif outcome.fate is Fate.REFUSED:
-            errors.print(f"[red]refused:[/red] {key}: {entry['detail'] or 'whole file rejected'}"
+            errors.print(f"[red]refused:[/red] {key}: {escape(entry['detail'] or 'whole file rejected')}"
                          f"{_by(outcome, describe_run)}; see `lake status`")
         elif outcome.fate is Fate.PENDING:
             errors.print(f"[red]still pending:[/red] {key} ({outcome.pending.table_name}); see `lake status`")
@@ -116,6 +119,7 @@ def _version_word(table_name: str) -> str:
 
 
 def _by(outcome: Outcome, describe_run: Callable[[str], str]) -> str:
+    """Who recorded the outcome, unless it was this command (markup-escaped)."""
     if outcome.ours:
         return ""
-    return f" [by another run: {describe_run(outcome.entry['run_id'])}]"
+    return escape(f"; by another run ({describe_run(outcome.entry['run_id'])})")

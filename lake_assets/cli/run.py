@@ -53,7 +53,6 @@ def demo(
     fresh: Annotated[bool, typer.Option(help="first delete this lake's raw and curated data (embedded S3 only)")] = False,
 ) -> None:
     """The seed's walkthrough (full load, query, CDC batches, query again, history), then the TPC-DS star and a report."""
-    from lake_assets.cli.jobs import report_run, run_pending
     from lake_assets.core.formats.delta import open_table
     from lake_assets.core.tables import table
     from lake_assets.resources.catalog import lake_catalog
@@ -69,25 +68,33 @@ def demo(
         if open_table(lake.storage, table(TABLE)) is not None and not fresh:
             console.print("[yellow]note:[/yellow] this lake already has an insurance table; samples already "
                           "applied change nothing (start over with `lake demo --fresh`).")
-        for zone, prefix in ZONES.items():
-            files = sorted((data / zone).glob("*.csv"))
-            if not files:
-                raise FileNotFoundError(f"no sample CSV files in {data / zone}")
-            for file in files:
-                lake.storage.put_bytes(prefix + file.name, file.read_bytes())
-                console.print(f"put {lake.storage.uri(prefix + file.name)}")
-            code = report_run(run_pending(lake))
-            console.rule(f"after the {zone} files")
-            show_query(lake, SEED_QUERY, Format.table)
-            console.print(AUDIT_HINT)
-            if code != EXIT_OK:
-                raise typer.Exit(code)
-        console.rule("insurance history")
-        show_history(lake, TABLE, Format.table)
-        console.rule("insurance_quarantine")
-        show_query(lake, "SELECT source_file, line_number, reason, detail, raw_text FROM insurance_quarantine "
-                         "ORDER BY source_file, line_number", Format.table)
+        demo_insurance(lake, data)
         demo_star(lake)
+
+
+def demo_insurance(lake: LakeSession, data: Path) -> None:
+    """The seed's walkthrough: the full load, its query, the CDC batches, the query again,
+    the history and the quarantine (typer.Exit with the run's code if a run fails)."""
+    from lake_assets.cli.jobs import report_run, run_pending
+
+    for zone, prefix in ZONES.items():
+        files = sorted((data / zone).glob("*.csv"))
+        if not files:
+            raise FileNotFoundError(f"no sample CSV files in {data / zone}")
+        for file in files:
+            lake.storage.put_bytes(prefix + file.name, file.read_bytes())
+            console.print(f"put {lake.storage.uri(prefix + file.name)}")
+        code = report_run(run_pending(lake))
+        console.rule(f"after the {zone} files")
+        show_query(lake, SEED_QUERY, Format.table)
+        console.print(AUDIT_HINT)
+        if code != EXIT_OK:
+            raise typer.Exit(code)
+    console.rule("insurance history")
+    show_history(lake, TABLE, Format.table)
+    console.rule("insurance_quarantine")
+    show_query(lake, "SELECT source_file, line_number, reason, detail, raw_text FROM insurance_quarantine "
+                     "ORDER BY source_file, line_number", Format.table)
 
 
 #: Scale of the TPC-DS star `lake demo` builds (about 7,200 web_sales rows).
