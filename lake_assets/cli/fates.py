@@ -32,6 +32,7 @@ class Fate(StrEnum):
     REFUSED = "refused"
     HELD = "held"
     PENDING = "still pending"
+    GONE = "gone"  # deleted or re-delivered (new content) before any run applied it
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,17 @@ def outcomes(storage: LakeStorage, snapshot: list[Pending], our_runs: set[str]) 
     found = []
     for item in snapshot:
         entry = latest.get(item.table_name, {}).get((item.obj.key, item.obj.etag))
-        found.append(Outcome(item, _fate(entry), entry, entry is not None and entry["run_id"] in our_runs))
+        fate = _fate(entry)
+        if fate is Fate.PENDING and entry is None and not _still_there(storage, item.obj):
+            fate = Fate.GONE
+        found.append(Outcome(item, fate, entry, entry is not None and entry["run_id"] in our_runs))
     return found
+
+
+def _still_there(storage: LakeStorage, obj: RawObject) -> bool:
+    """True if the raw zone still holds `obj` with the same content (ETag)."""
+    listed = [o for o in storage.list_objects(obj.key) if o["Key"] == obj.key]
+    return any(o["ETag"].strip('"') == obj.etag for o in listed)
 
 
 def _fate(entry: dict | None) -> Fate:
@@ -112,6 +122,8 @@ def report(found: list[Outcome], describe_run: Callable[[str], str]) -> None:
                          f"{_by(outcome, describe_run)}; see `lake status`")
         elif outcome.fate is Fate.PENDING:
             errors.print(f"[red]still pending:[/red] {key} ({outcome.pending.table_name}); see `lake status`")
+        elif outcome.fate is Fate.GONE:
+            console.print(f"gone: {key} was deleted or re-delivered before a run applied it (see `lake status`)")
 
 
 def _version_word(table_name: str) -> str:

@@ -108,3 +108,15 @@ def test_lake_run_reports_files_another_run_handled(
     assert code == 3  # refused, though not by this command's run (which found nothing to do)
     assert re.search(r"refused: raw/cdcload/20240501-090000000.csv: undeclared_column.*; by another run "
                      r"\(run \w{8}, launched by lake run\); see `lake status`", err), err
+
+    # a file re-delivered (new content) after the snapshot: its first content is gone, not left pending
+    late = "raw/cdcload/20240502-090000000.csv"
+    lake_env.put_bytes(late, b"U,100463,2025-03-31,Urban,NY,East,1,Retail,Y,Y\n")
+    with lake_session() as session:
+        snapshot = pending_snapshot(session.storage)
+    lake_env.put_bytes(late, b"U,100463,2025-03-31,Urban,NY,East,2,Retail,Y,Y\n")
+    with lake_session() as session:
+        code = apply_everything(session, snapshot)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"gone: {late} was deleted or re-delivered before a run applied it" in captured.out
