@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from lake_assets.cli import fates
 from lake_assets.cli.app import EXIT_FAILED, EXIT_FILES_REFUSED, EXIT_OK
 from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import LakeSession
@@ -103,12 +104,11 @@ def describe_run(lake: LakeSession, run_id: str) -> str:
     return f"run {run_id[:8]}" + (f", launched by {launched}" if launched else "")
 
 
-def apply_everything(lake: LakeSession, snapshot: list, reapply: bool = False) -> int:
+def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: bool = False) -> int:
     """`lake run` after its snapshot of pending objects (fates.pending_snapshot): one run per
     domain, then the fate of every object of the snapshot, whoever applied it. Returns the
     exit code (fates.exit_code)."""
-    from lake_assets.cli import fates
-    from lake_assets.cli.tpcds_jobs import run_tpcds_pending
+    from lake_assets.cli.tpcds_jobs import run_tpcds_pending  # it imports this module
 
     insurance = run_pending(lake, reapply)
     insurance_ok = report_run(insurance, list_refused=False) != EXIT_FAILED

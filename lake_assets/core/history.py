@@ -39,7 +39,7 @@ class Feed:
 
 
 #: Delta tables with a change feed (core/change_feed.py), whose counts come from it.
-FEEDS = {INSURANCE.name: Feed(INSURANCE_CHANGES, "policy_id")}
+FEEDS = {INSURANCE.name: Feed(INSURANCE_CHANGES, "policy_id")}  # insurance.contract.KEY (core imports no domain)
 
 #: Metric names of a commit's row counts: delta-rs (snake_case) and Delta Spark / Sail (camelCase).
 _INSERTED = ("num_target_rows_inserted", "numTargetRowsInserted")
