@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from lake_assets.cli import fates
 from lake_assets.cli.app import EXIT_FAILED, EXIT_FILES_REFUSED, EXIT_OK
 from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import LakeSession
@@ -59,26 +60,62 @@ def _quiet_loggers() -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
-def report_run(result: dg.ExecuteInProcessResult) -> int:
-    """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED)."""
+def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> int:
+    """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED).
+    `list_refused=False` leaves the refused files to the caller (`lake run` reports every fate)."""
     refused: list[str] = []
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
         if materialization.asset_key == dg.AssetKey(TABLE):
             meta = {k: v.value for k, v in materialization.metadata.items()}
             console.print(
-                f"insurance: version {meta.get('delta_version_before')} -> {meta.get('delta_version')}, "
+                f"insurance: {version_change(meta.get('delta_version_before'), meta.get('delta_version'))}, "
                 f"rows {meta.get('rows_before')} -> {meta.get('rows_after')} "
                 f"(+{meta.get('rows_inserted')} inserted, {meta.get('rows_updated')} updated, "
                 f"{meta.get('rows_deleted')} deleted, {meta.get('rows_superseded')} superseded, "
                 f"{meta.get('rows_quarantined')} quarantined) in {meta.get('duration_seconds')} s"
             )
             refused += [f["file"] for f in meta.get("source_files") or [] if f.get("status") == REJECTED]
-    for file in refused:
+    for file in refused if list_refused else ():
         errors.print(f"[red]refused:[/red] {file} (whole file rejected; see `lake status`)")
     if not report_checks(result):
         return EXIT_FAILED
     return EXIT_FILES_REFUSED if refused else EXIT_OK
+
+
+def version_change(before: int | None, after: int | None) -> str:
+    """What a run did to the table's version, in words (the run's metadata says -1 for no table)."""
+    if after is None or after < 0:
+        return "no table yet"
+    if before is None or before < 0:
+        return f"created at version {after}"
+    if after == before:
+        return f"version {after} (unchanged)"
+    return f"version {before} -> {after}"
+
+
+def describe_run(lake: LakeSession, run_id: str) -> str:
+    """Another run, for a message: its id's first characters and what launched it."""
+    run = lake.instance().get_run_by_id(run_id)
+    tags = run.tags if run is not None else {}
+    sensor, schedule = tags.get("dagster/sensor_name"), tags.get("dagster/schedule_name")
+    launched = (f"sensor {sensor}" if sensor else f"schedule {schedule}" if schedule
+                else tags.get("lake/launched_by"))
+    return f"run {run_id[:8]}" + (f", launched by {launched}" if launched else "")
+
+
+def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: bool = False) -> int:
+    """`lake run` after its snapshot of pending objects (fates.pending_snapshot): one run per
+    domain, then the fate of every object of the snapshot, whoever applied it. Returns the
+    exit code (fates.exit_code)."""
+    from lake_assets.cli.tpcds_jobs import run_tpcds_pending  # it imports this module
+
+    insurance = run_pending(lake, reapply)
+    insurance_ok = report_run(insurance, list_refused=False) != EXIT_FAILED
+    tpcds = run_tpcds_pending(lake)
+    found = fates.outcomes(lake.storage, snapshot, {insurance.run_id, *tpcds.run_ids})
+    fates.report(found, lambda run_id: describe_run(lake, run_id))
+    return fates.exit_code(found, insurance_ok and tpcds.ok)
 
 
 def report_checks(result: dg.ExecuteInProcessResult) -> bool:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from lake_assets.cli.app import app, friendly
+from lake_assets.cli.history import show_history
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
@@ -84,49 +85,6 @@ def query(
             show_query_duckdb(lake, sql, fmt)
         else:
             show_query(lake, sql, fmt, version, as_of)
-
-
-def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
-    from lake_assets.core.formats.delta import open_table
-
-    if table(name).format is TableFormat.ICEBERG:
-        show_iceberg_history(lake, name, fmt)
-        return
-    delta = open_table(lake.storage, table(name))
-    if delta is None:
-        raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
-    rows = []
-    for entry in delta.history():
-        metrics = entry.get("operationMetrics") or {}
-        rows.append((
-            entry["version"],
-            _timestamp(entry.get("timestamp")),
-            entry.get("operation"),
-            metrics.get("numTargetRowsInserted", metrics.get("numOutputRows")),
-            metrics.get("numTargetRowsUpdated"),
-            metrics.get("numTargetRowsDeleted"),
-            metrics.get("numAddedFiles", metrics.get("numFilesAdded")),
-            metrics.get("numRemovedFiles", metrics.get("numFilesRemoved")),
-        ))
-    render(["version", "timestamp", "operation", "rows_inserted_or_written", "rows_updated", "rows_deleted",
-            "files_added", "files_removed"], rows, fmt)
-
-
-def show_iceberg_history(lake: LakeSession, name: str, fmt: Format) -> None:
-    """An Iceberg table's snapshots (pyiceberg), newest first; the first column is the snapshot id."""
-    from lake_assets.core.formats import iceberg
-
-    current = iceberg.open_table(lake.storage, table(name))
-    if current is None:
-        raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
-    entries = iceberg.history(current)
-    columns = ["snapshot_id", "timestamp", "operation", "added_records", "deleted_records", "total_records",
-               "added_files", "deleted_files"]
-    render(columns, [tuple(e[c] for c in columns) for e in entries], fmt)
-
-
-def _timestamp(millis: int | None) -> str | None:
-    return dt.datetime.fromtimestamp(millis / 1000, dt.timezone.utc).isoformat() if millis else None
 
 
 @app.command()

@@ -10,14 +10,19 @@ import typer
 
 from lake_assets.cli.app import EXIT_FAILED, EXIT_OK, app, friendly
 from lake_assets.cli.output import Format, console
-from lake_assets.cli.query import show_history, show_query
+from lake_assets.cli.history import show_history
+from lake_assets.cli.query import show_query
 from lake_assets.cli.raw import ZONES
 from lake_assets.cli.session import REPO_ROOT, LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.insurance.contract import TABLE
+from lake_assets.insurance.contract import AUDIT_COLUMNS, DATA_COLUMN_NAMES, TABLE
 
-SEED_QUERY = ("SELECT * FROM insurance WHERE policy_id IN (100462,100463,100475,110001,110002) "
-              "ORDER BY policy_id")
+#: The seed's query, on the seed's columns: `SELECT *` would add the audit columns (and
+#: columns later contract versions added), which `lake demo` names instead of printing.
+SEED_KEYS = "policy_id IN (100462,100463,100475,110001,110002)"
+SEED_QUERY = f"SELECT {', '.join(DATA_COLUMN_NAMES)} FROM insurance WHERE {SEED_KEYS} ORDER BY policy_id"
+AUDIT_HINT = (f"(the seed's columns; every row also carries {', '.join(c.name for c in AUDIT_COLUMNS)}: "
+              f'lake query "SELECT * FROM insurance WHERE {SEED_KEYS}")')
 
 
 @app.command()
@@ -29,15 +34,14 @@ def run(
     """Apply everything pending in both domains now, synchronously, without the daemon.
 
     Exit code 0: all applied and every check passed; 1: a run or a blocking check failed;
-    3: the runs succeeded but refused whole files (listed; see `lake status`).
+    3: the runs succeeded but refused whole files (listed; see `lake status`). Every file
+    pending when it starts is reported, and counts, whichever run applied it (the sensor's too).
     """
-    from lake_assets.cli.jobs import report_run, run_pending
-    from lake_assets.cli.tpcds_jobs import run_tpcds_pending
+    from lake_assets.cli.fates import pending_snapshot
+    from lake_assets.cli.jobs import apply_everything
 
     with lake_session() as lake:
-        code = report_run(run_pending(lake, reapply))
-        tpcds_ok = run_tpcds_pending(lake)
-    code = code if tpcds_ok or code == EXIT_FAILED else EXIT_FAILED
+        code = apply_everything(lake, pending_snapshot(lake.storage, reapply), reapply)
     if code != EXIT_OK:
         raise typer.Exit(code)
 
@@ -49,7 +53,6 @@ def demo(
     fresh: Annotated[bool, typer.Option(help="first delete this lake's raw and curated data (embedded S3 only)")] = False,
 ) -> None:
     """The seed's walkthrough (full load, query, CDC batches, query again, history), then the TPC-DS star and a report."""
-    from lake_assets.cli.jobs import report_run, run_pending
     from lake_assets.core.formats.delta import open_table
     from lake_assets.core.tables import table
     from lake_assets.resources.catalog import lake_catalog
@@ -65,24 +68,33 @@ def demo(
         if open_table(lake.storage, table(TABLE)) is not None and not fresh:
             console.print("[yellow]note:[/yellow] this lake already has an insurance table; samples already "
                           "applied change nothing (start over with `lake demo --fresh`).")
-        for zone, prefix in ZONES.items():
-            files = sorted((data / zone).glob("*.csv"))
-            if not files:
-                raise FileNotFoundError(f"no sample CSV files in {data / zone}")
-            for file in files:
-                lake.storage.put_bytes(prefix + file.name, file.read_bytes())
-                console.print(f"put {lake.storage.uri(prefix + file.name)}")
-            code = report_run(run_pending(lake))
-            console.rule(f"after the {zone} files")
-            show_query(lake, SEED_QUERY, Format.table)
-            if code != EXIT_OK:
-                raise typer.Exit(code)
-        console.rule("insurance history")
-        show_history(lake, TABLE, Format.table)
-        console.rule("insurance_quarantine")
-        show_query(lake, "SELECT source_file, line_number, reason, detail, raw_text FROM insurance_quarantine "
-                         "ORDER BY source_file, line_number", Format.table)
+        demo_insurance(lake, data)
         demo_star(lake)
+
+
+def demo_insurance(lake: LakeSession, data: Path) -> None:
+    """The seed's walkthrough: the full load, its query, the CDC batches, the query again,
+    the history and the quarantine (typer.Exit with the run's code if a run fails)."""
+    from lake_assets.cli.jobs import report_run, run_pending
+
+    for zone, prefix in ZONES.items():
+        files = sorted((data / zone).glob("*.csv"))
+        if not files:
+            raise FileNotFoundError(f"no sample CSV files in {data / zone}")
+        for file in files:
+            lake.storage.put_bytes(prefix + file.name, file.read_bytes())
+            console.print(f"put {lake.storage.uri(prefix + file.name)}")
+        code = report_run(run_pending(lake))
+        console.rule(f"after the {zone} files")
+        show_query(lake, SEED_QUERY, Format.table)
+        console.print(AUDIT_HINT)
+        if code != EXIT_OK:
+            raise typer.Exit(code)
+    console.rule("insurance history")
+    show_history(lake, TABLE, Format.table)
+    console.rule("insurance_quarantine")
+    show_query(lake, "SELECT source_file, line_number, reason, detail, raw_text FROM insurance_quarantine "
+                     "ORDER BY source_file, line_number", Format.table)
 
 
 #: Scale of the TPC-DS star `lake demo` builds (about 7,200 web_sales rows).
@@ -99,7 +111,7 @@ def demo_star(lake: LakeSession) -> None:
     console.rule(f"TPC-DS web_sales star on Iceberg (scale {DEMO_SCALE})")
     landed = generate(lake.storage, DEMO_SCALE)
     console.print(f"landed {landed.objects} raw objects under {lake.storage.uri('raw/tpcds/')}")
-    if not run_tpcds_pending(lake):
+    if not run_tpcds_pending(lake).ok:
         raise typer.Exit(EXIT_FAILED)
     console.rule("report: TPC-DS query 12 (first rows), from tpcds.report_q12")
     show_query(lake, DEMO_REPORT, Format.table)

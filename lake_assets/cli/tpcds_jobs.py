@@ -2,6 +2,7 @@
 (one run for everything pending under raw/tpcds/, the same request the sensor and the schedule make)."""
 
 import datetime as dt
+from dataclasses import dataclass, field
 
 import dagster as dg
 
@@ -41,16 +42,26 @@ def report_tpcds_run(result: dg.ExecuteInProcessResult) -> bool:
     return report_checks(result)
 
 
-def run_tpcds_pending(lake: LakeSession) -> bool:
-    """One run for everything pending in the TPC-DS raw zone; True if nothing failed."""
+@dataclass
+class TpcdsRuns:
+    """What the TPC-DS half of `lake run` did: whether everything succeeded, and its runs."""
+
+    ok: bool = True
+    run_ids: list[str] = field(default_factory=list)
+
+
+def run_tpcds_pending(lake: LakeSession) -> TpcdsRuns:
+    """One run for everything pending in the TPC-DS raw zone, then the reports' refresh."""
     work = pending_work(lake.storage)
     keys, tags = selection_for(work, lake.storage)
     if not keys:
         console.print("tpcds: nothing pending")
-        return True
-    loaded = report_tpcds_run(run_tpcds(lake, keys, tags, "lake run"))
+        return TpcdsRuns()
+    load = run_tpcds(lake, keys, tags, "lake run")
+    loaded = report_tpcds_run(load)
     # the daemon refreshes the reports when the star changes (eager automation); so does `lake run`
-    return report_checks(execute(lake, "refresh_tpcds_reports", "lake run")) and loaded
+    refresh = execute(lake, "refresh_tpcds_reports", "lake run")
+    return TpcdsRuns(report_checks(refresh) and loaded, [load.run_id, refresh.run_id])
 
 
 def backfill_selection(name: str, start: str, end: str) -> tuple[list[dg.AssetKey], dict[str, str]]:

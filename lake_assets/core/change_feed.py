@@ -274,3 +274,29 @@ def _ordered(rows: pa.Table, by: list[str]) -> pa.Table:
     order = pc.index_in(rows[CHANGE_TYPE], value_set=pa.array([t.value for t in _TYPE_ORDER], pa.string()))
     return rows.append_column("_order", order).sort_by([(c, "ascending") for c in [*by, "_order"]]) \
         .drop_columns(["_order"])
+
+
+def change_counts(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) -> dict[int, dict[str, int]]:
+    """Rows per change type, per table version: from the feed's two change columns, and for
+    versions it does not hold yet, derived from the log on the fly (nothing is written).
+    A version that changed no row (a schema change, an OPTIMIZE) is absent."""
+    current = open_table(storage, table)
+    if current is None:
+        return {}
+    stored = open_table(storage, feed)
+    through = covered_through(storage, feed)
+    parts = []
+    if stored is not None:
+        parts.append(stored.to_pyarrow_dataset().to_table(columns=[COMMIT_VERSION, CHANGE_TYPE]))
+    first_missing = (through if through is not None else -1) + 1
+    if first_missing <= current.version():
+        dataset = current.to_pyarrow_dataset()
+        parts += [derive(storage, table, key, version, dataset).select([COMMIT_VERSION, CHANGE_TYPE])
+                  for version in range(first_missing, current.version() + 1)]
+    counts: dict[int, dict[str, int]] = {}
+    if not parts:
+        return counts
+    grouped = pa.concat_tables(parts).group_by([COMMIT_VERSION, CHANGE_TYPE]).aggregate([([], "count_all")])
+    for row in grouped.to_pylist():
+        counts.setdefault(row[COMMIT_VERSION], {})[row[CHANGE_TYPE]] = row["count_all"]
+    return counts

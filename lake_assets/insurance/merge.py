@@ -121,10 +121,12 @@ def stage_sorted(storage: LakeStorage, prefix: str, rows: pa.Table) -> str:
     return storage.uri(prefix)
 
 
-def create_from(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
-    """The first commit of the table: the staged upserts (deletes meet no row)."""
+def create_from(spark: SparkSession, table_uri: str, staged_uri: str, label: str | None = None) -> None:
+    """The first commit of the table: the staged upserts (deletes meet no row). `label` is
+    the lake's name for the commit, kept in its commitInfo (`userMetadata`; `lake history` shows it)."""
     rows = spark.read.parquet(staged_uri).where(F.col("_operation") != "D").select(*_data_and_audit())
-    rows.write.format("delta").mode("append").option("targetFileSize", TARGET_FILE_BYTES).save(table_uri)
+    _labelled(rows.write.format("delta").mode("append").option("targetFileSize", TARGET_FILE_BYTES), label) \
+        .save(table_uri)
 
 
 # --- which files a batch touches -------------------------------------------------------------
@@ -191,18 +193,25 @@ def _newer() -> F.Column:
     return F.col("_row_sequence").isNull() | (F.col("_sequence") >= F.col("_row_sequence"))
 
 
-def replace_changes(spark: SparkSession, table_uri: str, staged_uri: str, ranges: list[tuple[int, int]]) -> None:
+def replace_changes(spark: SparkSession, table_uri: str, staged_uri: str, ranges: list[tuple[int, int]],
+                    label: str | None = None) -> None:
     """Commit the changes by replacing only the rows within `ranges` (`replaceWhere`):
     the files holding them are rewritten, every other file is left as it is."""
-    _overwrite(spark, table_uri, staged_uri, predicate(ranges))
+    _overwrite(spark, table_uri, staged_uri, predicate(ranges), label)
 
 
-def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str) -> None:
+def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str, label: str | None = None) -> None:
     """Commit the changes by rewriting the whole table."""
-    _overwrite(spark, table_uri, staged_uri, None)
+    _overwrite(spark, table_uri, staged_uri, None, label)
 
 
-def _overwrite(spark: SparkSession, table_uri: str, staged_uri: str, where: str | None) -> None:
+def _labelled(writer, label: str | None):
+    """The writer, recording `label` in the commit's `userMetadata` (Delta's writer option,
+    honoured by Sail and delta-spark)."""
+    return writer.option("userMetadata", label) if label else writer
+
+
+def _overwrite(spark: SparkSession, table_uri: str, staged_uri: str, where: str | None, label: str | None) -> None:
     """One overwrite of the rows `where` selects (all when None): (rows no newer change
     reaches) UNION ALL (newer upserts), sorted by key within each writer partition. One
     pass: the row counts of the commit are the pipeline's (it read the same version)."""
@@ -217,7 +226,7 @@ def _overwrite(spark: SparkSession, table_uri: str, staged_uri: str, where: str 
         .option("targetFileSize", TARGET_FILE_BYTES)
     if where is not None:
         writer = writer.option("replaceWhere", where)
-    writer.save(table_uri)
+    _labelled(writer, label).save(table_uri)
 
 
 def conform(rows: pa.Table) -> pa.Table:

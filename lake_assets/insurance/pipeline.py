@@ -651,14 +651,20 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
     uri = INSURANCE.uri(storage)
     if delta is None:
         return _commit(storage, report, operation, merge.Strategy.CREATE, counts,
-                       lambda: merge.create_from(spark, uri, staged))
+                       lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
     mins, maxs, files_rows = file_ranges(delta, KEY)
     ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
     strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
     if strategy is merge.Strategy.REWRITE:
-        return _commit(storage, report, operation, strategy, counts, lambda: merge.rewrite_changes(spark, uri, staged))
+        return _commit(storage, report, operation, strategy, counts,
+                       lambda: merge.rewrite_changes(spark, uri, staged, _label(operation, strategy)))
     return _commit(storage, report, operation, strategy, counts,
-                   lambda: merge.replace_changes(spark, uri, staged, ranges))
+                   lambda: merge.replace_changes(spark, uri, staged, ranges, _label(operation, strategy)))
+
+
+def _label(operation: str, strategy: merge.Strategy) -> str:
+    """The lake's name for a table commit, kept in its commitInfo: e.g. `merge (narrow)`."""
+    return f"{operation} ({strategy.value})"
 
 
 def _row_counts(rows: pa.Table, current: pa.Table) -> tuple[int, int, int]:

@@ -9,10 +9,12 @@ corrections are waiting.
 import datetime as dt
 from dataclasses import dataclass
 
-from lake_assets.core.ledger import Ledger
+from lake_assets.core.ledger import FINAL, Ledger
+from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.corrections import pending_corrections
+from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
 from lake_assets.tpcds.load import fact_objects, pending_dimensions, pending_fact_days
+from lake_assets.tpcds.schema import DIMENSIONS, RAW, qualified
 
 
 @dataclass(frozen=True)
@@ -47,3 +49,17 @@ def pending_work(storage: LakeStorage) -> PendingWork:
         undated=None in days,
         corrections=len(pending_corrections(storage, ledger)),
     )
+
+
+def pending_objects(storage: LakeStorage, ledger: Ledger) -> list[tuple[str, RawObject]]:
+    """Every raw object some table has not taken in yet, with that table's name (as the
+    ledger names it): dimension snapshots, fact days and corrections (one read of the ledger)."""
+    latest = ledger.latest_by_table()
+
+    def done(name: str) -> set[tuple[str, str]]:
+        return {k for k, e in latest.get(name, {}).items() if e["status"] in FINAL}
+    found = [(qualified(name), obj) for name in DIMENSIONS
+             for obj in pending([o for o in list_raw(storage, RAW.dimension_key(name))
+                                 if o.key == RAW.dimension_key(name)], done(qualified(name)))]
+    facts = [*fact_objects(storage).values(), *list_raw(storage, RAW.corrections)]
+    return found + [(WEB_SALES, obj) for obj in pending(facts, done(WEB_SALES))]

@@ -21,9 +21,9 @@ def test_run_status_backfill_history_time_travel(lake_env: LakeStorage, catalog:
     tpcds = [r for r in json.loads(out) if r["file"].startswith("raw/tpcds/")]
     assert code == 0 and len(tpcds) == 4 + 5 and {r["status"] for r in tpcds} == {"pending"}
 
-    code, out = lake("run")
-    assert code == 0, out
-    assert "tpcds/web_sales" in out and "FAILED" not in out
+    code, run_out = lake("run")
+    assert code == 0, run_out
+    assert "tpcds/web_sales" in run_out and "FAILED" not in run_out
     code, out = lake("status", "--format", "json")
     assert {r["status"] for r in json.loads(out) if r["file"].startswith("raw/tpcds/")} == {"applied"}
     expected = oracle.sql(f"SELECT count(*) FROM web_sales LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk "
@@ -34,6 +34,9 @@ def test_run_status_backfill_history_time_travel(lake_env: LakeStorage, catalog:
 
     code, out = lake("history", "tpcds.web_sales", "--format", "json")
     first_snapshot = json.loads(out)[0]["snapshot_id"]
+    # history and the run agree: the snapshot's rows applied (ledger) are what `lake run` said of its files
+    assert json.loads(out)[0]["rows_applied"] == expected
+    assert f"-> tpcds.web_sales snapshot {first_snapshot} ({expected} rows)" in run_out, run_out
 
     # the second day's object is re-delivered with one row less; backfill that one day
     lines = lake_env.get_bytes(fact_key(days[1]))[0].decode().splitlines()
