@@ -38,10 +38,9 @@ class LakeStorage(BaseModel):
     #: Iceberg REST catalog: empty means the one the embedded server serves (see resources/catalog.py).
     catalog_uri: str = ""
     warehouse: str = "warehouse"
-    #: True: clients use the embedded server's read-only pair (see `reading_only`)
-    read_only: bool = False
-
     _resolved_endpoint: str = PrivateAttr(default="")
+    #: True: clients use the embedded server's read-only pair (see `reading_only`)
+    _read_only: bool = PrivateAttr(default=False)
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "LakeStorage":
@@ -100,7 +99,7 @@ class LakeStorage(BaseModel):
 
         A `reading_only()` storage on the embedded server gets its read-only pair instead.
         """
-        if self.read_only and self.embedded:
+        if self._read_only and self.embedded:
             return embedded_reader_credentials(Path(self.home))
         return s3_credentials(Path(self.home), self.embedded)
 
@@ -110,8 +109,8 @@ class LakeStorage(BaseModel):
         On an external S3 (`LAKE_S3_ENDPOINT`) the configured pair is all there is: give
         `lake query --engine duckdb` a read-only key there through that pair's own policy.
         """
-        resolved = self.model_copy(update={"read_only": True})
-        resolved._resolved_endpoint = self._resolved_endpoint
+        resolved = self.model_copy()
+        resolved._read_only = True
         return resolved
 
     def get_client(self):  # noqa: ANN201 - boto3's client type is generated at run time
