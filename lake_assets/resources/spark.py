@@ -11,6 +11,7 @@ unchanged on all three. No Dagster here: the CLI builds sessions from `SparkConf
 Dagster resource wrapping it is `SparkEngine` (resources/engine.py).
 """
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -54,6 +55,7 @@ class SparkConfig(BaseModel):
 
     def session(self, storage: LakeStorage) -> SparkSession:
         """The process's session for this engine, able to read and write `storage`."""
+        _quiet_connect_client_log()
         if self.engine not in ENGINES:
             raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
         cache_key = (self.engine, storage.endpoint_url)
@@ -125,6 +127,18 @@ def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str
     for name, value in conf.items():
         builder = builder.config(name, value)
     return builder
+
+
+def _quiet_connect_client_log() -> None:
+    """Keep the Spark Connect client's RPC tracebacks off the terminal (errors reach users as one line).
+
+    PySpark's client logs every failed RPC with its traceback through a stderr handler it
+    installs at import, disabled unless `SPARK_CONNECT_LOG_LEVEL` is set; but any later
+    `logging.config.dictConfig` (Dagster's, for one) re-enables loggers it does not name.
+    A level above CRITICAL survives that.
+    """
+    if "SPARK_CONNECT_LOG_LEVEL" not in os.environ:
+        logging.getLogger("pyspark.sql.connect.client.core").setLevel(logging.CRITICAL + 1)
 
 
 def local_jars(jars_dir: Path) -> list[Path]:

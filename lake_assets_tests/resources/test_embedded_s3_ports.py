@@ -16,7 +16,7 @@ from lake_assets.resources.embedded_s3 import embedded_s3
 from lake_assets.resources.ports import free_port
 from lake_assets.resources.s3_supervisor import LOG_FILE, STATE_FILE
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import LakeSettings, embedded_credentials
+from lake_assets.settings import LakeSettings
 
 
 @pytest.fixture
@@ -76,7 +76,9 @@ def test_an_internal_port_taken_before_weed_binds_it_is_retried(
 
     choose = embedded_s3_module._choose_ports
     monkeypatch.setattr(embedded_s3_module, "_choose_ports", first_choice_collides)
-    with embedded_s3(tmp_path, free_port(), embedded_credentials(tmp_path)) as server:
+    # the pair LakeStorage's clients use (the environment's, once an in-process engine has set it)
+    credentials = LakeStorage(home=str(tmp_path)).credentials()
+    with embedded_s3(tmp_path, free_port(), credentials) as server:
         assert len(chosen) == 2 and server.ports == chosen[1] and server.ports["master"] != held_port
         storage = LakeStorage(bucket="retried", home=str(tmp_path)).with_endpoint(server.endpoint)
         storage.ensure_bucket()
