@@ -10,7 +10,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import TableFormat, table
+from lake_assets.core.tables import TableFormat, TableNotBuilt, table
 
 
 def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = None, as_of: str | None = None) -> None:
@@ -29,11 +29,11 @@ def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = N
 
             # Iceberg tables resolve by name in the engine's default (REST) catalog.
             if iceberg.open_table(lake.storage, entry) is None:
-                raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+                raise TableNotBuilt(name)
             spark.sql(f"SELECT * FROM {name}{_time_travel(version, as_of)}").createOrReplaceTempView(view_name(name))
             continue
         if open_table(lake.storage, entry) is None:
-            raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+            raise TableNotBuilt(name)
         if version is not None or as_of:  # inside the time-travel window, or a clear refusal
             ensure_readable(lake.storage, entry, version, parse_as_of(as_of) if as_of else None,
                             lake.settings.time_travel_hours)
