@@ -39,7 +39,7 @@ from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.hosted_user_process import recon_job_from_origin
 
 from lake_assets.daemon_tuning import pace_sensor_loop
-from lake_assets.runs import HOST_TAG, PID_TAG, process_gone, process_tags
+from lake_assets.runs import HOST_TAG, PID_TAG, bookkeeping_tag, process_gone, process_tags
 from lake_assets.settings import LakeSettings
 
 #: The code location, and what a run imports lazily (the Spark Connect client alone is 1.5-3.5 s):
@@ -47,7 +47,7 @@ from lake_assets.settings import LakeSettings
 DEFAULT_PRELOAD = ("lake_assets.definitions", "pyspark.sql.connect.session", "pyspark.sql.connect.functions",
                    "pysail.spark", "deltalake", "boto3.s3.transfer")
 #: Tag of runs this launcher executed itself ("1" warm, "0" cold), as opposed to the code server.
-WARM_TAG = "lake/warm_start"
+WARM_TAG = bookkeeping_tag("warm_start")
 
 
 class WarmRunLauncher(RunLauncher, ConfigurableClass):
