@@ -48,6 +48,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
     "LAKE_WARM_RUNS": "1 (default): daemon runs fork from a process that imported the code once; 0: Dagster's "
                       "default launcher, a new interpreter per run",
+    "LAKE_RUN_CONSOLE": "1 (default): runs the daemon launches print Dagster's log lines to its terminal; 0: to "
+                        "DAGSTER_HOME/run-console.log (`lake dev` sets 0 unless --verbose; the UI has every line)",
 }
 
 
@@ -72,6 +74,7 @@ class LakeSettings:
     iceberg_warehouse: str = "warehouse"
     tpcds_report_checks: bool = False
     warm_runs: bool = True
+    run_console: bool = True
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -97,6 +100,7 @@ class LakeSettings:
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
             warm_runs=_flag("LAKE_WARM_RUNS", True),
+            run_console=_flag("LAKE_RUN_CONSOLE", True),
         )
 
     @property
