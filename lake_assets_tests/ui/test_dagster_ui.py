@@ -86,9 +86,11 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
                            ["insurance_schema_matches_contract", "insurance_rows_conserved"], "insurance_checks")
             assert "Checks (4)" in checks and "Failed" not in checks
 
-            reports = _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports",
-                            ["report_q12", "report_top_customers"], "reports")
-            assert "report_q12" in reports and "Never materialized" not in reports
+            page.goto(dev.url + "/locations/__repository__@lake/asset-groups/tpcds_reports")
+            page.get_by_text("List", exact=True).first.click()  # every report with its latest materialization
+            reports = _open(page, dev, page.url.removeprefix(dev.url), ["report_q12", "report_top_customers"],
+                            "reports")
+            assert "report_sales_by_hour" in reports and "Never materialized" not in reports
 
             runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], "runs")
             assert "Success" in runs and "lake/table: tpcds" in runs
