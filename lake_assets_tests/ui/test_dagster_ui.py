@@ -86,10 +86,12 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
                            ["insurance_schema_matches_contract", "insurance_rows_conserved"], "insurance_checks")
             assert "Checks (4)" in checks and "Failed" not in checks
 
-            page.goto(dev.url + "/locations/__repository__@lake/asset-groups/tpcds_reports")
+            _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports", ["report_q12"], "reports")
             page.get_by_text("List", exact=True).first.click()  # every report with its latest materialization
-            reports = _open(page, dev, page.url.removeprefix(dev.url), ["report_q12", "report_top_customers"],
-                            "reports")
+            page.get_by_text("report_top_customers").first.wait_for(timeout=60_000)
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(SCREENSHOTS / "reports.png"))
+            reports = page.inner_text("body")
             assert "report_sales_by_hour" in reports and "Never materialized" not in reports
 
             runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], "runs")
