@@ -14,7 +14,12 @@ from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.assets import TPCDS_ASSETS
 from lake_assets.tpcds.checks import TPCDS_CHECKS
 from lake_assets.tpcds.jobs import load_tpcds_job
-from lake_assets.tpcds.report_assets import REPORT_ASSETS, REPORT_CHECKS, refresh_tpcds_reports_job
+from lake_assets.tpcds.report_assets import (
+    REPORT_ASSETS,
+    REPORT_CHECKS,
+    refresh_tpcds_reports_job,
+    reports_automation_sensor,
+)
 from lake_assets.tpcds.schedules import tpcds_nightly
 from lake_assets.tpcds.sensors import raw_tpcds_sensor
 
@@ -24,7 +29,7 @@ def build_definitions(settings: LakeSettings) -> dg.Definitions:
         assets=[raw_insurance_fullload, raw_insurance_cdc, insurance_tables, *TPCDS_ASSETS, *REPORT_ASSETS],
         asset_checks=[*INSURANCE_CHECKS, *TPCDS_CHECKS, *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
         jobs=[apply_insurance_job, maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],
-        sensors=[raw_insurance_sensor, raw_tpcds_sensor],
+        sensors=[raw_insurance_sensor, raw_tpcds_sensor, reports_automation_sensor],
         schedules=[nightly_maintenance, tpcds_nightly],
         resources={
             "storage": StorageResource.from_settings(settings),

@@ -19,6 +19,10 @@ launch the launcher compares the newest modification time of the preloaded packa
 with the one it saw when the forkserver started; if code changed, that run and the next
 ones start in a new interpreter (cold, but current) until the daemon is restarted.
 
+With `LAKE_RUN_CONSOLE=0` (what a quiet `lake dev` sets) a warm run's process writes its
+console output (Dagster's log lines at DEBUG) to `DAGSTER_HOME/run-console.log` instead of
+the daemon's terminal; the run's event log, shown in the UI, is unchanged.
+
 `LAKE_WARM_RUNS=0` hands every launch to Dagster's `DefaultRunLauncher` instead (the
 freshness benchmark measures both in one run).
 """
@@ -39,16 +43,18 @@ from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from dagster._utils.hosted_user_process import recon_job_from_origin
 
 from lake_assets.daemon_tuning import pace_sensor_loop
-from lake_assets.runs import HOST_TAG, PID_TAG, process_gone, process_tags
 from lake_assets.core.private_home import owner_only_umask
+from lake_assets.runs import HOST_TAG, PID_TAG, bookkeeping_tag, process_gone, process_tags
 from lake_assets.settings import LakeSettings
 
 #: The code location, and what a run imports lazily (the Spark Connect client alone is 1.5-3.5 s):
 #: importing these starts no thread, server or connection, so forking after them is safe.
 DEFAULT_PRELOAD = ("lake_assets.definitions", "pyspark.sql.connect.session", "pyspark.sql.connect.functions",
                    "pysail.spark", "deltalake", "boto3.s3.transfer")
+#: Where a run's console output goes when LAKE_RUN_CONSOLE=0 (under DAGSTER_HOME).
+RUN_CONSOLE_LOG = "run-console.log"
 #: Tag of runs this launcher executed itself ("1" warm, "0" cold), as opposed to the code server.
-WARM_TAG = "lake/warm_start"
+WARM_TAG = bookkeeping_tag("warm_start")
 
 
 class WarmRunLauncher(RunLauncher, ConfigurableClass):
@@ -153,6 +159,8 @@ def execute_run_in_worker(run_id: str, instance_ref: Any, recon_job: Any, warm: 
         run = instance.get_run_by_id(run_id)
         if run is None:
             return
+        if not LakeSettings.from_env().run_console:
+            _console_to(Path(instance.root_directory) / RUN_CONSOLE_LOG)
         pid = os.getpid()
         instance.add_run_tags(run_id, {WARM_TAG: "1" if warm else "0", **process_tags()})
         start = "forked from the warm forkserver" if warm else "in a new interpreter (code changed since the forkserver started)"
@@ -165,6 +173,16 @@ def execute_run_in_worker(run_id: str, instance_ref: Any, recon_job: Any, warm: 
             pass
         finally:
             instance.report_engine_event(f"Process for run exited (pid: {pid}).", run)
+
+
+def _console_to(path: Path) -> None:
+    """Send this process's stdout and stderr (file descriptors 1 and 2) to the end of `path`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
 
 
 def newest_source_mtime(modules: Iterable[str]) -> float:

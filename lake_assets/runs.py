@@ -8,7 +8,7 @@ a STARTED run's worker is alive, and `lake run` executes in-process, where no la
 involved at all.
 
 So every run records where it executes (`process_tags()`: pid, host and the process's
-start time, which tells a reused pid apart) -- `lake run` when it creates the run, and the
+start time, which tells a reused pid apart; bookkeeping tags, out of sight in the UI) -- `lake run` when it creates the run, and the
 asset or op itself when it starts, in the process that really runs it. `reap_dead_runs()`
 fails the STARTED runs of this host whose process is gone; it is called where it is cheap
 and sure to happen: before `lake run` starts its job and on every tick of the raw-zone
@@ -20,12 +20,24 @@ import socket
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.storage.tags import HIDDEN_TAG_PREFIX
 
 from lake_assets.core.lock import pid_alive
 
-PID_TAG = "lake/pid"
-HOST_TAG = "lake/host"
-PROCESS_STARTED_TAG = "lake/process_started"
+
+def bookkeeping_tag(name: str) -> str:
+    """The key of a run tag the lake's code reads but a person need not see.
+
+    Dagster's UI leaves out every run tag under `HIDDEN_TAG_PREFIX` (".dagster/"): its
+    GraphQL API drops them from the runs list and the run's tag dialog, while the instance
+    stores them and filters runs by them as by any tag.
+    """
+    return f"{HIDDEN_TAG_PREFIX}lake_{name}"
+
+
+PID_TAG = bookkeeping_tag("pid")
+HOST_TAG = bookkeeping_tag("host")
+PROCESS_STARTED_TAG = bookkeeping_tag("process_started")
 
 
 def process_tags() -> dict[str, str]:

@@ -56,6 +56,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
     "LAKE_WARM_RUNS": "1 (default): daemon runs fork from a process that imported the code once; 0: Dagster's "
                       "default launcher, a new interpreter per run",
+    "LAKE_RUN_CONSOLE": "1 (default): runs the daemon launches print Dagster's log lines to its terminal; 0: to "
+                        "DAGSTER_HOME/run-console.log (`lake dev` sets 0 unless --verbose; the UI has every line)",
 }
 
 
@@ -83,6 +85,7 @@ class LakeSettings:
     #: LAKE_S3_PORT / LAKE_WEB_PORT were set: that port or a failure, no fallback to a free one
     s3_port_explicit: bool = False
     web_port_explicit: bool = False
+    run_console: bool = True
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -110,6 +113,7 @@ class LakeSettings:
             warm_runs=_flag("LAKE_WARM_RUNS", True),
             s3_port_explicit=bool(env.get("LAKE_S3_PORT", "").strip()),
             web_port_explicit=bool(env.get("LAKE_WEB_PORT", "").strip()),
+            run_console=_flag("LAKE_RUN_CONSOLE", True),
         )
 
     @property

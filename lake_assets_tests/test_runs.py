@@ -10,12 +10,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.tags import TagType, get_tag_type
 from dagster._core.test_utils import create_run_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from lake_assets.jobs import TABLE_TAG
+from lake_assets.run_launcher import WARM_TAG
 from lake_assets.runs import HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, process_tags, reap_dead_runs
+from lake_assets.sensors.raw_files import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,3 +109,13 @@ def test_live_and_foreign_runs_are_left_alone(instance: dg.DagsterInstance) -> N
 def test_dagster_yaml_enables_run_monitoring(instance: dg.DagsterInstance) -> None:
     assert instance.run_monitoring_enabled
     assert instance.run_monitoring_start_timeout_seconds > 0
+
+
+def test_bookkeeping_tags_are_hidden_and_still_select_runs(instance: dg.DagsterInstance) -> None:
+    """The UI's API drops HIDDEN tags (the function it calls decides); a person keeps table and file count."""
+    bookkeeping = [*process_tags(), WARM_TAG, FIRST_OBJECT_TAG, LAST_OBJECT_TAG]
+    assert {get_tag_type(key) for key in bookkeeping} == {TagType.HIDDEN}
+    assert {get_tag_type(key) for key in (TABLE_TAG, OBJECTS_TAG, "lake/launched_by")} == {TagType.USER_PROVIDED}
+    run = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED, tags=process_tags())
+    found = instance.get_run_records(filters=dg.RunsFilter(tags={PID_TAG: str(os.getpid())}))
+    assert [record.dagster_run.run_id for record in found] == [run.run_id]

@@ -10,7 +10,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import INSURANCE, table
+from lake_assets.core.tables import INSURANCE, TableNotBuilt, table
 from lake_assets.resources.storage import LakeStorage
 
 #: Tables with a change feed, and the module reading it (imported when the command runs).
@@ -53,7 +53,7 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
 
     newest = current_version(storage, entry)
     if newest is None:
-        raise UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+        raise TableNotBuilt(name)
     if from_version > newest:
         raise UsageError(f"{name} has versions 0 to {newest}, not {from_version}")
     rows = importlib.import_module(FEEDS[entry.name]).read_changes(storage, from_version, to_version)

@@ -1,4 +1,9 @@
-"""`lake dev`: the Dagster webserver and daemon with the embedded S3, until Ctrl-C or SIGTERM."""
+"""`lake dev`: the Dagster webserver and daemon with the embedded S3, until Ctrl-C or SIGTERM.
+
+The terminal stays quiet: Dagster's services log at WARNING (errors still show), and
+`lake dev` prints one line per finished run (cli/dev_runs.py); `--verbose` shows Dagster's
+INFO logs as well (every sensor tick).
+"""
 
 import ctypes
 import os
@@ -6,7 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,19 +22,36 @@ from lake_assets.resources.ports import free_port, port_free, port_holder
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
+if TYPE_CHECKING:
+    from lake_assets.cli.dev_runs import RunReporter
+
 _PR_SET_PDEATHSIG = 1
+#: Without --verbose: no Python warnings (Dagster's beta/supersession notices at every import)
+#: and launched runs' console lines to DAGSTER_HOME/run-console.log (lake_assets/run_launcher.py).
+QUIET_ENV = {"PYTHONWARNINGS": "ignore", "LAKE_RUN_CONSOLE": "0"}
+#: How often the terminal looks for finished runs.
+POLL_SECONDS = 2.0
 
 
 @app.command()
 @friendly
-def dev(port: Annotated[int | None, typer.Option(help="webserver port (default LAKE_WEB_PORT or 3000)")] = None) -> None:
+def dev(
+    port: Annotated[int | None, typer.Option(help="webserver port (default LAKE_WEB_PORT or 3000)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="also show Dagster's INFO logs (every sensor tick)")]
+    = False,
+) -> None:
     """Dagster webserver and daemon on 127.0.0.1 with the sensors running, plus the embedded S3.
 
     Holds a lease on the embedded S3 server for its whole life, so no command stops it
     meanwhile; Ctrl-C, SIGTERM or even SIGKILL of `lake dev` stops the Dagster processes.
+    Prints one line per finished run; `--verbose` adds Dagster's own INFO logs.
     """
+    from lake_assets.cli.dev_runs import RunReporter
+
     settings = LakeSettings.from_env()
-    dagster_home = Path(dagster_instance(settings).root_directory)
+    instance = dagster_instance(settings)
+    dagster_home = Path(instance.root_directory)
+    reporter = RunReporter(instance)
     web_port = port or settings.web_port
     if not (port or settings.web_port_explicit or port_free(web_port)):  # the default is taken: another lake's?
         errors.print(f"port {web_port} is taken by {port_holder(web_port)}; the Dagster UI uses a free port instead")
@@ -39,15 +61,40 @@ def dev(port: Annotated[int | None, typer.Option(help="webserver port (default L
                       f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.")
         process = subprocess.Popen(
             [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
-             "-h", "127.0.0.1", "-p", str(web_port)],
-            cwd=REPO_ROOT, env=os.environ.copy(), start_new_session=True, preexec_fn=_terminate_with_parent,
+             "-h", "127.0.0.1", "-p", str(web_port), *([] if verbose else ["--log-level", "warning"])],
+            # in DAGSTER_HOME, so `dagster dev` does not warn about the repository's dagster.yaml
+            cwd=dagster_home, env={**os.environ, **_automation_env(), **({} if verbose else QUIET_ENV)},
+            start_new_session=True,
+            preexec_fn=_terminate_with_parent,
         )
         try:
-            process.wait()
+            _report_runs_until_exit(process, reporter)
         except KeyboardInterrupt:
             console.print("stopping Dagster ...")
         finally:
             _stop_group(process)
+
+
+def _automation_env() -> dict[str, str]:
+    """Let the daemon read the update time of every web_sales partition a load wrote.
+
+    Above 100 updated partitions per tick (Dagster's default) it falls back to the tick's
+    time, logging one warning per report at every star load; our calendar is 2,191 days.
+    """
+    from lake_assets.tpcds.assets import DAILY
+
+    return {"DAGSTER_MAX_PARTITIONS_FOR_DA_TIMESTAMP_FETCH": str(len(DAILY.get_partition_keys()))}
+
+
+def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter") -> None:
+    """Wait for `dagster dev` to exit, printing a line for each run that finishes meanwhile."""
+    while True:
+        try:
+            process.wait(timeout=POLL_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            for line in reporter.new_lines():
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _terminate_with_parent() -> None:

@@ -11,7 +11,6 @@ from lake_assets.cli.history import show_history
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import TableFormat, table
 
 
 def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = None, as_of: str | None = None) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import sqlglot
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import TABLES
+from lake_assets.core.tables import TABLES, TableNotBuilt
 
 #: The name of a column the engine could not resolve, by engine wording.
 _UNRESOLVED_COLUMN = (
@@ -57,8 +57,8 @@ def unknown_table(name: str) -> UsageError:
 
 
 def missing_table(name: str) -> UsageError:
-    """A registered table that nothing has created yet."""
-    return UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+    """A registered table that nothing has created yet (the message says what builds it)."""
+    return TableNotBuilt(name)
 
 
 def unknown_column(name: str, tables: Iterable[str], columns: Iterable[str]) -> UsageError:

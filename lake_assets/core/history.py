@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from lake_assets.core import change_feed
 from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import APPLIED, Ledger
-from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, LakeTable, TableFormat, table
+from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, LakeTable, TableFormat, TableNotBuilt, table
 from lake_assets.resources.storage import LakeStorage
 
 DELTA_COLUMNS = ["version", "timestamp", "operation", "rows_inserted", "rows_updated", "rows_deleted",
@@ -60,7 +60,7 @@ def history(storage: LakeStorage, name: str) -> tuple[list[str], list[tuple]]:
 
 
 def _missing(name: str) -> UsageError:
-    return UsageError(f"table {name} does not exist yet (nothing applied); see `lake status`")
+    return TableNotBuilt(name)
 
 
 def _delta_history(storage: LakeStorage, entry: LakeTable) -> list[tuple]:

@@ -103,3 +103,14 @@ def table(name: str) -> LakeTable:
         return TABLES[name]
     except KeyError:
         raise UnknownTable(name) from None
+
+
+class TableNotBuilt(UsageError):
+    """A registered table that has not been written yet; the message says what builds it."""
+
+    def __init__(self, name: str) -> None:
+        if TABLES.get(name) in TPCDS_REPORTS:
+            super().__init__(f"table {name} does not exist yet: reports are built from the TPC-DS star after it "
+                             "loads (`lake dev` refreshes them after each load; `lake run` loads and refreshes now)")
+        else:
+            super().__init__(f"table {name} does not exist yet (nothing applied); see `lake status`")

@@ -31,12 +31,17 @@ from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD
 from lake_assets.jobs import apply_insurance_job
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.runs import reap_dead_runs
+from lake_assets.runs import bookkeeping_tag, reap_dead_runs
 from lake_assets.settings import LakeSettings
 
 PREFIXES = (RAW_FULLLOAD, RAW_CDC)
 #: Keys the sweep lists per tick.
 SWEEP_PAGE = 250
+#: A run's tags: how many raw objects it was started for (shown in the runs list), and the
+#: first and last of them (bookkeeping, out of sight).
+OBJECTS_TAG = "lake/objects"
+FIRST_OBJECT_TAG = bookkeeping_tag("first_object")
+LAST_OBJECT_TAG = bookkeeping_tag("last_object")
 #: S3 LastModified has one-second resolution: the sweep looks back this much further.
 CURSOR_OVERLAP = dt.timedelta(seconds=2)
 
@@ -112,7 +117,7 @@ def raw_zone_tick(storage: LakeStorage, cursor_text: str | None,
     cursor.requested.update({key: now.isoformat() for key in new})
     keys = sorted(o["Key"] for o in new.values())
     run_key = hashlib.sha256("\n".join(sorted(new)).encode()).hexdigest()[:24]
-    tags = {"lake/objects": str(len(keys)), "lake/first_object": keys[0], "lake/last_object": keys[-1]}
+    tags = {OBJECTS_TAG: str(len(keys)), FIRST_OBJECT_TAG: keys[0], LAST_OBJECT_TAG: keys[-1]}
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor.dump())
 
 

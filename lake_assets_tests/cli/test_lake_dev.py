@@ -3,6 +3,7 @@ within seconds via the sensor and the daemon, and Ctrl-C stops everything it sta
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,6 +79,11 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
     assert running_server(tmp_path / "home") is None, (tmp_path / "dev.log").read_text()[-3000:]
     # Dagster's run databases, event logs and the S3 data, written under `lake dev`: all owner-only
     assert open_to_others(tmp_path / "home") == []
+    terminal = (tmp_path / "dev.log").read_text()
+    # quiet by default: one line per run (a sensor tick logs nothing), no Dagster INFO/DEBUG lines
+    assert re.search(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.* "
+                     r"\(raw_insurance_sensor, \d files?\)$", terminal, re.MULTILINE), terminal
+    assert " - INFO - " not in terminal and " - DEBUG - " not in terminal and "Warning" not in terminal, terminal
 
 
 def _descendants(pid: int) -> set[int]:

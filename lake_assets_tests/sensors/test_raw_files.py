@@ -11,7 +11,7 @@ import pytest
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.sensors import raw_files
-from lake_assets.sensors.raw_files import raw_insurance_sensor, raw_zone_tick
+from lake_assets.sensors.raw_files import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, raw_insurance_sensor, raw_zone_tick
 
 CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 
@@ -35,7 +35,7 @@ def test_a_burst_of_new_objects_starts_one_run(storage: LakeStorage) -> None:
     result = _tick(storage, first.cursor)
     [request] = _requests(result)
     assert request.tags["lake/objects"] == "6"
-    assert (request.tags["lake/first_object"], request.tags["lake/last_object"]) == \
+    assert (request.tags[FIRST_OBJECT_TAG], request.tags[LAST_OBJECT_TAG]) == \
         ("raw/cdcload/20240401-090000000.csv", "raw/fullload/full.csv")
     assert _requests(_tick(storage, result.cursor)) == []  # seen: not requested again
     again = _tick(storage, first.cursor)  # the same tick evaluated twice asks for the same run
@@ -62,7 +62,7 @@ def test_a_redelivered_old_name_is_noticed_within_one_sweep_pass(storage: LakeSt
         result = _tick(storage, cursor)
         noticed += _requests(result)
         cursor = result.cursor
-    assert len(noticed) == 1 and noticed[0].tags["lake/first_object"] == names[1]
+    assert len(noticed) == 1 and noticed[0].tags[FIRST_OBJECT_TAG] == names[1]
     for _ in range(2 * bound):  # and only once, over the following passes
         result = _tick(storage, cursor)
         assert _requests(result) == []
@@ -103,4 +103,4 @@ def test_non_csv_objects_start_no_run(storage: LakeStorage) -> None:
     assert _requests(first) == []
     storage.put_bytes("raw/cdcload/001.CSV", b"D,1,,,,,,,,\n")
     [request] = _requests(_tick(storage, first.cursor))
-    assert request.tags["lake/first_object"] == "raw/cdcload/001.CSV"
+    assert request.tags[FIRST_OBJECT_TAG] == "raw/cdcload/001.CSV"

@@ -1,11 +1,13 @@
 """The Dagster UI in a real headless browser (Debian's chromium driven by playwright).
 
-Starts `lake dev`, lands data the way a user would, waits for the sensor-launched runs,
-then opens the pages a data engineer looks at and checks what they show. The screenshots
-are saved beside this file and shown in the README.
+Starts `lake dev`, lands data the way a user would, waits for the sensor-launched runs
+and the report refresh that follows the star load, then opens the pages a data engineer
+looks at and checks what they show. The screenshots are saved beside this file and shown
+in the README. Last, `lake dev`'s own terminal: one line per run, no Dagster INFO logs.
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -19,11 +21,22 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = pytest.mark.slow
 
+#: Keys of run tags that are bookkeeping (hidden in the UI); a person sees lake/table.
+BOOKKEEPING = ("lake_pid", "lake_host", "lake_process_started", "lake_warm_start", "lake_first_object",
+               "lake_last_object", ".dagster/", "lake/pid", "lake/host", "process_started", "warm_start")
+
 
 def _applied(dev: LakeDev) -> bool:
     """Nothing of either domain is pending any more (the sensor-launched runs are done)."""
     result = dev.lake("status", "--format", "json")
     return result.returncode == 0 and not any(row["status"].startswith("pending") for row in json.loads(result.stdout))
+
+
+def _reports_refreshed(dev: LakeDev) -> bool:
+    """Every report table exists (the automation sensor refreshed them after the star loaded)."""
+    sql = " UNION ALL ".join(f"SELECT count(*) AS n FROM tpcds.report_{name}"
+                             for name in ("q12", "q41", "q86", "q92", "sales_by_hour", "top_customers"))
+    return dev.lake("query", sql, "--format", "json").returncode == 0
 
 
 def _open(page: Page, dev: LakeDev, route: str, expect: list[str], shot: str) -> str:
@@ -43,6 +56,8 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
         assert dev.lake("put", str(REPO / "data/fullload/full-load.csv"), "--to", "fullload").returncode == 0
         assert dev.lake("tpcds", "generate", "--scale", "0.01").returncode == 0
         wait_for(lambda: _applied(dev), 1200, "both domains to be applied by sensor-launched runs", interval=3)
+        wait_for(lambda: _reports_refreshed(dev), 600, "the report tables, refreshed after the star loaded",
+                 interval=5)
         backfill = dev.lake("backfill", "tpcds.web_sales", "--from", "1999-02-01", "--to", "1999-02-28")
         assert backfill.returncode == 0, backfill.stdout + backfill.stderr
 
@@ -71,6 +86,28 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
                            ["insurance_schema_matches_contract", "insurance_rows_conserved"], "insurance_checks")
             assert "Checks (4)" in checks and "Failed" not in checks
 
-            runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds"], "runs")
-            assert "Success" in runs
+            _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports", ["report_q12"], "reports")
+            page.get_by_text("List", exact=True).first.click()  # every report with its latest materialization
+            page.get_by_text("report_top_customers").first.wait_for(state="attached", timeout=60_000)
+            page.wait_for_function("() => !/Loading/.test(document.body.innerText)", timeout=120_000)
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(SCREENSHOTS / "reports.png"))
+            reports = page.inner_text("body")
+            assert "report_sales_by_hour" in reports and "Never materialized" not in reports
+            assert reports.count("Materialized") >= 6, reports  # one status per report
+
+            runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], "runs")
+            assert "Success" in runs and "lake/table: tpcds" in runs
+            assert not [key for key in BOOKKEEPING if key in runs], runs
+            page.get_by_text("View all tags").first.click()
+            page.get_by_role("dialog").first.wait_for(timeout=30_000)
+            tags = page.get_by_role("dialog").first.inner_text()
+            assert "lake/table" in tags and not [key for key in BOOKKEEPING if key in tags], tags
             browser.close()
+
+    terminal = dev.log.read_text()
+    run_lines = re.findall(r"^\d\d:\d\d:\d\d run \w{8} (\S+) (\w+) .*$", terminal, re.MULTILINE)
+    assert ("apply_insurance", "SUCCESS") in run_lines and ("load_tpcds", "SUCCESS") in run_lines, terminal
+    assert re.search(r"^\d\d:\d\d:\d\d run \w{8} assets SUCCESS .*tpcds\.report_.*\(tpcds_reports_after_star\)$",
+                     terminal, re.MULTILINE), terminal
+    assert " - INFO - " not in terminal and " - DEBUG - " not in terminal, terminal[-3000:]
