@@ -21,16 +21,19 @@ A tick's cost follows what changed, not the history (the number of files already
   the objects with no ledger entry yet are requested again, with a new run key, at most
   `MAX_ATTEMPTS` times. A run in flight is never requested twice.
 
-Why a file was missed before (issue: a DMS file put after `cdc-load.csv` stayed pending):
-the `StartAfter` mark was the greatest key seen of ANY name, so once `cdc-load.csv` had been
-seen every DMS name (`2...` sorts before `c...`) was invisible to the new-name listing for
-good, and was left to the sweep alone. The sweep asked for it once and never again: its
-LastModified window was computed on the daemon's clock (with a server clock a few seconds
-behind, the new object was older than the window on every pass: reproduced with 5 s), and
-a request that did not end in the file being applied (Dagster dropping a RunRequest whose
-run key the sensor had used before -- the key came from key@ETag alone, so the same file
-put again under a reused Dagster instance got the same key -- or a run that failed or found
-nothing to do) was never repeated. Each of the three is closed above.
+Why a file could stay pending (the report: a DMS file put after a refused `cdc-load.csv`
+waited 9 minutes while every tick said "no new raw objects"): the `StartAfter` mark was the
+greatest key seen of ANY name. Once `cdc-load.csv` had been seen, every DMS name (`2...`
+sorts before `c...`) was invisible to the new-name listing for good (reproduced: the mark
+stays `raw/cdcload/cdc-load.csv`), which left each new file to the sweep alone, and the
+sweep took it only if all went right once: it compared S3 LastModified, on the server's
+clock, with a window on the daemon's clock that looked back 2 s (with the server 5 s behind,
+the file was never requested: reproduced), so an object listable more than 2 s after its
+stamp (a slow upload while a run held both cores) fell out of every window; and it asked
+once: a request that did not end in the file applied (Dagster drops a RunRequest whose run
+key the sensor used before -- the key came from key@ETag alone; a run that failed) was never
+repeated. Each is closed above: the mark ignores such names, the window is on the server's
+clock with a 30 s margin, and a run's leftovers are followed up.
 
 The cursor holds per prefix a key, the ETags of its non-time-ordered names and a token,
 the objects requested during the current pass and the runs not yet followed up (bounded by
@@ -63,8 +66,11 @@ from lake_assets.settings import LakeSettings
 PREFIXES = (RAW_FULLLOAD, RAW_CDC)
 #: Keys the sweep lists per tick.
 SWEEP_PAGE = 250
-#: S3 LastModified has one-second resolution: the sweep looks back this much further.
-CURSOR_OVERLAP = dt.timedelta(seconds=2)
+#: How much further back than the previous pass's start the sweep looks. S3 LastModified has
+#: one-second resolution, and an object may become listable a while after the time it is
+#: stamped with (a slow upload on a loaded machine): within this margin it is still seen.
+#: Free: the page is listed anyway, and what was requested stays in the cursor as long.
+CURSOR_OVERLAP = dt.timedelta(seconds=30)
 #: Requests of one object (key and ETag) whose runs ended without applying it.
 MAX_ATTEMPTS = 3
 #: A requested run Dagster has not created after this long was dropped (its run key was used before).
