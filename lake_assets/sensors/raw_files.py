@@ -8,7 +8,8 @@ A tick's cost follows what changed, not the history (the number of files already
   time, so a new delivery lists as one short page. Every other name (`cdc-load.csv`,
   `full.csv`, `_SUCCESS`: letters and `_` sort after digits) is listed again on every tick
   and compared with the ETags the cursor remembers for such names, so it is noticed at
-  once and, above all, never becomes the `StartAfter` mark.
+  once and, above all, never becomes the `StartAfter` mark. (A name starting with `-` or
+  `.` sorts before the digits: it never hides anything, and the sweep finds it.)
 - **Everything else** (a re-delivered old name with new content, a late name that sorts
   before the greatest one): an amortised sweep lists ONE page (`SWEEP_PAGE` keys) of the
   raw zone per tick, resuming from the continuation token in the cursor, and takes the
