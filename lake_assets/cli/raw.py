@@ -1,17 +1,20 @@
-"""`lake put` and `lake status`: the raw zone."""
+"""`lake put`, `lake rm` and `lake status`: the raw zone."""
 
+import datetime as dt
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from lake_assets.cli.app import app, friendly
-from lake_assets.cli.output import Format, console, render
+from lake_assets.cli.output import Format, console, errors, render
 from lake_assets.cli.session import lake_session
-from lake_assets.core.errors import UsageError
-from lake_assets.core.ledger import APPROVED, HELD, REVERTED, Ledger
+from lake_assets.core.errors import LakeError, UsageError
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REVERTED, Ledger
+from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
 from lake_assets.insurance.contract import TABLE
+from lake_assets.insurance.intake import refusal
 from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD, raw_objects
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.schema import RAW
@@ -24,16 +27,80 @@ ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
 def put(
     file: Annotated[Path, typer.Argument(help="local CSV file to upload")],
     to: Annotated[str, typer.Option("--to", help="raw zone: fullload or cdcload")],
+    name: Annotated[str | None, typer.Option("--as", help="name in the zone (default: the file's own; "
+                                                          "folders allowed, e.g. 2024/04/01/x.csv)")] = None,
 ) -> None:
-    """Upload FILE into the raw zone under its own name (the same name again re-delivers it)."""
+    """Upload FILE into the raw zone under its own name or NAME (the same name again re-delivers it).
+
+    Warns at once (stderr, exit 0: the upload still happens) when the pipeline will ignore
+    or refuse the file by its name, and says which name to use instead.
+    """
     if to not in ZONES:
         raise UsageError(f"--to must be one of {', '.join(ZONES)}, not {to!r}")
     if not file.is_file():
         raise FileNotFoundError(f"no such file: {file}")
+    name = file.name if name is None else name
+    if not name or name.startswith("/") or name.endswith("/") or ".." in name.split("/"):
+        raise UsageError(f"--as must be a file name below the zone (folders allowed), not {name!r}")
     with lake_session() as lake:
-        key = ZONES[to] + file.name
+        key = ZONES[to] + name
+        warning = refusal(key, lake.settings.cdc_folder_date_format, dt.datetime.now(dt.timezone.utc))
+        if warning is not None:
+            errors.print(f"warning: {warning}", markup=False, highlight=False)
         etag = lake.storage.put_bytes(key, file.read_bytes())
         console.print(f"put {lake.storage.uri(key)} (etag {etag})")
+
+
+@app.command()
+@friendly
+def rm(
+    keys: Annotated[list[str], typer.Argument(help="raw objects: raw/cdcload/NAME, raw/fullload/NAME or s3:// URIs")],
+    force: Annotated[bool, typer.Option("--force", help="remove applied files too (their rows stay in the table)")]
+    = False,
+) -> None:
+    """Remove raw files that have not been applied (pending, refused or held) from the raw zone.
+
+    An applied file is refused unless --force: removing it takes no row out of the table
+    (`lake restore` does). The ledger keeps every file's entries as history; `lake status`
+    lists what is in the raw zone, so a removed file leaves it. Done under the table's write
+    lease, so no run is applying a file while it is removed.
+    """
+    with lake_session() as lake:
+        wanted = [_raw_key(lake.storage, key) for key in keys]
+        client = lake.storage.get_client()
+        with table_lock(lake.storage, TABLE, LockOwner.current("lake rm")):
+            found = {key: _etag(client, lake.storage.bucket, key) for key in wanted}
+            missing = [key for key, etag in found.items() if etag is None]
+            if missing:
+                raise LakeError(f"no such raw file: {', '.join(missing)} (see `lake status`)")
+            latest = Ledger(lake.storage).latest(TABLE)
+            applied = [key for key in wanted if latest.get((key, found[key]), {}).get("status") == APPLIED]
+            if applied and not force:
+                raise LakeError(f"{', '.join(applied)}: applied, its rows are in the table and stay there if the "
+                                "file is removed; undo them with `lake restore`, or remove the file anyway with "
+                                "--force")
+            for key in wanted:
+                client.delete_object(Bucket=lake.storage.bucket, Key=key)
+                kept = " (its rows stay in the table: `lake restore` undoes them)" if key in applied else ""
+                console.print(f"removed {lake.storage.uri(key)}{kept}")
+
+
+def _etag(client, bucket: str, key: str) -> str | None:  # noqa: ANN001 - a boto3 S3 client
+    """The ETag of the object at `key`, or None if there is none."""
+    try:
+        return client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+    except client.exceptions.ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+
+
+def _raw_key(storage: LakeStorage, given: str) -> str:
+    """The key of a raw insurance file, given as a key or an s3:// URI of this bucket."""
+    key = given.removeprefix(f"s3://{storage.bucket}/")
+    if not key.startswith(tuple(ZONES.values())) or key.endswith("/"):
+        raise UsageError(f"{given!r} is not a raw insurance file: give raw/fullload/NAME or raw/cdcload/NAME")
+    return key
 
 
 @app.command()

@@ -2,10 +2,13 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+from lake_assets.core.ledger import Ledger
+from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
@@ -74,3 +77,50 @@ def test_status_lists_non_csv_objects_as_ignored(lake_env: LakeStorage) -> None:
     assert code == 0, out
     assert {row["file"]: row["status"] for row in json.loads(out)} == {
         "raw/cdcload/20240401-090000000.csv": "pending", "raw/cdcload/_SUCCESS": "ignored"}
+
+
+def test_put_warns_at_once_about_a_file_the_pipeline_will_refuse_or_ignore(lake_env: LakeStorage,
+                                                                           tmp_path: Path) -> None:
+    cdc = tmp_path / "cdc-load.csv"
+    cdc.write_bytes((DATA / "cdcload" / "20240401-090000000.csv").read_bytes())
+    code, out = lake("put", str(cdc), "--to", "cdcload")
+    [warning] = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert code == 0 and "cdc-load.csv will be refused (no_sequence)" in warning
+    assert re.search(r"--as 20[0-9]{6}-[0-9]{9}\.csv", warning) and "raw/cdcload/cdc-load.csv" in out
+    code, out = lake("put", str(cdc), "--to", "cdcload", "--as", "2024/04/01/manual-fix.csv")  # dated by folders
+    assert code == 0 and "warning" not in out and "raw/cdcload/2024/04/01/manual-fix.csv" in out
+    code, out = lake("put", str(DATA / "fullload" / "full-load.csv"), "--to", "fullload")  # a snapshot needs no time
+    assert code == 0 and "warning" not in out
+    for name in ("full-load.csv.gz", "_SUCCESS"):
+        code, out = lake("put", str(cdc), "--to", "fullload", "--as", name)
+        assert code == 0 and f"warning: {name} will be ignored" in out
+    assert "--as full-load.csv" in lake("put", str(cdc), "--to", "fullload", "--as", "full-load.csv.GZ")[1]
+    code, out = lake("put", str(cdc), "--to", "cdcload", "--as", "../elsewhere.csv")
+    assert code == 2 and "--as must be a file name below the zone" in out
+    assert lake_env.list_objects("elsewhere.csv") == []
+
+
+def test_rm_takes_back_what_was_not_applied(lake_env: LakeStorage, tmp_path: Path) -> None:
+    cdc = tmp_path / "cdc-load.csv"
+    cdc.write_bytes((DATA / "cdcload" / "20240401-090000000.csv").read_bytes())
+    assert lake("put", str(cdc), "--to", "cdcload")[0] == 0
+    assert lake("put", str(cdc), "--to", "cdcload", "--as", "20240401-090000000.csv")[0] == 0
+    assert lake("run")[0] == 3  # cdc-load.csv refused whole, the other applied
+    code, out = lake("rm", "raw/cdcload/20240401-090000000.csv")
+    assert code == 1 and "applied, its rows are in the table and stay there" in out and "lake restore" in out
+    code, out = lake("rm", f"s3://{lake_env.bucket}/raw/cdcload/cdc-load.csv")
+    assert code == 0 and "removed s3://" in out and "stay" not in out
+    statuses = {row["file"]: row["status"] for row in json.loads(lake("status", "--format", "json")[1])}
+    assert statuses == {"raw/cdcload/20240401-090000000.csv": "applied"}  # what the raw zone holds, truly
+    rejected = [e for e in Ledger(lake_env).entries(TABLE).to_pylist() if e["source_file"].endswith("cdc-load.csv")]
+    assert [e["status"] for e in rejected] == ["rejected"]  # its history is kept
+    rows = json.loads(lake("query", "SELECT count(*) AS n FROM insurance", "--format", "json")[1])
+    code, out = lake("rm", "--force", "raw/cdcload/20240401-090000000.csv")
+    assert code == 0 and "its rows stay in the table" in out
+    assert json.loads(lake("query", "SELECT count(*) AS n FROM insurance", "--format", "json")[1]) == rows
+    assert rows[0]["n"] > 0
+    assert lake_env.list_objects("raw/") == []
+    code, out = lake("rm", "raw/cdcload/cdc-load.csv")
+    assert code == 1 and "no such raw file: raw/cdcload/cdc-load.csv" in out
+    code, out = lake("rm", "raw/tpcds/store_sales/x.csv")
+    assert code == 2 and "not a raw insurance file" in out

@@ -3,15 +3,19 @@
 import datetime as dt
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.storage.tags import RUN_KEY_TAG
 
+from lake_assets.core.ledger import REJECTED, Ledger, LedgerEntry
+from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.sensors import raw_files
-from lake_assets.sensors.raw_files import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, raw_insurance_sensor, raw_zone_tick
+from lake_assets.sensors.raw_files import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, raw_insurance_sensor, raw_zone_tick, run_lookup
 
 CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 
@@ -78,7 +82,8 @@ def test_the_cursor_does_not_grow_with_history(storage: LakeStorage, monkeypatch
         for n in range(50):
             storage.put_bytes(f"raw/cdcload/2024040{batch}-{n:06d}000.csv", CDC_ROW)
         for tick in range(6):  # an hour later each batch: earlier requests age out of the cursor
-            result = raw_zone_tick(attached, cursor, now=start + dt.timedelta(hours=batch, seconds=tick))
+            now = start + dt.timedelta(hours=batch) + tick * 2 * raw_files.CURSOR_OVERLAP  # ticks past the overlap
+            result = raw_zone_tick(attached, cursor, now=now)
             cursor = result.cursor
     state = json.loads(cursor)
     assert len(state["requested"]) <= 50  # the last batch at most, not the 200 seen
@@ -104,3 +109,107 @@ def test_non_csv_objects_start_no_run(storage: LakeStorage) -> None:
     storage.put_bytes("raw/cdcload/001.CSV", b"D,1,,,,,,,,\n")
     [request] = _requests(_tick(storage, first.cursor))
     assert request.tags[FIRST_OBJECT_TAG] == "raw/cdcload/001.CSV"
+
+
+def test_a_dms_file_put_after_a_refused_name_is_requested_within_one_tick(storage: LakeStorage) -> None:
+    """The reported sequence: `cdc-load.csv` sorted after every DMS name and hid them all."""
+    cursor = _tick(storage, None).cursor
+    storage.put_bytes("raw/cdcload/cdc-load.csv", CDC_ROW)
+    result = _tick(storage, cursor)
+    assert [r.tags[FIRST_OBJECT_TAG] for r in _requests(result)] == ["raw/cdcload/cdc-load.csv"]
+    cursor = result.cursor
+    for n, name in enumerate(("raw/cdcload/20240401-090000000.csv", "raw/cdcload/20240401-100000000.csv",
+                              "raw/cdcload/manual-fix.csv", "raw/cdcload/20240402-090000000.csv")):
+        storage.put_bytes(name, CDC_ROW + str(n).encode())
+        result = _tick(storage, cursor)  # ONE tick, whatever the sweep is doing
+        assert [(r.tags["lake/objects"], r.tags[FIRST_OBJECT_TAG]) for r in _requests(result)] == [("1", name)]
+        cursor = result.cursor
+    for _ in range(6):  # the names listed again on every tick are not requested again
+        result = _tick(storage, cursor)
+        assert _requests(result) == []
+        cursor = result.cursor
+    storage.put_bytes("raw/cdcload/cdc-load.csv", CDC_ROW + b"fixed")  # a re-delivery of such a name: at once
+    assert [r.tags[FIRST_OBJECT_TAG] for r in _requests(_tick(storage, cursor))] == ["raw/cdcload/cdc-load.csv"]
+
+
+def test_a_cursor_marked_by_a_non_dms_name_lists_its_prefix_again(storage: LakeStorage) -> None:
+    """A cursor written before the fix, stuck after `cdc-load.csv`: the hidden file is found."""
+    storage.put_bytes("raw/cdcload/cdc-load.csv", CDC_ROW)
+    storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
+    old = json.dumps({"after": {"raw/cdcload/": "raw/cdcload/cdc-load.csv"}, "sweep_prefix": 0, "sweep_token": None,
+                      "pass_started": None, "since": None,
+                      "requested": {"raw/cdcload/cdc-load.csv@x": dt.datetime.now(dt.timezone.utc).isoformat()}})
+    [request] = _requests(_tick(storage, old))
+    assert request.tags[FIRST_OBJECT_TAG] == "raw/cdcload/20240401-090000000.csv"
+
+
+@pytest.fixture
+def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dg.DagsterInstance]:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    with dg.DagsterInstance.get() as instance:
+        yield instance
+
+
+@dg.op
+def _nothing() -> None:
+    pass
+
+
+@dg.job
+def requested_job() -> None:
+    _nothing()
+
+
+def _run(instance: dg.DagsterInstance, run_key: str, status: dg.DagsterRunStatus) -> dg.DagsterRun:
+    """A run stored under `run_key`, as the daemon stores the run of a sensor's request."""
+    return instance.create_run_for_job(requested_job, status=status, tags={RUN_KEY_TAG: run_key})
+
+
+def test_a_file_its_run_did_not_apply_is_requested_again(storage: LakeStorage, instance: dg.DagsterInstance) -> None:
+    attached = LakeStorage(bucket=storage.bucket, home=storage.home).attached()
+    runs = run_lookup(instance)
+    cursor = raw_zone_tick(attached, None, runs=runs).cursor
+    refused = storage.put_bytes("raw/cdcload/cdc-load.csv", CDC_ROW)
+    etag = storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW + b"2")
+    result = raw_zone_tick(attached, cursor, runs=runs)
+    [first] = _requests(result)
+    run = _run(instance, first.run_key, dg.DagsterRunStatus.STARTED)
+    cursor = result.cursor
+    for _ in range(3):  # in flight: no second request
+        result = raw_zone_tick(attached, cursor, runs=runs)
+        assert _requests(result) == []
+        cursor = result.cursor
+    # the run refused cdc-load.csv (the ledger says so, as the pipeline writes it) and then failed
+    Ledger(storage).record([LedgerEntry(TABLE, "raw/cdcload/cdc-load.csv", refused,
+                                        len(CDC_ROW), "cdcload", REJECTED, 1, 0, 0, 1, None, run.run_id,
+                                        dt.datetime.now(dt.timezone.utc), "no_sequence: ...")])
+    instance.report_run_failed(run)
+    result = raw_zone_tick(attached, cursor, runs=runs)
+    [again] = _requests(result)
+    assert again.run_key != first.run_key  # Dagster starts no run under a key it has seen
+    assert (again.tags["lake/objects"], again.tags[FIRST_OBJECT_TAG]) == \
+        ("1", "raw/cdcload/20240401-090000000.csv")
+    assert json.loads(result.cursor)["runs"][again.run_key][1] == {f"raw/cdcload/20240401-090000000.csv@{etag}": 2}
+    cursor, request = result.cursor, again
+    for attempt in range(2, raw_files.MAX_ATTEMPTS + 1):  # bounded: each attempt once its run is over
+        _run(instance, request.run_key, dg.DagsterRunStatus.SUCCESS)  # ran, yet left the file pending
+        result = raw_zone_tick(attached, cursor, runs=runs)
+        cursor = result.cursor
+        if attempt < raw_files.MAX_ATTEMPTS:
+            [request] = _requests(result)
+        else:
+            assert _requests(result) == []
+    assert json.loads(cursor)["runs"] == {}
+
+
+def test_a_request_dagster_dropped_is_requested_again(storage: LakeStorage, instance: dg.DagsterInstance) -> None:
+    """No run under the key after the grace (Dagster drops a RunRequest whose run key it has seen)."""
+    attached = LakeStorage(bucket=storage.bucket, home=storage.home).attached()
+    runs, start = run_lookup(instance), dt.datetime.now(dt.timezone.utc)
+    cursor = raw_zone_tick(attached, None, now=start, runs=runs).cursor
+    storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
+    [first] = _requests(result := raw_zone_tick(attached, cursor, now=start, runs=runs))
+    waiting = raw_zone_tick(attached, result.cursor, now=start + raw_files.RUN_GRACE / 2, runs=runs)
+    assert _requests(waiting) == []
+    [again] = _requests(raw_zone_tick(attached, waiting.cursor, now=start + raw_files.RUN_GRACE, runs=runs))
+    assert again.tags[FIRST_OBJECT_TAG] == "raw/cdcload/20240401-090000000.csv" and again.run_key != first.run_key

@@ -1,0 +1,35 @@
+"""What the pipeline will make of a raw object, told when it is put (`lake put`).
+
+The same rules as the pipeline, from the same functions: `is_data_file` decides what is
+ignored, `file_stamp` what sequence a CDC file's name and folders give (none: the file is
+refused whole, `no_sequence`). A full load needs no time of its own (it is stamped as of
+its arrival), so only its suffix matters.
+"""
+
+import datetime as dt
+
+from lake_assets.core.raw_zone import DATA_SUFFIX, is_data_file
+from lake_assets.insurance.contract import Reason
+from lake_assets.insurance.raw_zone import RAW_CDC
+from lake_assets.insurance.sequence import file_stamp, folder_pattern
+
+
+def dms_name(now: dt.datetime) -> str:
+    """The AWS DMS file name for `now` (UTC): `YYYYMMDD-HHMMSSfff.csv`."""
+    now = now.astimezone(dt.timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}{now.microsecond // 1000:03d}{DATA_SUFFIX}"
+
+
+def refusal(key: str, folder_date_format: str, now: dt.datetime) -> str | None:
+    """Why the pipeline will ignore or refuse the raw object at `key` (one line, with the
+    name to use instead), or None when its name is fine."""
+    name = key.rpartition("/")[2]
+    if not is_data_file(key):
+        stem, compressed, _ = name.lower().partition(DATA_SUFFIX + ".")
+        hint = f"; put it uncompressed, as --as {name[:len(stem)]}{DATA_SUFFIX}" if compressed else ""
+        return f"{name} will be ignored, never applied: only *{DATA_SUFFIX} files are data{hint}"
+    if key.startswith(RAW_CDC) and file_stamp(key.removeprefix(RAW_CDC), folder_pattern(folder_date_format)) is None:
+        return (f"{name} will be refused ({Reason.NO_SEQUENCE.value}): its name and folders give no time to "
+                f"order its changes by; name it as DMS does, e.g. --as {dms_name(now)}, "
+                f"or put it in {folder_date_format} folders")
+    return None
