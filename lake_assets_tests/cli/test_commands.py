@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
@@ -57,6 +59,7 @@ def test_user_mistakes_get_a_message_not_a_traceback(lake_env: LakeStorage, tmp_
     assert code == 2 and "exactly one table" in out
 
 
+@pytest.mark.integration
 def test_s3_down_is_a_clear_error_from_the_installed_command(tmp_path: Path) -> None:
     env = {**os.environ, "LAKE_HOME": str(tmp_path), "LAKE_S3_ENDPOINT": f"http://127.0.0.1:{free_port()}",
            "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "not-shown-anywhere"}

@@ -17,7 +17,7 @@ from lake_assets_tests.helpers.lake_dev import REPO, LakeDev, lake_dev, wait_for
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def _applied(dev: LakeDev) -> bool:
