@@ -1,6 +1,5 @@
 """`lake query` and `lake history`: read the lake's tables by name."""
 
-import datetime as dt
 from enum import StrEnum
 from typing import Annotated
 
@@ -11,7 +10,6 @@ from lake_assets.cli.history import show_history
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import TableFormat, table
 
 
 def show_query(lake: LakeSession, sql: str, fmt: Format, version: int | None = None, as_of: str | None = None) -> None:

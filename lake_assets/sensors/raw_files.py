@@ -62,7 +62,7 @@ def _run_key(obj: dict) -> str:
     return f"{obj['Key']}@{obj['ETag'].strip(chr(34))}"
 
 
-def _new_names(client, bucket: str, cursor: Cursor) -> list[dict]:  # noqa: ANN001 - a boto3 S3 client
+def _new_names(client, bucket: str, cursor: Cursor) -> list[dict]:  # a boto3 S3 client
     """Objects whose keys sort after the greatest key seen, per prefix (all of them at first)."""
     found = []
     for prefix in PREFIXES:
@@ -77,7 +77,7 @@ def _new_names(client, bucket: str, cursor: Cursor) -> list[dict]:  # noqa: ANN0
     return found
 
 
-def _sweep_page(client, bucket: str, cursor: Cursor, now: dt.datetime) -> list[dict]:  # noqa: ANN001
+def _sweep_page(client, bucket: str, cursor: Cursor, now: dt.datetime) -> list[dict]:
     """One page of the sweep; the objects on it modified since the previous pass began."""
     if cursor.pass_started is None:
         cursor.pass_started = now.isoformat()

@@ -89,7 +89,7 @@ class LoadReport:
 
 # --- the tables ------------------------------------------------------------------
 
-def iceberg_schema(name: str):  # noqa: ANN201 - pyiceberg Schema
+def iceberg_schema(name: str):  # pyiceberg Schema
     from pyiceberg.schema import Schema
     from pyiceberg.types import NestedField
 
@@ -98,7 +98,7 @@ def iceberg_schema(name: str):  # noqa: ANN201 - pyiceberg Schema
     return Schema(*fields)
 
 
-def _iceberg_type(sql_type: str):  # noqa: ANN202
+def _iceberg_type(sql_type: str):
     from pyiceberg.types import DateType, DecimalType, LongType, StringType
 
     if sql_type.startswith("DECIMAL("):

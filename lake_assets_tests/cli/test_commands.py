@@ -38,7 +38,7 @@ def test_put_run_query_history_status(lake_env: LakeStorage) -> None:
 
     code, out = lake("history", "insurance", "--format", "csv")
     lines = out.splitlines()
-    assert code == 0 and lines[0].startswith("version,") and [l.split(",")[0] for l in lines[1:]] == ["1", "0"]
+    assert code == 0 and lines[0].startswith("version,") and [line.split(",")[0] for line in lines[1:]] == ["1", "0"]
 
     code, out = lake("status", "--format", "json")
     statuses = {row["file"]: row for row in json.loads(out)}
