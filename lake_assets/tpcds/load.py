@@ -226,7 +226,7 @@ def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
 # --- dimensions ------------------------------------------------------------------
 
 def pending_dimensions(storage: LakeStorage, ledger: Ledger) -> list[str]:
-    names = []
+    names: list[str] = []
     for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM):
         objects = list_raw(storage, RAW.dimension_key(name))
         if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.done(qualified(name))):
