@@ -45,8 +45,8 @@ import pyarrow.csv as pacsv
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from figures import Figure, render  # noqa: E402
-from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job  # noqa: E402,F401 - re-exported for other benchmarks
+from figures import Figure, render
+from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job  # re-exported for other benchmarks
 
 BATCHES = (1_000, 10_000, 100_000, 1_000_000)
 HOT_FRACTION = 0.01
@@ -205,7 +205,7 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
     return figures
 
 
-def _bare_load(spark, source: str, table: str) -> float:  # noqa: ANN001 - SparkSession
+def _bare_load(spark, source: str, table: str) -> float:  # SparkSession
     from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
 
     from lake_assets.insurance.contract import DATA_COLUMNS
@@ -217,7 +217,7 @@ def _bare_load(spark, source: str, table: str) -> float:  # noqa: ANN001 - Spark
     return time.perf_counter() - started
 
 
-def _bare_merge(spark, source: str, table: str) -> dict:  # noqa: ANN001 - SparkSession
+def _bare_merge(spark, source: str, table: str) -> dict:  # SparkSession
     from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
 
     from lake_assets.insurance.contract import DATA_COLUMN_NAMES, DATA_COLUMNS
@@ -240,7 +240,7 @@ def _bare_merge(spark, source: str, table: str) -> dict:  # noqa: ANN001 - Spark
     return {"seconds": seconds, "gib": rss.peak_gib}
 
 
-def _run_job(definitions) -> dict:  # noqa: ANN001 - dg.Definitions
+def _run_job(definitions) -> dict:  # dg.Definitions
     metadata, wall, gib = run_apply_job(definitions)
     commits = metadata["commits"].value
     return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": gib,

@@ -36,7 +36,7 @@ def _row(key: int) -> str:
     return f"{key},2025-01-31,Urban,CA,West,{1000 + key},Retail,N,N"
 
 
-def _visible(storage, key: int) -> bool:  # noqa: ANN001 - LakeStorage
+def _visible(storage, key: int) -> bool:  # LakeStorage
     import pyarrow.compute as pc
 
     from lake_assets.core.formats.delta import open_table

@@ -136,7 +136,7 @@ def _measure(rows: int, csv: bytes, home: Path, endpoint: str) -> list[Figure]:
     ]
 
 
-def _bare_engine(spark, source: str, table: str) -> dict:  # noqa: ANN001 - SparkSession
+def _bare_engine(spark, source: str, table: str) -> dict:  # SparkSession
     from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
 
     from lake_assets.insurance.contract import DATA_COLUMNS
@@ -150,7 +150,7 @@ def _bare_engine(spark, source: str, table: str) -> dict:  # noqa: ANN001 - Spar
     return {"seconds": seconds, "gib": rss.peak_gib}
 
 
-def _run_job(definitions) -> dict:  # noqa: ANN001 - dg.Definitions
+def _run_job(definitions) -> dict:  # dg.Definitions
     metadata, wall, gib = run_apply_job(definitions)
     return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": gib,
             "rows_after": int(metadata["rows_after"].value)}

@@ -99,7 +99,7 @@ def full_load_csv(rows: int, seed: int = 42) -> bytes:
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def run_apply_job(definitions) -> tuple[dict, float, float]:  # noqa: ANN001 - dg.Definitions
+def run_apply_job(definitions) -> tuple[dict, float, float]:  # dg.Definitions
     """Run `apply_insurance` in process with its checks: (the insurance materialization's
     metadata, wall seconds, peak RSS GiB). Exits when a check fails."""
     import dagster as dg

@@ -32,7 +32,7 @@ def _name(n: int) -> str:
     return f"raw/cdcload/20240101-{n:09d}.csv"
 
 
-def _timed(work) -> float:  # noqa: ANN001
+def _timed(work) -> float:
     started = time.perf_counter()
     work()
     return time.perf_counter() - started
@@ -70,7 +70,7 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
                     cursor = raw_zone_tick(storage, cursor, start + dt.timedelta(hours=sweep)).cursor
             later = start + dt.timedelta(hours=3)
             ticks = []
-            for n in range(5):
+            for _ in range(5):
                 arrivals += 1  # new names sort after every earlier one, as DMS names do
                 client.put_object(Bucket=storage.bucket, Key=_name(10**8 + arrivals), Body=ROW)
                 started = time.perf_counter()
@@ -78,7 +78,7 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
                 ticks.append(time.perf_counter() - started)
                 assert len(result.run_requests) == 1, "a new file must start a run"
                 cursor = result.cursor
-            for n in range(50):
+            for _ in range(50):
                 arrivals += 1
                 client.put_object(Bucket=storage.bucket, Key=_name(10**8 + arrivals), Body=ROW)
             burst = raw_zone_tick(storage, cursor, later)

@@ -27,7 +27,7 @@ from lake_assets.tpcds.load import fact_objects, load_fact_days
 from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
 
 
-def timed(label: str, work) -> float:  # noqa: ANN001
+def timed(label: str, work) -> float:
     started = time.perf_counter()
     result = work()
     seconds = time.perf_counter() - started

@@ -21,5 +21,5 @@ DAGSTER_LOOP_SECONDS = 5
 def pace_sensor_loop(settings: LakeSettings) -> float:
     """Set the sensor daemon's loop period to the lake's sensor interval (at most Dagster's 5 s)."""
     period = float(min(DAGSTER_LOOP_SECONDS, settings.sensor_interval_seconds))
-    sensor_daemon.MIN_INTERVAL_LOOP_TIME = period
+    sensor_daemon.MIN_INTERVAL_LOOP_TIME = period  # type: ignore[assignment]  # declared int, used as seconds
     return period

@@ -56,13 +56,13 @@ def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, 
         if snapshot is None:
             raise UsageError(f"{entry.name} has no snapshot at or before {when.isoformat()}")
         return snapshot.snapshot_id
-    handle = delta.open_table(storage, entry)
-    if handle is None:
+    delta_table = delta.open_table(storage, entry)
+    if delta_table is None:
         raise UsageError(f"table {entry.name} does not exist yet; see `lake status`")
-    target = version if version is not None else delta.version_at(handle, delta.parse_as_of(as_of))
-    if not 0 <= target <= handle.version():
-        raise UsageError(f"{entry.name} has versions 0 to {handle.version()}, not {target}")
-    if target == handle.version():
+    target = version if version is not None else delta.version_at(delta_table, delta.parse_as_of(as_of))
+    if not 0 <= target <= delta_table.version():
+        raise UsageError(f"{entry.name} has versions 0 to {delta_table.version()}, not {target}")
+    if target == delta_table.version():
         raise UsageError(f"{entry.name} is at version {target} already: nothing to restore")
     return target
 

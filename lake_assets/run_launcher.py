@@ -95,7 +95,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
             raise dg.DagsterInvariantViolationError(f"run {run.run_id} has no job code origin to execute")
         self._forget_finished()
         warm = self._warm_context_usable()
-        mp_context = multiprocessing.get_context("forkserver" if warm else "spawn")
+        mp_context = multiprocessing.get_context("forkserver") if warm else multiprocessing.get_context("spawn")
         process = mp_context.Process(
             target=execute_run_in_worker,
             args=(run.run_id, self._instance.get_ref(), recon_job_from_origin(run.job_code_origin), warm),

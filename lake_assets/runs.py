@@ -17,6 +17,7 @@ sensor (so a `lake dev` resumes within seconds).
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -61,7 +62,7 @@ def process_start(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name before ")" may hold spaces
 
 
-def process_gone(tags: dict[str, str]) -> bool:
+def process_gone(tags: Mapping[str, str]) -> bool:
     """True only if the tags name a process of this host that no longer exists."""
     pid = tags.get(PID_TAG, "")
     if tags.get(HOST_TAG) != socket.gethostname() or not pid.isdigit():

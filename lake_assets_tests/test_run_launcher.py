@@ -46,6 +46,7 @@ def observation(instance: dg.DagsterInstance, run_id: str) -> dict:
     return {k: v.value for k, v in event.dagster_event.asset_observation_data.asset_observation.metadata.items()}
 
 
+@pytest.mark.integration
 def test_runs_execute_in_processes_forked_from_the_preloaded_forkserver(instance: dg.DagsterInstance) -> None:
     assert isinstance(instance.run_launcher, WarmRunLauncher)
     first, second = launch(instance, "probe_job"), launch(instance, "probe_job")
@@ -60,6 +61,7 @@ def test_runs_execute_in_processes_forked_from_the_preloaded_forkserver(instance
     assert any("forked from the warm forkserver" in (m or "") for m in messages)
 
 
+@pytest.mark.integration
 def test_terminate_from_another_process_interrupts_the_run(instance: dg.DagsterInstance) -> None:
     run_id = launch(instance, "sleeping_job")
     deadline = time.monotonic() + 60
@@ -73,6 +75,7 @@ def test_terminate_from_another_process_interrupts_the_run(instance: dg.DagsterI
     assert wait_until_finished(instance, run_id, timeout=60).status == dg.DagsterRunStatus.CANCELED
 
 
+@pytest.mark.integration
 def test_changed_code_starts_runs_in_a_new_interpreter(instance: dg.DagsterInstance) -> None:
     assert wait_until_finished(instance, launch(instance, "probe_job")).status == dg.DagsterRunStatus.SUCCESS
     source = Path(warm_jobs.__file__)

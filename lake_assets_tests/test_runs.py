@@ -67,6 +67,7 @@ def _dequeued(instance: dg.DagsterInstance) -> list[str]:
     return [run.run_id for run in daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None)]
 
 
+@pytest.mark.integration
 def test_a_killed_run_is_failed_and_the_queued_run_proceeds(instance: dg.DagsterInstance, tmp_path: Path) -> None:
     script = tmp_path / "hanging_run.py"
     script.write_text(HANGING_RUN)

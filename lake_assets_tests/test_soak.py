@@ -28,7 +28,7 @@ def test_model_of_the_soak_applies_changes_in_sequence_order() -> None:
     assert soak.model({1: 1, 2: 2}, [late, early]) == {2: 20, 3: 30}
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_soak_under_concurrent_runs_and_kills() -> None:
     """The benchmark itself, as a user runs it (its own process, server and credentials)."""
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}

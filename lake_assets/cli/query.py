@@ -1,6 +1,5 @@
 """`lake query` and `lake history`: read the lake's tables by name."""
 
-import datetime as dt
 from enum import StrEnum
 from typing import Annotated
 

@@ -110,7 +110,7 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
     with lake_session() as lake:
         ledger = Ledger(lake.storage).latest_by_table()
         latest = ledger.get(TABLE, {})
-        rows = []
+        rows: list[tuple] = []
         for obj in raw_objects(lake.storage):
             entry = latest.get((obj.key, obj.etag))
             if entry is None:

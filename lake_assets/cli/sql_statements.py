@@ -108,7 +108,7 @@ def describe(lake: LakeSession, statement: Describe) -> list[tuple]:
         columns, details = _iceberg_facts(lake, entry)
     else:
         columns, details = _delta_facts(lake, entry)
-    rows = [(name, data_type, None) for name, data_type in columns]
+    rows: list[tuple] = [(name, data_type, None) for name, data_type in columns]
     if statement.style == "EXTENDED":
         rows += [("", "", None), ("# Detailed Table Information", "", None),
                  ("Table", entry.name, None), ("Format", entry.format.value, None),

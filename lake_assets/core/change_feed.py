@@ -83,7 +83,9 @@ def read_commit(storage: LakeStorage, table: LakeTable, version: int) -> Commit:
     except LakeError as error:
         raise FeedUnavailable(f"{table.name} v{version}: its log entry {key} cannot be read ({error}); "
                               "the feed can only be derived for versions still in the log") from error
-    added, removed, timestamp = [], [], None
+    added: list[str] = []
+    removed: list[str] = []
+    timestamp: dt.datetime | None = None
     for line in data.decode().splitlines():
         if not line.strip():
             continue

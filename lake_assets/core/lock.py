@@ -138,7 +138,7 @@ class LeaseRecord:
 class Lease:
     """A held lease; renewed in the background until released."""
 
-    def __init__(self, storage: LakeStorage, client, key: str, record: LeaseRecord, etag: str,  # noqa: ANN001
+    def __init__(self, storage: LakeStorage, client, key: str, record: LeaseRecord, etag: str,
                  ttl: float) -> None:
         self.storage, self.key, self.record, self.etag, self.ttl = storage, key, record, etag, ttl
         self._client = client  # boto3 clients are thread-safe once built; building one is not
@@ -206,7 +206,7 @@ def lock_key(table: str) -> str:
     return f"{LOCK_PREFIX}{table}.json"
 
 
-def read_lease(storage: LakeStorage, table: str, client=None) -> tuple[LeaseRecord | None, str] | None:  # noqa: ANN001
+def read_lease(storage: LakeStorage, table: str, client=None) -> tuple[LeaseRecord | None, str] | None:
     """The lease on `table` and its ETag, or None when the table is free."""
     try:
         response = (client or storage.get_client()).get_object(Bucket=storage.bucket, Key=lock_key(table))
@@ -279,7 +279,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _put(storage: LakeStorage, client, key: str, body: bytes, **condition: str) -> str | None:  # noqa: ANN001
+def _put(storage: LakeStorage, client, key: str, body: bytes, **condition: str) -> str | None:
     """A conditional put; the new ETag, or None when the condition failed."""
     if "IfMatch" in condition:
         condition["IfMatch"] = _quoted(condition["IfMatch"])

@@ -111,7 +111,7 @@ def _rows_conserved(run_id: str, storage: LakeStorage) -> dg.AssetCheckResult:
     entries = Ledger(storage).entries(TABLE)
     entries = entries.filter(pc.equal(entries["run_id"], run_id)).to_pylist()
     quarantine = open_table(storage, INSURANCE_QUARANTINE)
-    quarantined = {}
+    quarantined: dict[tuple[str, str], int] = {}
     if quarantine is not None:
         for row in quarantine.to_pyarrow_dataset().to_table(columns=["source_file", "source_etag"]).to_pylist():
             quarantined[(row["source_file"], row["source_etag"])] = quarantined.get(

@@ -195,7 +195,8 @@ def _invalid_utf8(data: bytes) -> list[tuple[int, int]]:
     """(start, end) byte ranges of `data` that are not UTF-8; [] for a UTF-8 file."""
     if not data or int(np.frombuffer(data, np.uint8).max()) < 0x80:
         return []  # ASCII: nothing to decode
-    ranges, at = [], 0
+    ranges: list[tuple[int, int]] = []
+    at = 0
     while True:
         try:
             data[at:].decode("utf-8")
@@ -421,11 +422,15 @@ class RecordLines:
                 field_start = at + 1
             else:
                 if at > start:
-                    starts.append(start), stops.append(at), lines.append(first_line)
+                    starts.append(start)
+                    stops.append(at)
+                    lines.append(first_line)
                 line, start, field_start = line + 1, token.end(), token.end()
                 first_line = line
         if len(data) > start:
-            starts.append(start), stops.append(len(data)), lines.append(first_line)
+            starts.append(start)
+            stops.append(len(data))
+            lines.append(first_line)
         self._starts, self._stops = np.array(starts, np.int64), np.array(stops, np.int64)
         self._line_of_start = np.array(lines, np.int64)
 

@@ -82,7 +82,7 @@ class IngestRules:
     tombstone_retention: dt.timedelta = dt.timedelta(days=7)
 
     @classmethod
-    def from_settings(cls, settings) -> "IngestRules":  # noqa: ANN001 - LakeSettings
+    def from_settings(cls, settings) -> "IngestRules":  # LakeSettings
         return cls(settings.cdc_folder_date_format, settings.fullload_max_shrink,
                    dt.timedelta(days=settings.tombstone_retention_days))
 
@@ -349,7 +349,7 @@ def _clean_up(storage: LakeStorage, staging: str, error: BaseException | None) -
     cleanup (S3 down) must not replace it: it is noted on that error instead."""
     try:
         storage.delete_prefix(staging)
-    except Exception as cleanup_error:  # noqa: BLE001 - see above
+    except Exception as cleanup_error:  # see above
         if error is None:
             raise
         error.add_note(f"also, the staged batch {staging} could not be removed: {cleanup_error}")

@@ -122,7 +122,7 @@ def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array | None], ops
             yield pc.and_(not_delete, pc.invert(checked[column])), Reason.BAD_BOOLEAN, column
 
 
-def _columns_of(values: dict[str, pa.ChunkedArray], is_type) -> list[str]:  # noqa: ANN001 - a pa.types test
+def _columns_of(values: dict[str, pa.ChunkedArray], is_type) -> list[str]:  # a pa.types test
     """The newest contract's columns of a type that the file carries (an older version's
     file lacks the columns later ones added)."""
     return [c.name for c in current().columns if is_type(c.arrow_type) and c.name in values]

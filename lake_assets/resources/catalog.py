@@ -128,7 +128,7 @@ class LakeCatalog:
 
     # --- clients -----------------------------------------------------------------
 
-    def pyiceberg(self):  # noqa: ANN201 - pyiceberg is imported lazily (slow import)
+    def pyiceberg(self):  # pyiceberg is imported lazily (slow import)
         """A pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog."""
         from pyiceberg.catalog.rest import RestCatalog
 
@@ -171,7 +171,7 @@ class LakeCatalog:
         )
         return {"SAIL_CATALOG__LIST": catalogs, "SAIL_CATALOG__DEFAULT_CATALOG": CATALOG_NAME}
 
-    def attach_duckdb(self, con, read_only: bool = False) -> None:  # noqa: ANN001 - a duckdb connection
+    def attach_duckdb(self, con, read_only: bool = False) -> None:  # a duckdb connection
         """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`.
 
         `read_only` makes DuckDB refuse every write to the catalog (INSERT, DELETE, CREATE,

@@ -1,6 +1,7 @@
 """TCP ports on 127.0.0.1 for the servers the lake starts: free ones, and who holds a taken one."""
 
 import contextlib
+from collections.abc import Set
 import os
 import socket
 from pathlib import Path
@@ -17,7 +18,7 @@ def port_free(port: int) -> bool:
     return True
 
 
-def free_ports(count: int, exclude: set[int] = frozenset()) -> list[int]:
+def free_ports(count: int, exclude: Set[int] = frozenset()) -> list[int]:
     """`count` distinct ports free on 127.0.0.1 right now, none in `exclude`."""
     ports: list[int] = []
     while len(ports) < count:

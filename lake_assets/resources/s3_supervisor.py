@@ -169,7 +169,7 @@ def _die_with_parent() -> None:
 
 
 def supervise(home: Path, state: dict, weed_args: list[str]) -> int:
-    def stop(signum, frame):  # noqa: ANN001 - signal handler signature
+    def stop(signum, frame):  # signal handler signature
         raise _Stop
 
     signal.signal(signal.SIGTERM, stop)

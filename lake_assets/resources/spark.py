@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from pyspark.sql import SparkSession
@@ -34,7 +35,7 @@ REQUIRED_JARS = {
 DEFAULT_PACKAGES = "io.delta:delta-spark_2.12:3.3.2,org.apache.hadoop:hadoop-aws:3.3.4"
 
 _sessions: dict[tuple[str, str], SparkSession] = {}
-_sail_servers: dict[str, object] = {}
+_sail_servers: dict[str, Any] = {}  # endpoint -> pysail's SparkConnectServer (untyped)
 _lock = threading.Lock()
 
 

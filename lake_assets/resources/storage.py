@@ -113,7 +113,7 @@ class LakeStorage(BaseModel):
         resolved._read_only = True
         return resolved
 
-    def get_client(self):  # noqa: ANN201 - boto3's client type is generated at run time
+    def get_client(self):  # boto3's client type is generated at run time
         key, secret = self.credentials()
         return boto3.client(
             "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,

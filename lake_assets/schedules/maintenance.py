@@ -125,7 +125,7 @@ def delta_stats(storage: LakeStorage, table: LakeTable, delta: DeltaTable, reten
     }
 
 
-def _compact(delta, table: LakeTable) -> dict:  # noqa: ANN001 - deltalake.DeltaTable
+def _compact(delta, table: LakeTable) -> dict:  # deltalake.DeltaTable
     """Bin-pack small files; for a clustered table, re-sort by its key where the layout needs it."""
     if table.name not in CLUSTER_BY:
         return delta.optimize.compact()

@@ -122,7 +122,7 @@ def _server_time(response: dict) -> dt.datetime | None:
     return email.utils.parsedate_to_datetime(date) if date else None
 
 
-def _new_names(client, bucket: str, cursor: Cursor) -> tuple[list[dict], dt.datetime | None]:  # noqa: ANN001
+def _new_names(client, bucket: str, cursor: Cursor) -> tuple[list[dict], dt.datetime | None]:  # a boto3 S3 client
     """Objects after the time-ordered mark of each prefix that are new (all of them at first),
     and the server's time of the first listing."""
     found, server_now = [], None
@@ -144,7 +144,7 @@ def _new_names(client, bucket: str, cursor: Cursor) -> tuple[list[dict], dt.date
     return found, server_now
 
 
-def _sweep_page(client, bucket: str, cursor: Cursor, now: dt.datetime) -> list[dict]:  # noqa: ANN001
+def _sweep_page(client, bucket: str, cursor: Cursor, now: dt.datetime) -> list[dict]:
     """One page of the sweep; the objects on it modified since the previous pass began."""
     if cursor.pass_started is None:
         cursor.pass_started = now.isoformat()

@@ -87,7 +87,7 @@ def _quarantined_per_object(storage: LakeStorage) -> Counter:
     return Counter(zip(rows["source_file"].to_pylist(), rows["source_etag"].to_pylist()))
 
 
-def _rows_per_day(spark, snapshot_id: int) -> dict[int | None, int]:  # noqa: ANN001 - a SparkSession
+def _rows_per_day(spark, snapshot_id: int) -> dict[int | None, int]:  # a SparkSession
     """Rows per sold day in the snapshot a load committed (later corrections do not blur it)."""
     rows = spark.sql(f"SELECT {PARTITION_COLUMN} AS day, count(*) AS n FROM {WEB_SALES} "
                      f"VERSION AS OF {int(snapshot_id)} GROUP BY {PARTITION_COLUMN}").collect()

@@ -89,7 +89,7 @@ class LoadReport:
 
 # --- the tables ------------------------------------------------------------------
 
-def iceberg_schema(name: str):  # noqa: ANN201 - pyiceberg Schema
+def iceberg_schema(name: str):  # pyiceberg Schema
     from pyiceberg.schema import Schema
     from pyiceberg.types import NestedField
 
@@ -98,7 +98,7 @@ def iceberg_schema(name: str):  # noqa: ANN201 - pyiceberg Schema
     return Schema(*fields)
 
 
-def _iceberg_type(sql_type: str):  # noqa: ANN202
+def _iceberg_type(sql_type: str):
     from pyiceberg.types import DateType, DecimalType, LongType, StringType
 
     if sql_type.startswith("DECIMAL("):
@@ -226,7 +226,7 @@ def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
 # --- dimensions ------------------------------------------------------------------
 
 def pending_dimensions(storage: LakeStorage, ledger: Ledger) -> list[str]:
-    names = []
+    names: list[str] = []
     for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM):
         objects = list_raw(storage, RAW.dimension_key(name))
         if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.done(qualified(name))):

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lake_assets.core.ledger import Ledger
 from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.embedded_s3 import free_port
@@ -39,7 +41,7 @@ def test_put_run_query_history_status(lake_env: LakeStorage) -> None:
 
     code, out = lake("history", "insurance", "--format", "csv")
     lines = out.splitlines()
-    assert code == 0 and lines[0].startswith("version,") and [l.split(",")[0] for l in lines[1:]] == ["1", "0"]
+    assert code == 0 and lines[0].startswith("version,") and [line.split(",")[0] for line in lines[1:]] == ["1", "0"]
 
     code, out = lake("status", "--format", "json")
     statuses = {row["file"]: row for row in json.loads(out)}
@@ -60,6 +62,7 @@ def test_user_mistakes_get_a_message_not_a_traceback(lake_env: LakeStorage, tmp_
     assert code == 2 and "exactly one table" in out
 
 
+@pytest.mark.integration
 def test_s3_down_is_a_clear_error_from_the_installed_command(tmp_path: Path) -> None:
     env = {**os.environ, "LAKE_HOME": str(tmp_path), "LAKE_S3_ENDPOINT": f"http://127.0.0.1:{free_port()}",
            "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "not-shown-anywhere"}

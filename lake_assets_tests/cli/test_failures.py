@@ -58,6 +58,7 @@ def test_a_run_that_refuses_a_whole_file_exits_3(storage: LakeStorage, command_e
     assert "Traceback" not in result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_first_commands_at_once_share_one_instance_and_one_server(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "DAGSTER_HOME")}
@@ -78,6 +79,7 @@ def test_first_commands_at_once_share_one_instance_and_one_server(tmp_path: Path
     ("LAKE_SENSOR_INTERVAL_SECONDS", "0", "must be at least 1"),
     ("LAKE_ENGINE", "sial", "LAKE_ENGINE='sial' is not one of sail, remote, local"),
 ])
+@pytest.mark.integration
 def test_malformed_settings_are_a_usage_error(tmp_path: Path, name: str, value: str, message: str) -> None:
     env = {**os.environ, "LAKE_HOME": str(tmp_path), name: value}
     result = lake_command("status", env=env, timeout=60)
@@ -85,6 +87,7 @@ def test_malformed_settings_are_a_usage_error(tmp_path: Path, name: str, value: 
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_an_endpoint_without_credentials_is_a_usage_error(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     env.update({"LAKE_HOME": str(tmp_path), "LAKE_S3_ENDPOINT": f"http://127.0.0.1:{free_port()}"})
@@ -95,6 +98,7 @@ def test_an_endpoint_without_credentials_is_a_usage_error(tmp_path: Path) -> Non
     assert result.returncode == 2 and "set AWS_SECRET_ACCESS_KEY too" in result.stderr
 
 
+@pytest.mark.integration
 def test_credentials_are_generated_per_lake_owner_only(tmp_path: Path) -> None:
     code = ("import sys; from pathlib import Path; from lake_assets.settings import embedded_credentials as c; "
             "k = c(Path(sys.argv[1])); print(k.access_key_id, k.secret_access_key)")
@@ -112,6 +116,7 @@ def test_credentials_are_generated_per_lake_owner_only(tmp_path: Path) -> None:
     assert other.stdout.split()[1] != secret  # another lake, another secret
 
 
+@pytest.mark.integration
 def test_a_lake_uses_the_keys_the_user_sets(tmp_path: Path) -> None:
     env = {**os.environ, "LAKE_HOME": str(tmp_path), "LAKE_S3_PORT": str(free_port()),
            "AWS_ACCESS_KEY_ID": "mine", "AWS_SECRET_ACCESS_KEY": "my-own-secret-value"}

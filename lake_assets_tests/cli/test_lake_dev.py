@@ -38,6 +38,7 @@ def _web_up(port: int) -> bool:
         return False
 
 
+@pytest.mark.e2e
 def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: Path) -> None:
     web_port = free_port()
     env = {**os.environ, "LAKE_HOME": str(tmp_path / "home"), "LAKE_S3_PORT": str(free_port()),
@@ -105,7 +106,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path, sig: signal.Signals) -> None:
     web_port = free_port()

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lake_assets.resources.ports import free_port
 
 from lake_assets_tests.helpers.permissions import open_to_others
+
+pytestmark = pytest.mark.integration  # each test runs the installed `lake` command
 
 LAKE = str(Path(sys.executable).with_name("lake"))
 

@@ -10,7 +10,7 @@ from lake_assets_tests.helpers.cli import lake
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions, land_facts, sold_dates
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_run_status_backfill_history_time_travel(lake_env: LakeStorage, catalog: LakeCatalog) -> None:
     oracle = generated(0.01)
     days = sold_dates(oracle)[:4]

@@ -80,7 +80,7 @@ def _select(table: str) -> str:
     return f"SELECT {', '.join(name for name, _ in COLUMNS[table])} FROM {table}"
 
 
-def load_star(storage: LakeStorage, spark) -> None:  # noqa: ANN001 - a SparkSession
+def load_star(storage: LakeStorage, spark) -> None:  # a SparkSession
     """Load the raw star into the catalog's `tpcds.*` Iceberg tables with the engine-side loader."""
     from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days
 

@@ -54,7 +54,7 @@ def test_bad_bytes_quarantine_only_their_rows(storage: LakeStorage, spark: Spark
         f'U,2,"unterminated,{row(2, 22)[2:]}'.encode(),          # line 2: the quote never closes
         f"U,{row(3, 33)}".encode(),                                # line 3: applies after it
         b"I,4,2024-01-31,Z\xfcrich,CA,West,44,Retail,N,N",         # line 4: latin-1
-        "I,5,2024-01-31,\"Two\nLines\",CA,West,55,Retail,N,N".encode(),  # lines 5-6: one record
+        b"I,5,2024-01-31,\"Two\nLines\",CA,West,55,Retail,N,N",  # lines 5-6: one record
         f"I,-6,{row(6)[2:]}".encode(),                             # line 7: negative key
         f"I,{row(7, 77)}".encode(),                                # line 8
     ]

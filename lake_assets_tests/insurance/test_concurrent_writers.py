@@ -61,7 +61,7 @@ def _lake_run(env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen([lake, "run"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_lake_runs_at_once_apply_everything_exactly_once(storage: LakeStorage,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     env = _lake_env(storage, monkeypatch)
@@ -91,7 +91,7 @@ def test_two_lake_runs_at_once_apply_everything_exactly_once(storage: LakeStorag
     assert storage.list_objects(STAGING) == []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_lake_run_killed_holding_the_lock_blocks_nothing(storage: LakeStorage,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     env = _lake_env(storage, monkeypatch)

@@ -5,7 +5,7 @@ import random
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.compute  # pa.compute
 import pytest
 
 from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason

@@ -100,7 +100,7 @@ def test_a_restore_that_fails_before_the_ledger_converges_on_rerun(storage: Lake
     apply_pending(storage, spark, "run-2", RULES)  # version 1
     assert tombstones(storage) == {2: C1}
 
-    def fail(self, entries) -> None:  # noqa: ANN001
+    def fail(self, entries) -> None:
         raise OSError("S3 went away")
 
     with monkeypatch.context() as patch:

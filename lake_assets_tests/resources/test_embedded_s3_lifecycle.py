@@ -16,6 +16,8 @@ from lake_assets.resources.embedded_s3 import EmbeddedS3, free_port, running_ser
 from lake_assets.resources.s3_supervisor import STATE_FILE, pid_alive
 from lake_assets.settings import embedded_credentials
 
+pytestmark = pytest.mark.integration  # each test starts embedded S3 servers
+
 
 @pytest.fixture(autouse=True)
 def _no_credentials_in_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,8 @@ from lake_assets.resources.s3_supervisor import LOG_FILE, STATE_FILE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
+pytestmark = pytest.mark.integration  # each test starts embedded S3 servers
+
 
 @pytest.fixture
 def held_port() -> Iterator[int]:

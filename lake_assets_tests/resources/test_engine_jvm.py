@@ -19,7 +19,7 @@ DELTA_SQL = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
              "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
 
 
-def options(builder) -> dict[str, str]:  # noqa: ANN001 - SparkSession.Builder
+def options(builder) -> dict[str, str]:  # SparkSession.Builder
     return dict(builder._options)
 
 

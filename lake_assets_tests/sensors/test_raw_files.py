@@ -26,7 +26,7 @@ def _tick(storage: LakeStorage, cursor: str | None):
     return raw_insurance_sensor(context)
 
 
-def _requests(result) -> list[dg.RunRequest]:  # noqa: ANN001
+def _requests(result) -> list[dg.RunRequest]:
     return list(result.run_requests or []) if isinstance(result, dg.SensorResult) else []
 
 

@@ -69,7 +69,7 @@ def test_sensor_starts_one_run_per_tick_for_every_new_object(storage: LakeStorag
     assert second.run_requests[0].tags[ASSET_PARTITION_RANGE_END_TAG] == days[21].isoformat()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_one_run_loads_a_range_and_the_checks_pass_then_fail(
     storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession
 ) -> None:

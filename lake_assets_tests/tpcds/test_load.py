@@ -33,7 +33,7 @@ def quarantine(storage: LakeStorage) -> list[dict]:
     return sorted(rows, key=lambda r: (r["source_file"], r["line_number"]))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_full_load_equals_the_generator(storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession) -> None:
     oracle = generated(SCALE)
     land_dimensions(storage, oracle)

@@ -19,7 +19,7 @@ from lake_assets_tests.helpers.lake_dev import REPO, LakeDev, lake_dev, wait_for
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 #: Keys of run tags that are bookkeeping (hidden in the UI); a person sees lake/table.
 BOOKKEEPING = ("lake_pid", "lake_host", "lake_process_started", "lake_warm_start", "lake_first_object",

@@ -44,12 +44,12 @@ class TableStats:
                 "rows": self.rows, "objects": self.objects, "object_bytes": self.object_bytes}
 
 
-def _location(table) -> tuple[str, str]:  # noqa: ANN001 - a pyiceberg Table
+def _location(table) -> tuple[str, str]:  # a pyiceberg Table
     url = urlparse(table.location())
     return url.netloc, url.path.lstrip("/").rstrip("/") + "/"
 
 
-def list_location(storage: LakeStorage, table) -> list[dict]:  # noqa: ANN001
+def list_location(storage: LakeStorage, table) -> list[dict]:
     """Every object under the table's location (bucket may be the catalog's table bucket)."""
     bucket, prefix = _location(table)
     client = storage.get_client()
@@ -62,7 +62,7 @@ def list_location(storage: LakeStorage, table) -> list[dict]:  # noqa: ANN001
     return objects
 
 
-def data_files(table) -> list[dict]:  # noqa: ANN001
+def data_files(table) -> list[dict]:
     """The current snapshot's data files (pyiceberg's `inspect.data_files` fails on a snapshot without any)."""
     snapshot = table.current_snapshot()
     if snapshot is None or not snapshot.manifests(table.io):
@@ -70,7 +70,7 @@ def data_files(table) -> list[dict]:  # noqa: ANN001
     return table.inspect.data_files().to_pylist()
 
 
-def table_stats(storage: LakeStorage, table) -> TableStats:  # noqa: ANN001
+def table_stats(storage: LakeStorage, table) -> TableStats:
     files = data_files(table)
     objects = list_location(storage, table)
     return TableStats(
@@ -80,7 +80,7 @@ def table_stats(storage: LakeStorage, table) -> TableStats:  # noqa: ANN001
     )
 
 
-def rollback(table, snapshot_id: int) -> None:  # noqa: ANN001
+def rollback(table, snapshot_id: int) -> None:
     """Make `snapshot_id` the current snapshot: a rollback if it is an ancestor, else set it current."""
     if table.snapshot_by_id(snapshot_id) is None:
         known = ", ".join(str(s.snapshot_id) for s in table.snapshots()[-5:])
@@ -96,7 +96,7 @@ def rollback(table, snapshot_id: int) -> None:  # noqa: ANN001
         table.manage_snapshots().set_current_snapshot(snapshot_id).commit()
 
 
-def expire_snapshots(table, older_than: dt.datetime, retain_last: int = 1) -> list[int]:  # noqa: ANN001
+def expire_snapshots(table, older_than: dt.datetime, retain_last: int = 1) -> list[int]:
     """Expire snapshots older than `older_than`, keeping the newest `retain_last` and the current one."""
     newest_first = sorted(table.snapshots(), key=lambda s: s.timestamp_ms, reverse=True)
     keep = {s.snapshot_id for s in newest_first[:max(retain_last, 1)]}
@@ -110,7 +110,7 @@ def expire_snapshots(table, older_than: dt.datetime, retain_last: int = 1) -> li
     return expired
 
 
-def referenced_files(table) -> set[str]:  # noqa: ANN001
+def referenced_files(table) -> set[str]:
     """Every file the table's metadata references: metadata files, manifest lists, manifests, data/delete files."""
     referenced = {table.metadata_location}
     referenced |= {entry.metadata_file for entry in table.metadata.metadata_log}
@@ -127,7 +127,7 @@ def referenced_files(table) -> set[str]:  # noqa: ANN001
     return referenced
 
 
-def orphan_files(storage: LakeStorage, table, older_than: dt.datetime) -> list[dict]:  # noqa: ANN001
+def orphan_files(storage: LakeStorage, table, older_than: dt.datetime) -> list[dict]:
     """Objects under the table's location that nothing references and that are older than `older_than`."""
     bucket, _ = _location(table)
     referenced = {urlparse(path).path.lstrip("/") for path in referenced_files(table)}
@@ -136,7 +136,7 @@ def orphan_files(storage: LakeStorage, table, older_than: dt.datetime) -> list[d
             and o["LastModified"] < older_than]
 
 
-def remove_orphan_files(storage: LakeStorage, table, older_than: dt.datetime | None = None) -> list[str]:  # noqa: ANN001
+def remove_orphan_files(storage: LakeStorage, table, older_than: dt.datetime | None = None) -> list[str]:
     """Delete the table's orphan files (see `orphan_files`); returns their keys."""
     older_than = older_than or dt.datetime.now(dt.timezone.utc) - ORPHAN_GRACE
     orphans = orphan_files(storage, table, older_than)
@@ -151,7 +151,7 @@ def remove_orphan_files(storage: LakeStorage, table, older_than: dt.datetime | N
     return keys
 
 
-def small_file_partitions(table, small_bytes: int = SMALL_FILE_BYTES,  # noqa: ANN001
+def small_file_partitions(table, small_bytes: int = SMALL_FILE_BYTES,
                           min_files: int = MIN_FILES_TO_COMPACT) -> list[dict]:
     """Partition values (as dicts of partition fields) holding at least `min_files` small data files."""
     files = data_files(table)
@@ -169,7 +169,7 @@ def _sql_literal(value: object) -> str:
     return str(value)
 
 
-def partition_condition(table, partition: dict) -> tuple[str, list[str]] | None:  # noqa: ANN001
+def partition_condition(table, partition: dict) -> tuple[str, list[str]] | None:
     """Spark SQL selecting exactly `partition`'s rows, and its source columns; None if a transform is not mapped."""
     from pyiceberg.transforms import DayTransform, IdentityTransform, MonthTransform, TruncateTransform
 
@@ -194,7 +194,7 @@ def partition_condition(table, partition: dict) -> tuple[str, list[str]] | None:
     return (" AND ".join(terms) or "TRUE"), columns
 
 
-def compact(spark, table, identifier: str, small_bytes: int = SMALL_FILE_BYTES,  # noqa: ANN001
+def compact(spark, table, identifier: str, small_bytes: int = SMALL_FILE_BYTES,
             min_files: int = MIN_FILES_TO_COMPACT) -> int:
     """Rewrite the partitions holding many small files into one file each, in one snapshot.
 

@@ -33,7 +33,7 @@ def _load(name: str, text: str) -> Report:
 
 
 def load_reports() -> tuple[Report, ...]:
-    files = sorted(f for f in resources.files(__package__).iterdir() if f.name.endswith(".sql"))
+    files = sorted((f for f in resources.files(__package__).iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return tuple(_load(f.name.removesuffix(".sql"), f.read_text()) for f in files)
 
 
