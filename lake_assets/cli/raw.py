@@ -85,7 +85,7 @@ def rm(
                 console.print(f"removed {lake.storage.uri(key)}{kept}")
 
 
-def _etag(client, bucket: str, key: str) -> str | None:  # noqa: ANN001 - a boto3 S3 client
+def _etag(client, bucket: str, key: str) -> str | None:  # a boto3 S3 client
     """The ETag of the object at `key`, or None if there is none."""
     try:
         return client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
