@@ -22,6 +22,7 @@ import collections
 import csv
 import io
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -461,9 +462,11 @@ SHAPE_SAMPLE_BYTES = 1 << 16
 SHAPE_SAMPLE_RECORDS = 200
 
 
-def file_shape(data: bytes) -> FileShape:
+def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
     """The layout of a file from its first 64 KiB: a stray short or long record among them
-    does not decide it (the most common count does); the last, possibly cut, one is ignored."""
+    does not decide it (the most common count does, a tie going to a `declared` count, so a
+    short record beside one good one does not refuse the file); the last, possibly cut, one
+    is ignored."""
     sample = data[:SHAPE_SAMPLE_BYTES]
     cut = len(data) > len(sample)
     text = sample.decode("utf-8", errors="replace").replace("\0", "")
@@ -481,4 +484,5 @@ def file_shape(data: bytes) -> FileShape:
     if not records:
         return FileShape([], 0)
     counts = collections.Counter(len(r) for r in records)
-    return FileShape([f.strip().lower() for f in records[0]], counts.most_common(1)[0][0])
+    fields = max(counts, key=lambda n: (counts[n], n in declared))
+    return FileShape([f.strip().lower() for f in records[0]], fields)

@@ -425,7 +425,7 @@ def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[
         valid, invalid = validate(parsed.rows, FULL_LOAD_OPERATION)
         stamp = file_stamp(obj.key.removeprefix(RAW_FULLLOAD), folders)
     else:
-        fields = file_shape(data).fields
+        fields = file_shape(data, {len(c.cdc_names) for c in CONTRACTS}).fields
         contract = next((c for c in CONTRACTS if len(c.cdc_names) == fields), current())
         parsed = parse_csv(obj.key, etag, data, contract.cdc_names, has_header=False)
         if fields > len(current().cdc_names):

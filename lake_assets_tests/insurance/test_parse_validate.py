@@ -9,7 +9,7 @@ import pyarrow.compute  # pa.compute
 import pytest
 
 from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason
-from lake_assets.insurance.parse import RECORD, RecordLines, parse_csv
+from lake_assets.insurance.parse import RECORD, RecordLines, file_shape, parse_csv
 from lake_assets.insurance.validate import validate
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
@@ -102,6 +102,15 @@ def test_valid_rows_are_typed_trimmed_and_flags_upper_cased() -> None:
     # empty optional values become NULL
     assert valid[1]["expiry_date"] is None and valid[1]["insured_value"] is None
     assert valid[1]["location_name"] is None and valid[1]["_operation"] == "I"
+
+
+def test_a_short_first_record_beside_one_good_one_does_not_decide_the_shape() -> None:
+    """Found by the model-based test: a 5-field record then a 10-field delete tied, and the short
+    one won, so the whole file was parsed as no declared shape and refused."""
+    data = b"I,3,2024-01-31,Urban,CA\nd,3,,,,,,,,\n"
+    assert file_shape(data).fields == 5  # a tie goes to the first count seen, when nothing is declared
+    assert file_shape(data, {10, 11}).fields == 10
+    assert file_shape(b"I,1,a\nI,2,b\n" + b"D,3,,,,,,,,\n", {10, 11}).fields == 3  # the most common still wins
 
 
 def test_delete_rows_only_need_a_valid_key() -> None:
