@@ -52,13 +52,16 @@ def _refuse(start: Callable[..., Any], what: str, allowed: set[threading.Thread]
 
 
 @pytest.fixture(autouse=True)
-def _unit_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def _unit_tests_start_no_process(request: pytest.FixtureRequest) -> None:
     """A unit test that starts a process (a server, `lake`, a Dagster run) fails, naming the fix.
 
     Python starts a process through one of these three calls (subprocess; multiprocessing's
     spawn and forkserver; its fork)."""
     if request.node.get_closest_marker("unit") is None:
         return
+    # requested here, not as an argument: set up first, an autouse monkeypatch would be undone last,
+    # after the test's own fixtures' teardown had run with the test's patches still in place
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
     # threads that were running before the test (a session server's, not the test's) may go on
     others = set(threading.enumerate()) - {threading.main_thread()}
     execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]

@@ -56,13 +56,14 @@ from lake_assets.core.private_home import private_home
 from lake_assets.resources.ports import free_port, free_ports, listening_ports, port_free, port_holder
 from lake_assets.resources.s3_supervisor import (
     LOG_FILE,
-    STATE_FILE,
     Lease,
+    STATE_FILE,
     command_line,
     live_leases,
     pid_alive,
     remove_leftovers,
     server_lock,
+    supervisors_of,
     terminate,
 )
 from lake_assets.settings import S3Credentials, embedded_reader_credentials
@@ -208,6 +209,8 @@ def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) ->
     with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError):
         stale = EmbeddedS3.from_json((home / STATE_FILE).read_text())
         stop(home, stale)  # a dead or half-dead server: clear its processes, sockets and state
+    for orphan in supervisors_of(home):  # a starter killed before it recorded its server (it stops its weed)
+        terminate(orphan)
     data_dir = private_home(home) / "s3"
     data_dir.mkdir(mode=0o700, exist_ok=True)
     data_dir.chmod(0o700)

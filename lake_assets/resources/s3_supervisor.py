@@ -134,6 +134,22 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def supervisors_of(home: Path) -> list[int]:
+    """The live supervisors started for `home` (found by their module and working directory).
+
+    Under the server lock, one that no state file names is an orphan: its starter died
+    (killed) before recording it, and its weed still holds the data directory and ports.
+    """
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or "lake_assets.resources.s3_supervisor" not in command_line(int(proc.name)):
+            continue
+        with contextlib.suppress(OSError):
+            if os.path.samefile(proc / "cwd", home) and pid_alive(int(proc.name)):
+                found.append(int(proc.name))
+    return found
+
+
 def terminate(pid: int, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
     """Stop `pid`: SIGTERM, then SIGKILL after `timeout` seconds."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lake_assets.resources.embedded_s3 import free_port, running_server
-from lake_assets.resources.s3_supervisor import pid_alive
+from lake_assets.resources.s3_supervisor import command_line, pid_alive
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.permissions import open_to_others
 
@@ -116,6 +116,7 @@ def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path
         env.pop(name, None)
     log = open(tmp_path / "dev.log", "wb")
     dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    tree: set[int] = set()
     try:
         _wait(lambda: _web_up(web_port), 300, "the Dagster webserver")
         server = running_server(home)
@@ -125,11 +126,15 @@ def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path
         dev.wait(timeout=60)
         if sig == signal.SIGTERM:
             assert dev.returncode == 0  # a clean stop, as with Ctrl-C
-        _wait(lambda: not any(pid_alive(pid) for pid in tree), 60, f"the dagster dev tree to stop after {sig.name}")
+        try:
+            _wait(lambda: not any(pid_alive(pid) for pid in tree), 60, f"the dagster dev tree to stop after {sig.name}")
+        except AssertionError as error:  # name the survivors, so a failure says which process outlived its parent
+            survivors = {pid: command_line(pid)[:160] for pid in tree if pid_alive(pid)}
+            raise AssertionError(f"{error}: {survivors}") from None
         _wait(lambda: not pid_alive(server.pid) and running_server(home) is None, 30, "the S3 server to stop")
         assert not any(Path(s).exists() for s in server.sockets)
     finally:
-        for pid in _descendants(dev.pid) if dev.poll() is None else set():
+        for pid in (_descendants(dev.pid) if dev.poll() is None else set()) | {p for p in tree if pid_alive(p)}:
             os.kill(pid, signal.SIGKILL)
         if dev.poll() is None:
             dev.kill()

@@ -12,8 +12,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from lake_assets.resources.embedded_s3 import EmbeddedS3, free_port, running_server
-from lake_assets.resources.s3_supervisor import STATE_FILE, pid_alive
+import lake_assets.resources.embedded_s3 as embedded_s3_module
+from lake_assets.resources.embedded_s3 import EmbeddedS3, embedded_s3, free_port, running_server
+from lake_assets.resources.s3_supervisor import STATE_FILE, pid_alive, server_lock
 from lake_assets.settings import embedded_credentials
 
 pytestmark = pytest.mark.integration  # each test starts embedded S3 servers
@@ -147,3 +148,17 @@ def test_attaching_with_other_keys_is_a_clear_error(tmp_path: Path, monkeypatch:
             pass
     assert running_server(tmp_path) is not None  # the failed attach did not disturb the server
     user.finish()
+
+
+def test_a_server_whose_starter_was_killed_before_recording_it_is_stopped_by_the_next_start(tmp_path: Path) -> None:
+    """A `lake run` SIGKILLed while its server starts leaves weed holding the data directory (the
+    filer's leveldb lock) and no state file: the next start must stop it, not fail on the lock."""
+    credentials = embedded_credentials(tmp_path)
+    with server_lock(tmp_path):
+        orphan = embedded_s3_module._start(tmp_path, free_port(), credentials, True)
+    (tmp_path / STATE_FILE).unlink()  # as if its starter died before recording it
+    assert pid_alive(orphan.pid) and running_server(tmp_path) is None
+    with embedded_s3(tmp_path, free_port(), credentials) as server:
+        assert server.pid != orphan.pid
+        assert not pid_alive(orphan.pid) and not pid_alive(orphan.supervisor_pid)
+        assert _s3_works(server.endpoint, tmp_path)
