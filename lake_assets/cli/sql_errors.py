@@ -8,6 +8,7 @@ columns (Sail's `attribute ObjectName([Identifier("x")]) is missing`, JVM Spark'
 """
 
 import difflib
+import logging
 import re
 from collections.abc import Callable, Iterable
 
@@ -15,6 +16,10 @@ import sqlglot
 
 from lake_assets.core.errors import UsageError
 from lake_assets.core.tables import TABLES, TableNotBuilt
+
+#: sqlglot's own notes ("falling back to parsing as a Command") would reach the terminal; the
+#: lake reports what it refuses itself, in one line. Every module that parses SQL imports this one.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 #: The name of a column the engine could not resolve, by engine wording.
 _UNRESOLVED_COLUMN = (

@@ -1,7 +1,5 @@
 """Which lake tables a read-only query reads, checked with sqlglot (imported by `lake query` only)."""
 
-import logging
-
 import sqlglot
 from sqlglot import exp
 
@@ -16,7 +14,6 @@ FORBIDDEN_FUNCTIONS = frozenset({"reflect", "try_reflect", "java_method", "read_
                                  "read_parquet", "read_text", "input_file_name", "input_file_block_start",
                                  "input_file_block_length"})
 
-logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "falling back to Command" notes are ours to report
 
 
 def tables_in(sql: str) -> list[str]:
