@@ -51,7 +51,7 @@ def measure(quick: bool = False) -> list[Figure]:
             storage.put_bytes("raw/fullload/full-load.csv",
                               b"policy_id,expiry_date,location_name,state_code,region_name,insured_value,"
                               b"business_type,earthquake_coverage,flood_coverage\n1,2025-01-31,Urban,CA,West,1,Retail,N,N\n")
-            wait_for(lambda: dev.lake("status", "--format", "json").stdout.count('"applied"'), 300, "the table")
+            wait_for(lambda: '"status": "applied"' in dev.lake("status", "--format", "json").stdout, 300, "the table")
             for args, (running_target, _) in COMMANDS.items():
                 seconds = _median_seconds(args, dev.env, repeat)
                 figures.append(Figure(f"`lake {' '.join(args)}` with lake dev running", seconds,
