@@ -21,17 +21,21 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.storage.tags import HIDDEN_TAG_PREFIX
 
 from lake_assets.core.lock import pid_alive
+
+#: Run tags under this prefix are stored and filterable but left out of Dagster's UI (its
+#: GraphQL API drops them). Written out, not imported from Dagster's private modules; the UI
+#: test (lake_assets_tests/ui/test_dagster_ui.py) fails if Dagster stops hiding them.
+HIDDEN_TAG_PREFIX = ".dagster/"
 
 
 def bookkeeping_tag(name: str) -> str:
     """The key of a run tag the lake's code reads but a person need not see.
 
-    Dagster's UI leaves out every run tag under `HIDDEN_TAG_PREFIX` (".dagster/"): its
-    GraphQL API drops them from the runs list and the run's tag dialog, while the instance
-    stores them and filters runs by them as by any tag.
+    Dagster's UI leaves out every run tag under `HIDDEN_TAG_PREFIX`: the runs list and the
+    run's tag dialog do not show them, while the instance stores them and filters runs by
+    them as by any tag.
     """
     return f"{HIDDEN_TAG_PREFIX}lake_{name}"
 
