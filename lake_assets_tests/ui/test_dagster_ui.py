@@ -89,7 +89,8 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports", ["report_q12"], "reports")
             page.get_by_text("List", exact=True).first.click()  # every report with its latest materialization
             page.get_by_text("report_top_customers").first.wait_for(state="attached", timeout=60_000)
-            page.wait_for_function("() => !/Loading/.test(document.body.innerText)", timeout=120_000)
+            # a report may be refreshing again (a second star run): wait for its run, the UI polls
+            page.wait_for_function("() => !/Loading|Materializing/.test(document.body.innerText)", timeout=180_000)
             page.wait_for_load_state("networkidle")
             page.screenshot(path=str(SCREENSHOTS / "reports.png"))
             reports = page.inner_text("body")
