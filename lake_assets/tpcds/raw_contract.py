@@ -12,7 +12,6 @@
 """
 
 import datetime as dt
-from enum import StrEnum
 
 RAW_PREFIX = "raw/tpcds/"
 FACT = "web_sales"
@@ -27,12 +26,6 @@ DELIMITER = "|"
 #: Characters no raw value may contain (they would break the unquoted `|` format).
 FORBIDDEN = ("|", '"', "\n", "\r")
 EXTENSION = ".dat"
-
-
-class Operation(StrEnum):
-    insert = "I"
-    update = "U"
-    delete = "D"
 
 
 def dimension_key(table: str) -> str:

@@ -64,18 +64,6 @@ def file_ranges(delta: DeltaTable, column: str) -> tuple[np.ndarray, np.ndarray,
             np.asarray(pc.fill_null(actions["num_records"], 0), np.int64))
 
 
-def commit_metrics(storage: LakeStorage, table: LakeTable, after: int | None) -> list[dict]:
-    """History entries (oldest first) of the commits made after version `after`."""
-    delta = open_table(storage, table)
-    if delta is None:
-        return []
-    start = -1 if after is None else after
-    count = delta.version() - start
-    if count <= 0:
-        return []
-    return sorted(delta.history(limit=count), key=lambda h: h["version"])
-
-
 def to_arrow(delta: DeltaTable) -> pa.Table:
     return pa.table(delta.to_pyarrow_dataset().to_table())
 
