@@ -14,7 +14,7 @@ The run executes through Dagster's own `core_execute_run`, the function the code
 runs in its spawned process, and is interrupted the same way (SIGINT, which
 `capture_interrupts` turns into Dagster's execution interruption).
 
-Code edited after the forkserver imported it would be stale in forked runs, so before each
+Code (or report SQL) edited after the forkserver imported it would be stale in forked runs, so before each
 launch the launcher compares the newest modification time of the preloaded packages' files
 with the one it saw when the forkserver started; if code changed, that run and the next
 ones start in a new interpreter (cold, but current) until the daemon is restarted.
@@ -185,8 +185,13 @@ def _console_to(path: Path) -> None:
         os.close(fd)
 
 
+#: Files whose edit makes a forked run stale: modules, and the report SQL they read at import.
+SOURCE_SUFFIXES = {".py", ".sql"}
+
+
 def newest_source_mtime(modules: Iterable[str]) -> float:
-    """The newest modification time of the .py files of the project packages among `modules`.
+    """The newest modification time of the source files (code and the SQL of the reports,
+    read at import) of the project packages among `modules`.
 
     Installed libraries (under site-packages) are left out: they do not change under a running
     daemon, and walking them on every launch would cost more than the check is worth.
@@ -196,7 +201,9 @@ def newest_source_mtime(modules: Iterable[str]) -> float:
         found = importlib.util.find_spec(top)
         if found is None or found.origin is None or "site-packages" in Path(found.origin).parts:
             continue
-        for path in Path(found.origin).parent.rglob("*.py"):
+        for path in Path(found.origin).parent.rglob("*"):
+            if path.suffix not in SOURCE_SUFFIXES:
+                continue
             try:
                 newest = max(newest, path.stat().st_mtime)
             except OSError:

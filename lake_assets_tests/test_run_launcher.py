@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.reconstruct import ReconstructableJob
 
-from lake_assets.run_launcher import WarmRunLauncher
+from lake_assets.run_launcher import WarmRunLauncher, newest_source_mtime
 from lake_assets_tests.helpers import warm_jobs
 
 HELPER = "lake_assets_tests.helpers.warm_jobs"
@@ -103,3 +103,18 @@ def test_the_daemon_sensor_loop_follows_the_lake_sensor_interval(monkeypatch: py
     assert sensor_daemon.MIN_INTERVAL_LOOP_TIME == 2
     monkeypatch.setenv("LAKE_SENSOR_INTERVAL_SECONDS", "30")
     assert pace_sensor_loop(LakeSettings.from_env()) == 5  # never slower than Dagster's own loop
+
+
+def test_an_edited_report_sql_makes_forked_code_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Report SQL is read when its module is imported, so editing it must count as a code change."""
+    package = tmp_path / "edited_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    sql = package / "q.sql"
+    sql.write_text("SELECT 1")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    os.utime(package / "__init__.py", (1_000, 1_000))
+    os.utime(sql, (2_000, 2_000))
+    before = newest_source_mtime(["edited_pkg"])
+    os.utime(sql, (3_000, 3_000))
+    assert (before, newest_source_mtime(["edited_pkg"])) == (2_000, 3_000)
