@@ -11,6 +11,7 @@ unchanged on all three. No Dagster here: the CLI builds sessions from `SparkConf
 Dagster resource wrapping it is `SparkEngine` (resources/engine.py).
 """
 
+import contextlib
 import logging
 import os
 import threading
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import EngineUnavailable
@@ -61,19 +63,22 @@ class SparkConfig(BaseModel):
             raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
         cache_key = (self.engine, storage.endpoint_url)
         with _lock:
-            if cache_key not in _sessions:
+            cached = _sessions.get(cache_key)
+            if cached is None or not _alive(cached):
                 _sessions[cache_key] = self._build(storage)
             return _sessions[cache_key]
 
     def _build(self, storage: LakeStorage) -> SparkSession:
+        # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
+        # session whatever server it is on (another endpoint's, or one that was dropped).
         if self.engine == "sail":
             # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
             return (SparkSession.builder.remote(_sail_url(storage))
-                    .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+                    .config("spark.sql.session.timeZone", "UTC").create())
         if self.engine == "remote":
             if not self.remote.startswith("sc://"):
                 raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
-            return SparkSession.builder.remote(self.remote).getOrCreate()
+            return SparkSession.builder.remote(self.remote).create()
         return self._build_local_jvm(storage)
 
     def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
@@ -128,6 +133,23 @@ def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str
     for name, value in conf.items():
         builder = builder.config(name, value)
     return builder
+
+
+def _alive(session: SparkSession) -> bool:
+    """Whether the server still runs this session (one small RPC on Spark Connect).
+
+    A Spark Connect server drops a session idle for its timeout (Sail: 900 s); the client
+    object stays, and every later call fails with `session ... is not running`, so a long
+    wait (run creation under load, a queued run) must not hand the dead one out again.
+    A dead session is stopped, so the builder makes a new one rather than returning it.
+    """
+    try:
+        session.version  # noqa: B018 - the property is the probe
+    except PySparkException:  # dropped, or its server is gone: build another
+        with contextlib.suppress(PySparkException):  # already gone on the server: nothing to release
+            session.stop()
+        return False
+    return True
 
 
 def _quiet_connect_client_log() -> None:
