@@ -7,7 +7,11 @@ before any sensor sees it, half the freshness budget. There is no setting for it
 lake sets that module constant to `LAKE_SENSOR_INTERVAL_SECONDS` (default 1) when the
 daemon loads the lake's run launcher (`run_launcher.py` imports this module; that is the
 lake's code the daemon process imports). Each sensor still ticks at its own minimum
-interval; a test fails if a Dagster upgrade moves the constant.
+interval. This is the one private Dagster name the daemon's pacing rests on, so its test
+(`test_run_launcher.py`) runs Dagster's real sensor loop on a 1-second sensor and fails
+unless setting the constant makes it tick about once a second (5 s without): a Dagster
+upgrade that renames, moves or stops reading it fails the suite, not only one that
+deletes it.
 """
 
 import dagster._daemon.sensor as sensor_daemon

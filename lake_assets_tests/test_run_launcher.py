@@ -118,3 +118,46 @@ def test_an_edited_report_sql_makes_forked_code_stale(tmp_path: Path, monkeypatc
     before = newest_source_mtime(["edited_pkg"])
     os.utime(sql, (3_000, 3_000))
     assert (before, newest_source_mtime(["edited_pkg"])) == (2_000, 3_000)
+
+
+def _sensor_evaluations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float) -> int:
+    """How often the real sensor daemon loop evaluates a 1-second sensor in `seconds`."""
+    import logging
+    import threading
+
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.test_utils import InProcessTestWorkspaceLoadTarget
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._daemon.sensor import execute_sensor_iteration_loop
+
+    from lake_assets_tests.helpers.ticking_sensor import TICKS_FILE
+
+    ticks = tmp_path / f"ticks-{time.monotonic_ns()}"
+    ticks.touch()
+    monkeypatch.setenv(TICKS_FILE, str(ticks))
+    origin = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="lake_assets_tests.helpers.ticking_sensor",
+                                                              attribute="defs"))
+    home = tmp_path / f"instance-{time.monotonic_ns()}"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as instance, \
+            WorkspaceProcessContext(instance, InProcessTestWorkspaceLoadTarget(origin)) as workspace:
+        for _ in execute_sensor_iteration_loop(workspace, logging.getLogger("sensor-loop-test"), threading.Event(),
+                                               until=time.time() + seconds):
+            pass
+    return len(ticks.read_text().splitlines())
+
+
+@pytest.mark.integration  # 20 s of a real daemon loop
+def test_dagster_still_paces_its_sensor_loop_by_the_constant_the_lake_sets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam's behaviour, not only its name: the real daemon loop evaluates a 1-second sensor
+    about once a second once the lake has paced it, and about every 5 s with Dagster's default."""
+    import dagster._daemon.sensor as sensor_daemon
+
+    monkeypatch.setattr(sensor_daemon, "MIN_INTERVAL_LOOP_TIME", 5)
+    default = _sensor_evaluations(tmp_path, monkeypatch, 10)
+    monkeypatch.setenv("LAKE_SENSOR_INTERVAL_SECONDS", "1")
+    WarmRunLauncher()  # what the daemon builds from dagster.yaml: it paces the loop
+    paced = _sensor_evaluations(tmp_path, monkeypatch, 10)
+    assert default <= 3 and paced >= 5, (default, paced)
