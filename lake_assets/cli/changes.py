@@ -1,4 +1,6 @@
-"""`lake changes`: a table's change feed between two versions (read-only; delta-rs, no engine)."""
+"""`lake changes`: a table's change feed between two versions (read-only, no engine):
+`insurance` from its stored feed (delta-rs), the TPC-DS star's Iceberg tables derived from
+their snapshots (pyiceberg, core/formats/iceberg_changes.py)."""
 
 import importlib
 from typing import Annotated
@@ -10,18 +12,20 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import INSURANCE, TableNotBuilt, table
+from lake_assets.core.tables import INSURANCE, TPCDS_REPORTS, TableFormat, TableNotBuilt, LakeTable, table
 from lake_assets.resources.storage import LakeStorage
 
-#: Tables with a change feed, and the module reading it (imported when the command runs).
+#: Delta tables with a change feed, and the module reading it (imported when the command runs).
 FEEDS = {INSURANCE.name: "lake_assets.insurance.changes"}
+FEED_NAMES = ["_commit_version", "_commit_timestamp", "_change_type"]
 
 
 @app.command()
 @friendly
 def changes(
-    name: Annotated[str, typer.Argument(metavar="TABLE", help="table name: insurance")],
-    from_version: Annotated[int, typer.Option("--from-version", help="first table version (see lake history)")],
+    name: Annotated[str, typer.Argument(metavar="TABLE", help="insurance, or a TPC-DS table (tpcds.web_sales, ...)")],
+    from_version: Annotated[int, typer.Option("--from-version",
+                                              help="first table version or Iceberg snapshot id (see lake history)")],
     to_version: Annotated[int | None, typer.Option("--to-version", help="last table version (default: newest)")]
     = None,
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
@@ -29,12 +33,9 @@ def changes(
     = False,
 ) -> None:
     """The rows each version inserted, updated (pre- and post-image) or deleted, oldest first."""
-    from lake_assets.insurance.contract import current
-
     with lake_session() as lake:
         rows = read_feed(lake.storage, name, from_version, to_version)
-    feed = ["_commit_version", "_commit_timestamp", "_change_type"]
-    columns = [c for c in rows.column_names if c in feed or all_columns or c in current().names]
+    columns = [c for c in rows.column_names if c in FEED_NAMES or all_columns or not c.startswith("_")]
     rows = rows.select(columns)
     render(columns, [tuple(r.values()) for r in rows.to_pylist()], fmt, title=f"{name} changes")
 
@@ -44,8 +45,11 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
     `_commit_version, _commit_timestamp, _change_type`, then the table's columns (the rows
     `lake changes` shows and SQL's `table_changes(name, from, to)` reads)."""
     entry = table(name)
+    if entry.format is TableFormat.ICEBERG and entry not in TPCDS_REPORTS:
+        return _iceberg_feed(storage, entry, from_version, to_version)
     if entry.name not in FEEDS:
-        raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(FEEDS))}")
+        raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(FEEDS))} and the "
+                         "TPC-DS star's tables (tpcds.web_sales, tpcds.item, ...)")
     if from_version < 0 or (to_version is not None and to_version < from_version):
         raise UsageError("versions run from 0, and --to-version may not be before --from-version")
     from lake_assets.core.change_feed import FEED_COLUMNS
@@ -58,4 +62,15 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
         raise UsageError(f"{name} has versions 0 to {newest}, not {from_version}")
     rows = importlib.import_module(FEEDS[entry.name]).read_changes(storage, from_version, to_version)
     data = [c for c in rows.column_names if c not in FEED_COLUMNS.names]
-    return rows.select(["_commit_version", "_commit_timestamp", "_change_type", *data])
+    return rows.select([*FEED_NAMES, *data])
+
+
+def _iceberg_feed(storage: LakeStorage, entry: LakeTable, start: int, end: int | None) -> pa.Table:
+    """Derived from the snapshots between `start` and `end` (snapshot ids of one lineage)."""
+    from lake_assets.core.formats import iceberg, iceberg_changes
+    from lake_assets.tpcds.schema import KEYS
+
+    handle = iceberg.open_table(storage, entry)
+    if handle is None or handle.current_snapshot() is None:
+        raise TableNotBuilt(entry.name)
+    return iceberg_changes.read(handle, list(KEYS[entry.identifier[1]]), start, end)

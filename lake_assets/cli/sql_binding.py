@@ -184,7 +184,7 @@ class Binder:
         """Bind `table_changes('t', from[, to])` to the rows of `lake changes t --from-version ...`."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from lake_assets.cli.changes import FEEDS, read_feed
+        from lake_assets.cli.changes import read_feed
 
         arguments = call.expressions
         if not 2 <= len(arguments) <= 3 or not (isinstance(arguments[0], exp.Literal) and arguments[0].is_string) \
@@ -193,8 +193,6 @@ class Binder:
         name = arguments[0].this.lower()
         if name not in TABLES:
             raise sql_errors.unknown_table(name)
-        if name not in FEEDS:
-            raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(FEEDS))}")
         start, end = (int(a.this) for a in arguments[1:]) if len(arguments) == 3 else (int(arguments[1].this), None)
         key = (f"{TABLE_CHANGES}('{name}', {start}{'' if end is None else f', {end}'})", None)
         if key in self.views:

@@ -61,3 +61,73 @@ def test_changes_refuses_what_it_cannot_answer(lake_env: LakeStorage, spark: Spa
     assert code == 2 and "has no change feed" in out
     code, out = lake("changes", "nope", "--from-version", "0")
     assert code == 2 and "unknown table" in out
+
+
+def _snapshot_diff(handle, before: int, after: int) -> list[tuple[str, tuple, tuple]]:
+    """The oracle: two full scans of the table (pyiceberg) compared per key in Python."""
+    keys = ("ws_item_sk", "ws_order_number")
+
+    def rows(snapshot: int) -> dict[tuple, tuple]:
+        return {tuple(r[k] for k in keys): tuple(sorted(r.items()))
+                for r in handle.scan(snapshot_id=snapshot).to_arrow().to_pylist()}
+    old, new = rows(before), rows(after)
+    changes = []
+    for key in sorted(old.keys() | new.keys()):
+        if key not in new:
+            changes.append(("delete", key, old[key]))
+        elif key not in old:
+            changes.append(("insert", key, new[key]))
+        elif old[key] != new[key]:
+            changes += [("update_preimage", key, old[key]), ("update_postimage", key, new[key])]
+    return changes
+
+
+def _cdc_line(operation: str, row: dict, columns: list[str]) -> str:
+    return operation + "|" + "|".join("" if row[c] is None else str(row[c]) for c in columns)
+
+
+def test_tpcds_changes_are_derived_from_the_iceberg_snapshots(lake_env: LakeStorage, catalog, spark) -> None:
+    from lake_assets.core.formats import iceberg
+    from lake_assets.core.tables import TPCDS_WEB_SALES
+    from lake_assets.tpcds.corrections import apply_corrections
+    from lake_assets.tpcds.load import load_fact_days
+    from lake_assets.tpcds.schema import RAW
+    from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
+
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:4]
+    land_facts(lake_env, oracle, days)
+    load_fact_days(lake_env, spark, days, "run-load")
+    handle = iceberg.open_table(lake_env, TPCDS_WEB_SALES)
+    loaded = handle.current_snapshot().snapshot_id
+    sample = handle.scan(limit=3).to_arrow().to_pylist()
+    changed = dict(sample[0], ws_quantity=999)
+    columns = [f.name for f in handle.schema().fields if not f.name.startswith("_")]
+    lines = [_cdc_line("U", changed, columns), _cdc_line("D", sample[1], columns)]
+    lake_env.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("\n".join(lines) + "\n").encode())
+    apply_corrections(lake_env, spark, "run-cdc")
+    handle = iceberg.open_table(lake_env, TPCDS_WEB_SALES)
+    corrected = handle.current_snapshot().snapshot_id
+
+    code, out = lake("changes", "tpcds.web_sales", "--from-version", str(corrected), "--format", "json")
+    assert code == 0, out
+    feed = json.loads(out)
+    expected = _snapshot_diff(handle, loaded, corrected)
+    assert [(r["_change_type"], (r["ws_item_sk"], r["ws_order_number"])) for r in feed] == \
+        [(change, key) for change, key, _ in expected]
+    assert {r["_commit_version"] for r in feed} == {corrected}
+    assert [r["ws_quantity"] for r in feed if r["_change_type"] == "update_postimage"] == [999]
+    assert len(feed) == 3  # one update (pre + post) and one delete: the carried-over rows are not changes
+
+    code, out = lake("changes", "tpcds.web_sales", "--from-version", str(loaded), "--format", "json")
+    assert code == 0, out
+    first = json.loads(out)
+    assert sum(1 for r in first if r["_change_type"] == "insert" and r["_commit_version"] == loaded) == \
+        len(handle.scan(snapshot_id=loaded).to_arrow())
+
+    code, out = lake("query", f"SELECT _change_type, count(*) AS n FROM table_changes('tpcds.web_sales', {corrected}) "
+                     "GROUP BY _change_type ORDER BY _change_type", "--format", "csv")
+    assert code == 0 and out.splitlines()[1:] == ["delete,1", "update_postimage,1", "update_preimage,1"], out
+
+    code, out = lake("changes", "tpcds.web_sales", "--from-version", "12345")
+    assert code == 2 and "not an ancestor" in out
