@@ -105,11 +105,13 @@ DEMO_REPORT = ("SELECT i_category, i_class, i_item_id, itemrevenue, round(revenu
 
 def demo_star(lake: LakeSession) -> None:
     """The second domain: land TPC-DS at a small scale, load the Iceberg star, print one report."""
+    from lake_assets.cli.progress import step_progress
     from lake_assets.cli.tpcds_jobs import run_tpcds_pending
     from lake_assets.tpcds.generate import generate
 
     console.rule(f"TPC-DS web_sales star on Iceberg (scale {DEMO_SCALE})")
-    landed = generate(lake.storage, DEMO_SCALE)
+    with step_progress() as progress:
+        landed = generate(lake.storage, DEMO_SCALE, progress=progress)
     console.print(f"landed {landed.objects} raw objects under {lake.storage.uri('raw/tpcds/')}")
     if not run_tpcds_pending(lake).ok:
         raise typer.Exit(EXIT_FAILED)

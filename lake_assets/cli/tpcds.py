@@ -21,12 +21,15 @@ def generate(
     clean: Annotated[bool, typer.Option(help="first delete raw/tpcds/ (objects of an earlier scale)")] = False,
 ) -> None:
     """Run DuckDB's dsdgen and land date_dim, time_dim, customer, item and web_sales (one object per sold date)."""
+    from lake_assets.cli.progress import step_progress
     from lake_assets.tpcds.generate import generate as run_generate
 
     with lake_session() as lake:
-        if clean:
-            lake.storage.delete_prefix(raw_contract.RAW_PREFIX)
-        result = run_generate(lake.storage, scale)
+        with step_progress() as progress:
+            if clean:
+                progress.step(f"deleting {raw_contract.RAW_PREFIX}")
+                lake.storage.delete_prefix(raw_contract.RAW_PREFIX)
+            result = run_generate(lake.storage, scale, progress=progress)
         rows = ", ".join(f"{table} {count:,}" for table, count in result.rows.items())
         console.print(f"TPC-DS SF{scale:g}: {rows}; {result.sold_dates} sold dates, "
                       f"{result.null_date_rows} rows without a sold date")

@@ -13,6 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 from botocore.exceptions import BotoCoreError, ClientError
@@ -45,8 +46,26 @@ class GenerateResult:
     seconds: dict[str, float] = field(default_factory=dict)  # dsdgen, write, upload
 
 
-def generate(storage: LakeStorage, scale: float, workdir: Path | None = None) -> GenerateResult:
+class Progress(Protocol):
+    """Where the steps are reported (the CLI draws them; None reports nothing)."""
+
+    def step(self, description: str, total: int | None = None) -> None: ...
+
+    def advance(self, count: int = 1) -> None: ...
+
+
+class _Silent:
+    def step(self, description: str, total: int | None = None) -> None:
+        pass
+
+    def advance(self, count: int = 1) -> None:
+        pass
+
+
+def generate(storage: LakeStorage, scale: float, workdir: Path | None = None,
+             progress: Progress | None = None) -> GenerateResult:
     """Generate TPC-DS at `scale` and land the star's raw objects in `storage`."""
+    progress = progress or _Silent()
     if not MIN_SCALE <= scale <= MAX_SCALE:
         raise UsageError(f"--scale must be between {MIN_SCALE} and {MAX_SCALE}, not {scale}")
     result = GenerateResult(scale=scale)
@@ -56,15 +75,17 @@ def generate(storage: LakeStorage, scale: float, workdir: Path | None = None) ->
         try:
             con.execute(f"SET temp_directory = '{root / 'spill'}'")
             started = time.perf_counter()
+            progress.step(f"dsdgen: generating TPC-DS at scale {scale:g}")
             con.execute(f"CALL dsdgen(sf={scale})")
             result.seconds["dsdgen"] = round(time.perf_counter() - started, 3)
             started = time.perf_counter()
+            progress.step("writing the star's raw files (one per sold day)")
             write_raw_files(con, root / "out", result)
             result.seconds["write"] = round(time.perf_counter() - started, 3)
         finally:
             con.close()
         started = time.perf_counter()
-        result.objects, result.bytes = upload_tree(storage, root / "out")
+        result.objects, result.bytes = upload_tree(storage, root / "out", progress=progress)
         result.seconds["upload"] = round(time.perf_counter() - started, 3)
     return result
 
@@ -133,10 +154,13 @@ def _object_keys(out: Path) -> list[tuple[Path, str]]:
     return pairs
 
 
-def upload_tree(storage: LakeStorage, out: Path, threads: int = UPLOAD_THREADS) -> tuple[int, int]:
+def upload_tree(storage: LakeStorage, out: Path, threads: int = UPLOAD_THREADS,
+                progress: Progress | None = None) -> tuple[int, int]:
     """Upload every file under `out` to the key of its relative path; (objects, bytes)."""
+    progress = progress or _Silent()
     client = storage.get_client()
     pairs = _object_keys(out)
+    progress.step("uploading the raw objects", total=len(pairs))
 
     def put(pair: tuple[Path, str]) -> int:
         client.upload_file(str(pair[0]), storage.bucket, pair[1])
@@ -144,7 +168,10 @@ def upload_tree(storage: LakeStorage, out: Path, threads: int = UPLOAD_THREADS) 
 
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
-            sizes = list(pool.map(put, pairs))
+            sizes = []
+            for size in pool.map(put, pairs):
+                sizes.append(size)
+                progress.advance()
     except (BotoCoreError, ClientError) as error:
         raise storage.unavailable(error) from error
     return len(sizes), sum(sizes)

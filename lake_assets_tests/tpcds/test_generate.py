@@ -99,3 +99,29 @@ def test_several_copy_files_in_a_folder_become_one(tmp_path):
     join_fact_files(tmp_path)
     assert [p.name for p in folder.iterdir()] == ["part-0.dat"]
     assert (folder / "part-0.dat").read_text() == "1|a\n2|b\n3|c\n4|d\n"
+
+
+class _Recorder:
+    """Records what `lake tpcds generate` would draw."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, int | None]] = []
+        self.advanced = 0
+
+    def step(self, description: str, total: int | None = None) -> None:
+        self.steps.append((description, total))
+
+    def advance(self, count: int = 1) -> None:
+        self.advanced += count
+
+
+def test_upload_reports_its_progress_object_by_object(storage, tmp_path) -> None:
+    from lake_assets.tpcds.generate import upload_tree
+
+    for day in ("1998-01-02", "1998-01-03", "1998-01-04"):
+        folder = tmp_path / contract.FACT_PREFIX / f"{contract.PARTITION_COLUMN}={day}"
+        folder.mkdir(parents=True)
+        (folder / "part-0.dat").write_text("1|2|3\n")
+    recorder = _Recorder()
+    objects, _ = upload_tree(storage, tmp_path, progress=recorder)
+    assert (objects, recorder.steps, recorder.advanced) == (3, [("uploading the raw objects", 3)], 3)
