@@ -3,6 +3,8 @@ only by the commands that run jobs)."""
 
 import contextlib
 import logging
+import threading
+import uuid
 import warnings
 from collections.abc import Iterator
 
@@ -15,6 +17,7 @@ from lake_assets.cli.session import LakeSession
 from lake_assets.core.ledger import REJECTED
 from lake_assets.insurance.contract import TABLE
 from lake_assets.runs import process_tags, reap_dead_runs
+from lake_assets.core.progress import Progress
 
 
 def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, str] | None = None,
@@ -27,14 +30,54 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     `config` is the run config of the job's ops (`{"ops": {...}}`).
     """
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    with _quiet_loggers():
+    run_id = str(uuid.uuid4())
+    from lake_assets.cli.progress import step_progress
+
+    with _quiet_loggers(), step_progress() as progress, showing_steps(lake.instance(), run_id, job_name, progress):
         from lake_assets.definitions import build_definitions
 
         job = build_definitions(lake.settings).resolve_job_def(job_name)
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
         return job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(), raise_on_error=False,
                                       tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()},
-                                      **options)
+                                      run_id=run_id, **options)
+
+
+#: The events that say which step of a run is executing.
+_STEP_EVENTS = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
+
+
+@contextlib.contextmanager
+def showing_steps(instance: dg.DagsterInstance, run_id: str, job_name: str, progress: Progress,
+                  poll_seconds: float = 0.5) -> Iterator[None]:
+    """While run `run_id` executes, report the step it is in (read from its event log)."""
+    from sqlalchemy.exc import OperationalError
+
+    stop = threading.Event()
+    progress.step(f"{job_name}: starting the run")
+
+    def follow() -> None:
+        cursor, done = None, 0
+        while not stop.wait(poll_seconds):
+            try:
+                found = instance.get_records_for_run(run_id, cursor=cursor, of_type=_STEP_EVENTS)
+            except OperationalError:  # the run is writing (sqlite): next time
+                continue
+            cursor = found.cursor
+            for record in found.records:
+                event = record.event_log_entry.dagster_event
+                if event is not None and event.event_type == dg.DagsterEventType.STEP_START:
+                    progress.step(f"{job_name}: {event.step_key} ({done} step(s) done)")
+                else:
+                    done += 1
+
+    watcher = threading.Thread(target=follow, name="lake-run-steps", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
 
 
 def run_pending(lake: LakeSession, reapply: bool = False) -> dg.ExecuteInProcessResult:

@@ -1,13 +1,19 @@
 """What a long command is doing, while it does it: one Rich progress line for the current
 step on stderr (stdout stays the command's result), cleared when the command ends. On a
-pipe or a file Rich draws nothing, so scripts see only the result lines."""
+pipe or a file Rich draws nothing, so scripts see only the result lines.
+
+The line is drawn on a duplicate of the terminal's stderr descriptor: while a Dagster run
+executes in this process, Dagster captures descriptors 1 and 2 into the step's compute log,
+and a display written there would freeze until the run ends."""
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
+from typing import TextIO
 
+from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
-
-from lake_assets.cli.output import errors
 
 
 class StepProgress:
@@ -34,5 +40,18 @@ class StepProgress:
 def step_progress() -> Iterator[StepProgress]:
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
                TimeElapsedColumn())
-    with Progress(*columns, console=errors, transient=True) as progress:
+    with _terminal() as terminal, Progress(*columns, console=Console(file=terminal, stderr=True),
+                                           transient=True) as progress:
         yield StepProgress(progress)
+
+
+@contextlib.contextmanager
+def _terminal() -> Iterator[TextIO]:
+    """A duplicate of stderr's descriptor, or stderr itself where it has none (a test's capture)."""
+    try:
+        descriptor = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        yield sys.stderr
+        return
+    with os.fdopen(descriptor, "w") as terminal:
+        yield terminal

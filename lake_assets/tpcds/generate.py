@@ -13,13 +13,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import duckdb
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_assets.resources.duckdb_reader import connect
 from lake_assets.core.errors import LakeError, UsageError
+from lake_assets.core.progress import SILENT, Progress
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds import raw_contract as contract
 
@@ -46,26 +46,9 @@ class GenerateResult:
     seconds: dict[str, float] = field(default_factory=dict)  # dsdgen, write, upload
 
 
-class Progress(Protocol):
-    """Where the steps are reported (the CLI draws them; None reports nothing)."""
-
-    def step(self, description: str, total: int | None = None) -> None: ...
-
-    def advance(self, count: int = 1) -> None: ...
-
-
-class _Silent:
-    def step(self, description: str, total: int | None = None) -> None:
-        pass
-
-    def advance(self, count: int = 1) -> None:
-        pass
-
-
 def generate(storage: LakeStorage, scale: float, workdir: Path | None = None,
-             progress: Progress | None = None) -> GenerateResult:
+             progress: Progress = SILENT) -> GenerateResult:
     """Generate TPC-DS at `scale` and land the star's raw objects in `storage`."""
-    progress = progress or _Silent()
     if not MIN_SCALE <= scale <= MAX_SCALE:
         raise UsageError(f"--scale must be between {MIN_SCALE} and {MAX_SCALE}, not {scale}")
     result = GenerateResult(scale=scale)
@@ -155,9 +138,8 @@ def _object_keys(out: Path) -> list[tuple[Path, str]]:
 
 
 def upload_tree(storage: LakeStorage, out: Path, threads: int = UPLOAD_THREADS,
-                progress: Progress | None = None) -> tuple[int, int]:
+                progress: Progress = SILENT) -> tuple[int, int]:
     """Upload every file under `out` to the key of its relative path; (objects, bytes)."""
-    progress = progress or _Silent()
     client = storage.get_client()
     pairs = _object_keys(out)
     progress.step("uploading the raw objects", total=len(pairs))

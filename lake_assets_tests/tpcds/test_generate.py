@@ -9,6 +9,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.tpcds import raw_contract as contract
 from lake_assets.tpcds.generate import generate, join_fact_files
 from lake_assets.tpcds.raw_duckdb import dsdgen_columns, raw_connection
+from lake_assets_tests.helpers.progress import RecordingProgress
 from lake_assets_tests.tpcds.conftest import SCALE
 
 FACT_KEY = re.compile(r"raw/tpcds/web_sales/ws_sold_date=(\d{4}-\d{2}-\d{2}|__HIVE_DEFAULT_PARTITION__)"
@@ -101,20 +102,6 @@ def test_several_copy_files_in_a_folder_become_one(tmp_path):
     assert (folder / "part-0.dat").read_text() == "1|a\n2|b\n3|c\n4|d\n"
 
 
-class _Recorder:
-    """Records what `lake tpcds generate` would draw."""
-
-    def __init__(self) -> None:
-        self.steps: list[tuple[str, int | None]] = []
-        self.advanced = 0
-
-    def step(self, description: str, total: int | None = None) -> None:
-        self.steps.append((description, total))
-
-    def advance(self, count: int = 1) -> None:
-        self.advanced += count
-
-
 def test_upload_reports_its_progress_object_by_object(storage, tmp_path) -> None:
     from lake_assets.tpcds.generate import upload_tree
 
@@ -122,6 +109,6 @@ def test_upload_reports_its_progress_object_by_object(storage, tmp_path) -> None
         folder = tmp_path / contract.FACT_PREFIX / f"{contract.PARTITION_COLUMN}={day}"
         folder.mkdir(parents=True)
         (folder / "part-0.dat").write_text("1|2|3\n")
-    recorder = _Recorder()
+    recorder = RecordingProgress()
     objects, _ = upload_tree(storage, tmp_path, progress=recorder)
     assert (objects, recorder.steps, recorder.advanced) == (3, [("uploading the raw objects", 3)], 3)
