@@ -5,7 +5,8 @@ days (a backfill, a sensor's batch of new days) loads in ONE run (`BackfillPolic
 and replaces exactly those days' partitions. The rows without a sold date ride along with
 any run while their object is pending. Dimensions and corrections are unpartitioned and
 apply what is pending. Objects `lake restore` reverted are pending only for a run whose
-config says `reapply` (`lake run --reapply`).
+config says `reapply` (`lake run --reapply`); any other run, a backfill too, leaves a
+reverted day out of the range it re-loads.
 """
 
 import contextlib
@@ -34,6 +35,7 @@ from lake_assets.tpcds.load import (
     pending_fact_days,
     start_report,
 )
+from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable, qualified
 
 GROUP = "tpcds"
@@ -149,13 +151,17 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
 )
 def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
               engine: SparkEngine) -> dg.MaterializeResult:
-    days: list[dt.date | None] = list(days_of(context.partition_time_window))
+    window: list[dt.date | None] = list(days_of(context.partition_time_window))
     with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
-        if None in pending_fact_days(running, Ledger(running), config.reapply):
+        ledger = Ledger(running)
+        left = set() if config.reapply else reverted_days(running, ledger)  # `lake restore` took them out
+        days = [day for day in window if day not in left]
+        if None in pending_fact_days(running, ledger, config.reapply):
             days.append(None)
         report = load_fact_days(running, engine.session(running), days, context.run.run_id)
-    context.log.info(f"web_sales: {len(report.files)} object(s) for {days[0]}..{days[-1]}, "
-                     f"{report.rows_before} -> {report.rows_after} rows")
+    context.log.info(f"web_sales: {len(report.files)} object(s) for {window[0]}..{window[-1]}"
+                     + (f" ({len(left & set(window))} reverted day(s) left out)" if left & set(window) else "")
+                     + f", {report.rows_before} -> {report.rows_after} rows")
     return dg.MaterializeResult(metadata=load_metadata(report))
 
 

@@ -53,6 +53,12 @@ def pending_work(storage: LakeStorage, reapply: bool = False) -> PendingWork:
     )
 
 
+def reverted_days(storage: LakeStorage, ledger: Ledger) -> set[dt.date | None]:
+    """Days whose object `lake restore` reverted: a run re-loading a range of days leaves them
+    as they are unless it says `reapply`."""
+    return set(pending_fact_days(storage, ledger, reapply=True)) - set(pending_fact_days(storage, ledger))
+
+
 def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[tuple[str, RawObject]]:
     """Every raw object some table has not taken in yet (with `reapply`, also the reverted ones),
     with that table's name (as the ledger names it): dimension snapshots, fact days and

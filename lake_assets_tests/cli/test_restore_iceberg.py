@@ -4,8 +4,9 @@ Three days load, a fourth day loads, a correction file is applied. Restoring the
 before the corrections run reverts the correction (pyiceberg and DuckDB read the old rows);
 a plain `lake run` leaves it alone, `lake run --reapply` applies it again and the table is
 what it was before the restore. Restoring the snapshot before the fourth day reverts the day
-and the correction; restoring forward again reinstates both; restoring back once more and
-reapplying loads the day and then the correction, in sequence order, to the same table.
+and the correction; restoring forward again reinstates both; restoring back once more, a plain
+run re-loading a range of days around the reverted one leaves it out; reapplying loads the
+day and then the correction over it, in sequence order, to the same rows.
 Oracles: the table's own earlier snapshots read by pyiceberg, and the raw lines themselves.
 """
 
@@ -59,12 +60,12 @@ def restore(snapshot: int) -> str:
 def test_restore_reverts_and_reapply_loads_again(lake_env: LakeStorage, catalog: LakeCatalog) -> None:
     storage = lake_env
     oracle = generated(0.01)
-    days = sold_dates(oracle)[:4]
+    days = sold_dates(oracle)[:5]
     land_dimensions(storage, oracle)
     land_facts(storage, oracle, days[:3])
     assert lake("run")[0] == 0
     three_days = current(catalog)
-    land_facts(storage, oracle, days[3:])
+    land_facts(storage, oracle, days[3:4])
     assert lake("run")[0] == 0
     four_days = current(catalog)
     at_four_days = rows(catalog)
@@ -90,7 +91,7 @@ def test_restore_reverts_and_reapply_loads_again(lake_env: LakeStorage, catalog:
     assert files[CORRECTION]["status"] == "reverted"
     assert files[CORRECTION]["detail"].startswith(f"reverted by restore to snapshot {four_days}")
     assert "lake run --reapply" in files[CORRECTION]["detail"]
-    assert {files[fact_key(d)]["status"] for d in days} == {"applied"}
+    assert {files[fact_key(d)]["status"] for d in days[:4]} == {"applied"}
 
     code, out = lake("run")  # a plain run leaves the reverted file alone
     assert code == 0, out
@@ -118,11 +119,31 @@ def test_restore_reverts_and_reapply_loads_again(lake_env: LakeStorage, catalog:
     assert files[day]["status"] == files[CORRECTION]["status"] == "applied"
     assert files[day]["detail"].startswith(f"back in the table: restore to snapshot {reapplied}")
 
-    # back once more, then reapply: the day loads, then the correction over it
+    # back once more; a plain run re-loading the range around the reverted day leaves it out
     restore(three_days)
+    earlier = fact_key(days[2])
+    dropped, *kept = storage.get_bytes(earlier)[0].decode().splitlines()
+    storage.put_bytes(earlier, ("\n".join(kept) + "\n").encode())  # re-delivered, one line less
+    land_facts(storage, oracle, days[4:5])
+    code, out = lake("run")
+    assert code == 0, out
+    files = status()
+    assert files[day]["status"] == files[CORRECTION]["status"] == "reverted"
+    assert files[earlier]["status"] == files[fact_key(days[4])]["status"] == "applied"
+    day_sk = int(first.split("|")[0])
+    assert not [r for r in rows(catalog) if r["ws_sold_date_sk"] == day_sk]
+
+    # then reapply: the day loads, then the correction over it
     code, out = lake("run", "--reapply")
     assert code == 0, out
-    assert rows(catalog) == corrected
     files = status()
     assert files[day]["status"] == files[CORRECTION]["status"] == "applied"
-    assert lake("run")[0] == 0 and rows(catalog) == corrected  # nothing left to do
+    new_day = {(int(f[ITEM]), int(f[ORDER])) for f in (line.split("|") for line in
+                                                        storage.get_bytes(fact_key(days[4]))[0].decode().splitlines())}
+    gone = (int(dropped.split("|")[ITEM]), int(dropped.split("|")[ORDER]))
+    final = {tuple(r[k] for k in KEY): r for r in rows(catalog)}
+    assert set(final) == (set(by_key) - {gone}) | new_day
+    assert all(final[k] == by_key[k] for k in set(by_key) - {gone})  # the corrected rows, as before the restores
+    assert final[updated]["ws_quantity"] == 9999 and deleted not in final
+    code, out = lake("run")
+    assert code == 0 and "tpcds: nothing pending" in out, out
