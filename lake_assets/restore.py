@@ -11,8 +11,8 @@ both formats share, core/restore_ledger.py): `lake run --reapply` loads them aga
 
 import dagster as dg
 
-from lake_assets.core.errors import UsageError
 from lake_assets.core import restore_ledger
+from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
