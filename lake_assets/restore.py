@@ -4,13 +4,17 @@ Launched by `lake restore` (and `lake rollback`, its older name) like every othe
 through Dagster, under the table's write lock, so the UI shows the restore as a
 materialization of the table with what it did. Delta tables go back with delta-rs
 (`insurance` also reverts its ledger files and their tombstones, insurance/restore.py);
-Iceberg tables with pyiceberg (a rollback to an ancestor snapshot, else set-current).
+Iceberg tables with pyiceberg (a rollback to an ancestor snapshot, else set-current), and
+the raw objects the restored snapshot does not contain are reverted in the ledger (the rule
+both formats share, core/restore_ledger.py): `lake run --reapply` loads them again.
 """
 
 import dagster as dg
 
+from lake_assets.core import restore_ledger
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
+from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES, LEDGER, LakeTable, TableFormat, table
 from lake_assets.insurance import changes
@@ -80,15 +84,15 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
         target = target_version(running, entry, config.version, config.as_of)
         lease.check()
         if entry.format is TableFormat.ICEBERG:
-            metadata = _rollback_iceberg(running, entry, target)
+            metadata = _rollback_iceberg(running, entry, target, context.run_id)
         else:
             report = (restore_insurance(running, entry, target, context.run_id) if entry.name == INSURANCE.name
                       else restore_delta(running, entry, target))
             if entry.name == INSURANCE.name:  # the restore's changes reach the feed and history at once
                 changes.catch_up(running)
             metadata = restore_metadata(report)
-            for file in report.reverted:
-                context.log.warning(f"{file}: reverted (apply it again with `lake run --reapply`)")
+        for file in metadata["reverted_files"].value:
+            context.log.warning(f"{file}: reverted (apply it again with `lake run --reapply`)")
     context.log.info(f"{entry.name}: restored {target}: {metadata['description'].value}")
     context.log_event(dg.AssetMaterialization(asset_key=asset_key(entry), metadata=metadata))
 
@@ -112,11 +116,20 @@ def restore_metadata(report: RestoreReport) -> dict:
     }
 
 
-def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int) -> dict:
+def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run_id: str) -> dict:
+    """Make `snapshot` current, then keep the ledger true (core/restore_ledger.py): objects whose
+    snapshot is not in `snapshot`'s ancestry are reverted, reverted ones in it reinstated."""
     handle = iceberg.open_table(storage, entry)
     before, rows_before = iceberg.current_snapshot_id(handle), iceberg.row_count(handle)
     iceberg_maintenance.rollback(handle, snapshot)
     after = iceberg.open_table(storage, entry)
+    ancestry = iceberg.ancestry(after, snapshot)
+    ledger = Ledger(storage)
+    history = ledger.entries(entry.name)
+    contained = restore_ledger.contained_files(
+        history, lambda e: e["table_version"] is None or e["table_version"] in ancestry)
+    reverted, reinstated = restore_ledger.ledger_changes(history, contained)
+    restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id)
     return {
         "operation": "restore",
         "description": dg.MetadataValue.text(f"current snapshot {before} -> {snapshot}; rows {rows_before} -> "
@@ -126,6 +139,8 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int) -> 
         "rows_before": rows_before,
         "rows_after": iceberg.row_count(after),
         "dagster/row_count": iceberg.row_count(after),
+        "reverted_files": dg.MetadataValue.json([e["source_file"] for e in reverted]),
+        "reinstated_files": dg.MetadataValue.json([e["source_file"] for e in reinstated]),
     }
 
 

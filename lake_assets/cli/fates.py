@@ -50,13 +50,13 @@ class Outcome:
 
 
 def pending_snapshot(storage: LakeStorage, reapply: bool = False) -> list[Pending]:
-    """Every object pending in both domains now (with `reapply`, also insurance's reverted files)."""
+    """Every object pending in both domains now (with `reapply`, also the reverted ones)."""
     from lake_assets.insurance.pipeline import pending_objects
     from lake_assets.tpcds.pending import pending_objects as tpcds_pending
 
     ledger = Ledger(storage)
     return [*(Pending(TABLE, o) for o in pending_objects(storage, ledger, reapply)),
-            *(Pending(name, o) for name, o in tpcds_pending(storage, ledger))]
+            *(Pending(name, o) for name, o in tpcds_pending(storage, ledger, reapply))]
 
 
 def outcomes(storage: LakeStorage, snapshot: list[Pending], our_runs: set[str]) -> list[Outcome]:

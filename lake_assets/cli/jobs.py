@@ -155,7 +155,7 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
 
     insurance = run_pending(lake, reapply)
     insurance_ok = report_run(insurance, list_refused=False) != EXIT_FAILED
-    tpcds = run_tpcds_pending(lake)
+    tpcds = run_tpcds_pending(lake, reapply)
     found = fates.outcomes(lake.storage, snapshot, {insurance.run_id, *tpcds.run_ids})
     fates.report(found, lambda run_id: describe_run(lake, run_id))
     return fates.exit_code(found, insurance_ok and tpcds.ok)

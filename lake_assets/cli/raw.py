@@ -148,8 +148,10 @@ def _tpcds_rows(storage: LakeStorage, ledger: dict[str, dict[tuple[str, str], di
             rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
                          None, None, None, None, None, None))
         else:
+            detail = entry.get("detail")
+            if entry["status"] == REVERTED:
+                detail = f"{detail}; apply it again with `lake run --reapply`"
             rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
-                         entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"],
-                         entry.get("detail")))
+                         entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"], detail))
     return rows
 

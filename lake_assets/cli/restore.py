@@ -49,8 +49,9 @@ def restore(
 ) -> None:
     """Bring TABLE back to an earlier version as a NEW version: history keeps the mistake.
 
-    Runs as a Dagster job under the table's write lock (a materialization in the UI). For
-    insurance, files applied after that version become `reverted` in `lake status` and a
-    plain `lake run` leaves them alone; `lake run --reapply` applies them again.
+    Runs as a Dagster job under the table's write lock (a materialization in the UI). Raw
+    objects applied after that version (insurance files; TPC-DS days, corrections, dimension
+    snapshots) become `reverted` in `lake status` and a plain `lake run` leaves them alone;
+    `lake run --reapply` applies them again.
     """
     restore_now(name, version, as_of, "lake restore")

@@ -19,9 +19,12 @@ PARTITIONED = {"tpcds.web_sales": WEB_SALES_KEY}
 
 
 def run_tpcds(lake: LakeSession, keys: list[dg.AssetKey], tags: dict[str, str],
-              launched_by: str) -> dg.ExecuteInProcessResult:
-    """Materialize `keys` (and their checks) in one run of the `load_tpcds` job."""
-    return execute(lake, "load_tpcds", launched_by, {**TPCDS_TAGS, **tags}, asset_selection=keys)
+              launched_by: str, reapply: bool = False) -> dg.ExecuteInProcessResult:
+    """Materialize `keys` (and their checks) in one run of the `load_tpcds` job (with `reapply`,
+    its loading assets take in the objects `lake restore` reverted too)."""
+    config = {"ops": {key.to_python_identifier(): {"config": {"reapply": True}}
+                      for key in keys if key != QUARANTINE_KEY}} if reapply else None
+    return execute(lake, "load_tpcds", launched_by, {**TPCDS_TAGS, **tags}, config=config, asset_selection=keys)
 
 
 def report_tpcds_run(result: dg.ExecuteInProcessResult) -> bool:
@@ -50,14 +53,15 @@ class TpcdsRuns:
     run_ids: list[str] = field(default_factory=list)
 
 
-def run_tpcds_pending(lake: LakeSession) -> TpcdsRuns:
-    """One run for everything pending in the TPC-DS raw zone, then the reports' refresh."""
-    work = pending_work(lake.storage)
+def run_tpcds_pending(lake: LakeSession, reapply: bool = False) -> TpcdsRuns:
+    """One run for everything pending in the TPC-DS raw zone (with `reapply`, also the objects
+    `lake restore` reverted), then the reports' refresh."""
+    work = pending_work(lake.storage, reapply)
     keys, tags = selection_for(work, lake.storage)
     if not keys:
         console.print("tpcds: nothing pending")
         return TpcdsRuns()
-    load = run_tpcds(lake, keys, tags, "lake run")
+    load = run_tpcds(lake, keys, tags, "lake run --reapply" if reapply else "lake run", reapply)
     loaded = report_tpcds_run(load)
     # the daemon refreshes the reports when the star changes (eager automation); so does `lake run`
     refresh = execute(lake, "refresh_tpcds_reports", "lake run")

@@ -99,9 +99,20 @@ class Ledger:
         """(key, ETag) of every object this table has finished with (applied or rejected)."""
         return {k for k, e in self.latest(table_name).items() if e["status"] in FINAL}
 
+    def settled(self, table_name: str, reapply: bool = False) -> set[tuple[str, str]]:
+        """(key, ETag) of every object no run should take in (see `settled`)."""
+        return settled(self.latest(table_name), reapply)
+
     def record(self, entries: list[LedgerEntry]) -> None:
         if not entries:
             return
         rows = pa.Table.from_pylist([asdict(e) for e in entries], schema=LEDGER_SCHEMA)
         write_deltalake(LEDGER.uri(self._storage), rows, mode="append", schema_mode="merge",
                         storage_options=self._storage.delta_storage_options())
+
+
+def settled(latest: dict[tuple[str, str], dict], reapply: bool = False) -> set[tuple[str, str]]:
+    """Of `latest` (`Ledger.latest`), the objects no run should take in: applied or rejected,
+    and reverted unless `reapply` (`lake run --reapply` applies them again)."""
+    keep = FINAL if reapply else (*FINAL, REVERTED)
+    return {k for k, e in latest.items() if e["status"] in keep}

@@ -460,17 +460,41 @@ class FileShape:
 
 SHAPE_SAMPLE_BYTES = 1 << 16
 SHAPE_SAMPLE_RECORDS = 200
+#: The sample grows (x4) until it holds this many complete records, the whole file, or ...
+SHAPE_MIN_RECORDS = 10
+#: ... this many bytes (a file whose first records are larger still is judged by what is complete).
+SHAPE_MAX_BYTES = 1 << 24
 
 
 def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
-    """The layout of a file from its first 64 KiB: a stray short or long record among them
-    does not decide it (the most common count does, a tie going to a `declared` count, so a
-    short record beside one good one does not refuse the file); the last, possibly cut, one
-    is ignored."""
-    sample = data[:SHAPE_SAMPLE_BYTES]
-    cut = len(data) > len(sample)
+    """The layout of a file from its first complete records: at least `SHAPE_MIN_RECORDS` of
+    them (fewer if the file has fewer), read from a 64 KiB sample that grows while it holds
+    fewer, up to `SHAPE_MAX_BYTES`; the last record of a sample that cuts the file is never
+    counted (it may be cut). A stray short or long record among them does not decide it (the
+    most common count does, a tie going to a `declared` count, so a short record beside one
+    good one does not refuse the file)."""
+    size = SHAPE_SAMPLE_BYTES
+    while True:
+        cut = len(data) > size
+        records = _sample_records(data[:size])
+        if cut:
+            records = records[:-1]
+        if not cut or len(records) >= SHAPE_MIN_RECORDS or size >= SHAPE_MAX_BYTES:
+            break
+        size *= 4
+    if not records:
+        return FileShape([], 0)
+    counts = collections.Counter(len(r) for r in records)
+    fields = max(counts, key=lambda n: (counts[n], n in declared))
+    return FileShape([f.strip().lower() for f in records[0]], fields)
+
+
+def _sample_records(sample: bytes) -> list[list[str]]:
+    """The non-empty records of `sample` (at most SHAPE_SAMPLE_RECORDS + 1); broken quoting ends it.
+    Fields may be as long as the sample (the csv module's own limit, 128 KiB, is lifted meanwhile)."""
     text = sample.decode("utf-8", errors="replace").replace("\0", "")
     records = []
+    limit = csv.field_size_limit(max(len(text), csv.field_size_limit()))
     try:
         for record in csv.reader(io.StringIO(text, newline="")):
             if record:
@@ -479,10 +503,6 @@ def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
                 break
     except csv.Error:  # broken quoting: what was read so far decides
         pass
-    if cut and len(records) > 1:
-        records = records[:-1]
-    if not records:
-        return FileShape([], 0)
-    counts = collections.Counter(len(r) for r in records)
-    fields = max(counts, key=lambda n: (counts[n], n in declared))
-    return FileShape([f.strip().lower() for f in records[0]], fields)
+    finally:
+        csv.field_size_limit(limit)
+    return records

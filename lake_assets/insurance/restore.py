@@ -16,6 +16,8 @@ Which files a version contains follows its lineage in the table's history: a RES
 commit contains what its target version contained; any other commit, what the version
 before it contained plus the files the ledger applied at it. A file whose run committed
 nothing (all its rows superseded) belongs to the version current when its run started.
+Which files are reverted or reinstated from there is the rule both formats share
+(core/restore_ledger.py).
 
 Order for a rerun after a failure: table commit, tombstones, ledger last. A rerun restores
 the same content again (one more RESTORE commit) and finishes the rest.
@@ -29,15 +31,15 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lake_assets.core.errors import UsageError
+from lake_assets.core import restore_ledger
 from lake_assets.core.formats.delta import commit_times, open_table, row_count
-from lake_assets.core.ledger import APPLIED, REVERTED, Ledger, LedgerEntry
+from lake_assets.core.ledger import APPLIED, Ledger
+from lake_assets.core.restore_ledger import FileId
 from lake_assets.core.tables import INSURANCE_TOMBSTONES, LakeTable
 from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 
 RESTORE_OPERATION = "RESTORE"
-
-FileId = tuple[str, str]  # (key, ETag)
 
 
 @dataclass
@@ -74,43 +76,39 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     ledger = Ledger(storage)
     history = ledger.entries(TABLE)
     contained = contained_files(open_table(storage, table), history, version)
-    latest = _latest_entries(history)
-    reverted = [e for k, e in latest.items() if e["status"] == APPLIED and k not in contained]
-    reinstated = [e for k, e in latest.items() if e["status"] == REVERTED and k in contained]
+    reverted, reinstated = restore_ledger.ledger_changes(history, contained)
     report.tombstones_before, report.tombstones_after = restore_tombstones(storage, reverted)
-    now = dt.datetime.now(dt.timezone.utc)
-    ledger.record([_entry(e, REVERTED, f"reverted by restore to version {version} "
-                                       f"(as version {report.version_after})", run_id, now) for e in reverted]
-                  + [_entry(e, APPLIED, f"back in the table: restore to version {version} "
-                                        f"(as version {report.version_after})", run_id, now) for e in reinstated])
+    restore_ledger.record_restore(ledger, reverted, reinstated,
+                                  f"restore to version {version} (as version {report.version_after})", run_id)
     report.reverted = [e["source_file"] for e in reverted]
     report.reinstated = [e["source_file"] for e in reinstated]
     return report
 
 
 def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[FileId]:
-    """The files whose changes `version` of the table contains (see the module docstring)."""
+    """The files whose changes `version` of the table contains (see the module docstring):
+    the shared rule (core/restore_ledger.py) over the version's lineage."""
     times = commit_times(delta)
     operations = {h["version"]: h for h in delta.history()}
-    applied = history.filter(pc.equal(history["status"], APPLIED)).to_pylist()
     first_run: dict[FileId, dt.datetime] = {}  # its first run, not a restore that reinstated it
-    for entry in applied:
+    for entry in history.filter(pc.equal(history["status"], APPLIED)).to_pylist():
         first_run.setdefault((entry["source_file"], entry["source_etag"]), entry["recorded_at"])
-    applied_at: dict[int, set[FileId]] = {}
-    for entry in applied:
-        file = (entry["source_file"], entry["source_etag"])
-        at = entry["table_version"]
-        if at is None:  # nothing committed: the version its run started from
-            at = max((v for v, t in times.items() if t <= first_run[file]), default=-1)
-        applied_at.setdefault(at, set()).add(file)
-    contents: dict[int, set[FileId]] = {-1: applied_at.get(-1, set())}
-    for v in range(0, version + 1):
-        commit = operations.get(v, {})
+    lineage = {-1}  # before version 0: files whose run committed nothing into no table
+    at = version
+    while at >= 0:
+        commit = operations.get(at, {})
         if commit.get("operation") == RESTORE_OPERATION:
-            contents[v] = set(contents[int(commit["operationParameters"]["version"])])
+            at = int(commit["operationParameters"]["version"])  # a restore contains what its target did
         else:
-            contents[v] = contents[v - 1] | applied_at.get(v, set())
-    return contents[version]
+            lineage.add(at)
+            at -= 1
+
+    def applied_at(entry: dict) -> int:
+        if entry["table_version"] is not None:
+            return entry["table_version"]
+        started = first_run[(entry["source_file"], entry["source_etag"])]  # nothing committed: the version
+        return max((v for v, t in times.items() if t <= started), default=-1)  # its run started from
+    return restore_ledger.contained_files(history, lambda e: applied_at(e) in lineage)
 
 
 def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int, int]:
@@ -130,18 +128,3 @@ def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int,
     elif max(earlier) < delta.version():
         delta.restore(max(earlier))
     return before, row_count(open_table(storage, INSURANCE_TOMBSTONES))
-
-
-def _latest_entries(history: pa.Table) -> dict[FileId, dict]:
-    return {(e["source_file"], e["source_etag"]): e for e in history.to_pylist()}
-
-
-def _entry(entry: dict, status: str, detail: str, run_id: str, at: dt.datetime) -> LedgerEntry:
-    """The file's entry as it was applied, with a new status (its version: the one it was applied at)."""
-    return LedgerEntry(
-        table_name=TABLE, source_file=entry["source_file"], source_etag=entry["source_etag"],
-        source_size=entry["source_size"], source_kind=entry["source_kind"], status=status,
-        rows_in_file=entry["rows_in_file"], rows_applied=entry["rows_applied"],
-        rows_superseded=entry["rows_superseded"], rows_quarantined=entry["rows_quarantined"],
-        table_version=entry["table_version"], run_id=run_id, recorded_at=at, detail=detail,
-        source_sequence=entry["source_sequence"])

@@ -36,6 +36,9 @@ key the sensor used before -- the key came from key@ETag alone; a run that faile
 repeated. Each is closed above: the mark ignores such names, the window is on the server's
 clock with a 30 s margin, and a run's leftovers are followed up.
 
+The discovery (new names and the sweep, `discover`) is shared: the TPC-DS sensor
+(tpcds/sensors.py) runs it over its own prefixes, with the same guarantees.
+
 The cursor holds per prefix a key, the ETags of its non-time-ordered names and a token,
 the objects requested during the current pass and the runs not yet followed up (bounded by
 what arrives in one pass and by the runs in flight, not by history). One tick requests at
@@ -93,7 +96,7 @@ RunLookup = Callable[[str], str | None]
 class Cursor:
     after: dict[str, str] = field(default_factory=dict)  # prefix -> greatest time-ordered key seen
     unordered: dict[str, dict[str, str]] = field(default_factory=dict)  # prefix -> {other data key: ETag}
-    sweep_prefix: int = 0  # index into PREFIXES of the page the sweep lists next
+    sweep_prefix: int = 0  # index into the zone's prefixes of the page the sweep lists next
     sweep_token: str | None = None  # its continuation token (None: the prefix's first page)
     pass_started: str | None = None  # when the current sweep pass began (ISO, the server's clock)
     since: str | None = None  # the sweep takes objects modified after this (the previous pass's start)
@@ -102,7 +105,8 @@ class Cursor:
 
     @classmethod
     def load(cls, text: str | None) -> "Cursor":
-        cursor = cls(**json.loads(text)) if text else cls()
+        state = json.loads(text) if text else {}  # fields of another cursor (an older sensor's) are dropped
+        cursor = cls(**{k: v for k, v in state.items() if k in cls.__dataclass_fields__})
         # a cursor written before time-ordered marks: its mark may be any name; list the prefix again
         cursor.after = {p: k for p, k in cursor.after.items() if time_ordered(p, k)}
         return cursor
@@ -111,12 +115,23 @@ class Cursor:
         return json.dumps(asdict(self), separators=(",", ":"))
 
 
+@dataclass(frozen=True)
+class Zone:
+    """What a sensor watches: disjoint key prefixes, and which keys under them are data."""
+
+    prefixes: tuple[str, ...]
+    is_data: Callable[[str], bool]
+
+
+INSURANCE_ZONE = Zone(PREFIXES, is_data_file)
+
+
 def time_ordered(prefix: str, key: str) -> bool:
     """True if `key`'s name below `prefix` begins with a digit (a DMS name or a date folder)."""
     return key.removeprefix(prefix)[:1].isdigit()
 
 
-def _object_id(obj: dict) -> str:
+def object_id(obj: dict) -> str:
     return f"{obj['Key']}@{obj['ETag'].strip(chr(34))}"
 
 
@@ -125,11 +140,22 @@ def _server_time(response: dict) -> dt.datetime | None:
     return email.utils.parsedate_to_datetime(date) if date else None
 
 
-def _new_names(client, bucket: str, cursor: Cursor) -> tuple[list[dict], dt.datetime | None]:  # a boto3 S3 client
+def discover(client, bucket: str, cursor: Cursor, zone: Zone,  # a boto3 S3 client
+             now: dt.datetime | None = None) -> tuple[list[dict], dt.datetime]:
+    """The data objects of `zone` this tick lists as new or changed (new names, then one page of
+    the sweep; see the module docstring), updating `cursor`; and the time of the tick (`now`,
+    else the S3 server's clock). Objects already requested are the caller's to leave out."""
+    listed, server_now = _new_names(client, bucket, cursor, zone)
+    now = now or server_now or dt.datetime.now(dt.timezone.utc)
+    listed += _sweep_page(client, bucket, cursor, now, zone.prefixes)
+    return [o for o in listed if zone.is_data(o["Key"])], now
+
+
+def _new_names(client, bucket: str, cursor: Cursor, zone: Zone) -> tuple[list[dict], dt.datetime | None]:
     """Objects after the time-ordered mark of each prefix that are new (all of them at first),
     and the server's time of the first listing."""
     found, server_now = [], None
-    for prefix in PREFIXES:
+    for prefix in zone.prefixes:
         options = {"Bucket": bucket, "Prefix": prefix}
         if prefix in cursor.after:
             options["StartAfter"] = cursor.after[prefix]
@@ -141,23 +167,24 @@ def _new_names(client, bucket: str, cursor: Cursor) -> tuple[list[dict], dt.date
         if ordered:
             cursor.after[prefix] = max(o["Key"] for o in ordered)
         known = cursor.unordered.get(prefix, {})
-        others = {o["Key"]: o for o in listed if not time_ordered(prefix, o["Key"]) and is_data_file(o["Key"])}
+        others = {o["Key"]: o for o in listed if not time_ordered(prefix, o["Key"]) and zone.is_data(o["Key"])}
         cursor.unordered[prefix] = {k: o["ETag"].strip('"') for k, o in others.items()}
         found += ordered + [o for k, o in others.items() if known.get(k) != o["ETag"].strip('"')]
     return found, server_now
 
 
-def _sweep_page(client, bucket: str, cursor: Cursor, now: dt.datetime) -> list[dict]:
+def _sweep_page(client, bucket: str, cursor: Cursor, now: dt.datetime, prefixes: tuple[str, ...]) -> list[dict]:
     """One page of the sweep; the objects on it modified since the previous pass began."""
     if cursor.pass_started is None:
         cursor.pass_started = now.isoformat()
-    options = {"Bucket": bucket, "Prefix": PREFIXES[cursor.sweep_prefix], "MaxKeys": SWEEP_PAGE}
+    cursor.sweep_prefix %= len(prefixes)
+    options = {"Bucket": bucket, "Prefix": prefixes[cursor.sweep_prefix], "MaxKeys": SWEEP_PAGE}
     if cursor.sweep_token:
         options["ContinuationToken"] = cursor.sweep_token
     page = client.list_objects_v2(**options)
     cursor.sweep_token = page.get("NextContinuationToken")
     if cursor.sweep_token is None:  # this prefix is done: the next one, or a new pass
-        cursor.sweep_prefix = (cursor.sweep_prefix + 1) % len(PREFIXES)
+        cursor.sweep_prefix = (cursor.sweep_prefix + 1) % len(prefixes)
         if cursor.sweep_prefix == 0:
             cursor.since, cursor.pass_started = cursor.pass_started, None
             horizon = dt.datetime.fromisoformat(cursor.since) - CURSOR_OVERLAP
@@ -208,11 +235,8 @@ def raw_zone_tick(storage: LakeStorage, cursor_text: str | None, now: dt.datetim
     the follow-up of requested runs (the sensor passes the Dagster instance's).
     """
     cursor = Cursor.load(cursor_text)
-    client = storage.get_client()
-    listed, server_now = _new_names(client, storage.bucket, cursor)
-    now = now or server_now or dt.datetime.now(dt.timezone.utc)
-    listed += _sweep_page(client, storage.bucket, cursor, now)
-    new = {_object_id(o): 1 for o in listed if is_data_file(o["Key"]) and _object_id(o) not in cursor.requested}
+    listed, now = discover(storage.get_client(), storage.bucket, cursor, INSURANCE_ZONE, now)
+    new = {object_id(o): 1 for o in listed if object_id(o) not in cursor.requested}
     if runs is not None:
         new.update(_follow_up(storage, cursor, runs, now))
     if not new:

@@ -4,7 +4,9 @@
 days (a backfill, a sensor's batch of new days) loads in ONE run (`BackfillPolicy.single_run`)
 and replaces exactly those days' partitions. The rows without a sold date ride along with
 any run while their object is pending. Dimensions and corrections are unpartitioned and
-apply what is pending.
+apply what is pending. Objects `lake restore` reverted are pending only for a run whose
+config says `reapply` (`lake run --reapply`); any other run, a backfill too, leaves a
+reverted day out of the range it re-loads.
 """
 
 import contextlib
@@ -33,6 +35,7 @@ from lake_assets.tpcds.load import (
     pending_fact_days,
     start_report,
 )
+from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable, qualified
 
 GROUP = "tpcds"
@@ -40,6 +43,12 @@ OWNERS = ["team:data-engineering"]
 RAW_TPCDS_KEY = dg.AssetKey(["raw", "tpcds"])
 #: The sold dates TPC-DS generates (1998-01-02 .. 2003-01-02 at every scale), with margin.
 DAILY = dg.DailyPartitionsDefinition(start_date="1998-01-01", end_date="2004-01-01")
+
+
+class TpcdsLoadConfig(dg.Config):
+    """Run config of the loading assets (default: only new objects)."""
+
+    reapply: bool = False  # also load again the objects `lake restore` reverted (`lake run --reapply`)
 
 
 def asset_key(name: str) -> dg.AssetKey:
@@ -96,9 +105,10 @@ def _dimension_asset(name: str) -> dg.AssetsDefinition:
                     "(MERGE) on its surrogate key, when a new snapshot is pending.",
         metadata={"dagster/column_schema": _schema(name), "dagster/table_name": qualified(name)},
     )
-    def load(context: dg.AssetExecutionContext, storage: StorageResource, engine: SparkEngine) -> dg.MaterializeResult:
+    def load(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
+             engine: SparkEngine) -> dg.MaterializeResult:
         with _writing(context, storage, qualified(name)) as running:
-            if name in pending_dimensions(running, Ledger(running)):
+            if name in pending_dimensions(running, Ledger(running), config.reapply):
                 report = load_dimension(running, engine.session(running), name, context.run.run_id)
             else:
                 context.log.info(f"{qualified(name)}: no new snapshot pending")
@@ -139,14 +149,19 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
                 "without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
-def web_sales(context: dg.AssetExecutionContext, storage: StorageResource, engine: SparkEngine) -> dg.MaterializeResult:
-    days: list[dt.date | None] = list(days_of(context.partition_time_window))
+def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
+              engine: SparkEngine) -> dg.MaterializeResult:
+    window: list[dt.date | None] = list(days_of(context.partition_time_window))
     with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
-        if None in pending_fact_days(running, Ledger(running)):
+        ledger = Ledger(running)
+        left = set() if config.reapply else reverted_days(running, ledger)  # `lake restore` took them out
+        days = [day for day in window if day not in left]
+        if None in pending_fact_days(running, ledger, config.reapply):
             days.append(None)
         report = load_fact_days(running, engine.session(running), days, context.run.run_id)
-    context.log.info(f"web_sales: {len(report.files)} object(s) for {days[0]}..{days[-1]}, "
-                     f"{report.rows_before} -> {report.rows_after} rows")
+    context.log.info(f"web_sales: {len(report.files)} object(s) for {window[0]}..{window[-1]}"
+                     + (f" ({len(left & set(window))} reverted day(s) left out)" if left & set(window) else "")
+                     + f", {report.rows_before} -> {report.rows_after} rows")
     return dg.MaterializeResult(metadata=load_metadata(report))
 
 
@@ -156,11 +171,11 @@ def web_sales(context: dg.AssetExecutionContext, storage: StorageResource, engin
     description=f"Late corrections from {RAW.corrections} MERGEd into `tpcds.web_sales` on (ws_item_sk, "
                 "ws_order_number): I/U upsert, D delete; the last line per key wins; late files quarantined.",
 )
-def web_sales_corrections(context: dg.AssetExecutionContext, storage: StorageResource,
+def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
                           engine: SparkEngine) -> dg.MaterializeResult:
     with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
-        if pending_corrections(running, Ledger(running)):
-            report = apply_corrections(running, engine.session(running), context.run.run_id)
+        if pending_corrections(running, Ledger(running), config.reapply):
+            report = apply_corrections(running, engine.session(running), context.run.run_id, config.reapply)
         else:
             report = _nothing(running, TpcdsTable.WEB_SALES)
     return dg.MaterializeResult(metadata=load_metadata(report))

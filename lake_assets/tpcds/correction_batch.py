@@ -8,7 +8,8 @@ Computed by DuckDB over the raw zone (the fact table never passes through Python
 - `D`: cancelled orders, every line of each (whole orders while the budget allows).
 - `I`: late lines of new orders (order numbers above any existing one), priced the same way.
 Keys are unique within the batch, so the file needs no ordering to be applied. The pick is
-deterministic for a given seed.
+deterministic for a given seed. Raw lines the loader would quarantine for not parsing are
+not drawn from (raw_duckdb.py skips them).
 """
 
 import datetime as dt
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from lake_assets.core.errors import UsageError
+from lake_assets.core.errors import LakeError, UsageError
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds import raw_contract as contract
 from lake_assets.tpcds.generate import COPY_OPTIONS
@@ -163,6 +164,9 @@ def land_corrections(storage: LakeStorage, count: int, seed: int = 0,
             storage.put_bytes(key, path.read_bytes())
     except duckdb.HTTPException as error:
         raise storage.unavailable(error) from error
+    except duckdb.Error as error:  # one line, not DuckDB's page of hints
+        raise LakeError(f"DuckDB could not compute the corrections from the raw zone: "
+                        f"{str(error).strip().splitlines()[0]}") from error
     finally:
         con.close()
     return CorrectionsResult(key=key, inserts=counts.get("I", 0), updates=counts.get("U", 0),

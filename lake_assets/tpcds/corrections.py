@@ -13,7 +13,6 @@ Ledger and quarantine rules are the loader's (tpcds/load.py).
 import datetime as dt
 import time
 
-import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -41,24 +40,25 @@ from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, TpcdsTable, qualified
 WEB_SALES = qualified(TpcdsTable.WEB_SALES)
 
 
-def pending_corrections(storage: LakeStorage, ledger: Ledger) -> list[RawObject]:
-    return pending(list_raw(storage, RAW.corrections), ledger.done(WEB_SALES))
+def pending_corrections(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawObject]:
+    """New correction objects (with `reapply`, also those `lake restore` reverted)."""
+    return pending(list_raw(storage, RAW.corrections), ledger.settled(WEB_SALES, reapply))
 
 
 def latest_applied(ledger: Ledger) -> str | None:
-    """The newest correction object applied so far (late files sort at or before it)."""
-    entries = ledger.entries(WEB_SALES)
-    applied = entries.filter(pc.and_(pc.equal(entries["status"], APPLIED),
-                                     pc.starts_with(entries["source_file"], RAW.corrections)))
-    return pc.max(applied["source_file"]).as_py() if applied.num_rows else None
+    """The newest correction object applied so far and not reverted since (late files sort at or before it)."""
+    applied = [key for (key, _), e in ledger.latest(WEB_SALES).items()
+               if e["status"] == APPLIED and key.startswith(RAW.corrections)]
+    return max(applied, default=None)
 
 
-def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str) -> LoadReport:
+def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str, reapply: bool = False) -> LoadReport:
+    """Apply the pending correction objects (with `reapply`, also those `lake restore` reverted)."""
     started = time.perf_counter()
     ensure_table(storage, TpcdsTable.WEB_SALES)
     report = start_report(storage, WEB_SALES)
     ledger = Ledger(storage)
-    objects = pending_corrections(storage, ledger)
+    objects = pending_corrections(storage, ledger, reapply)
     if not objects:
         return finish_report(storage, report, started)
     latest = latest_applied(ledger)

@@ -144,9 +144,10 @@ def fact_objects(storage: LakeStorage) -> dict[dt.date | None, RawObject]:
     return objects
 
 
-def pending_fact_days(storage: LakeStorage, ledger: Ledger) -> list[dt.date | None]:
+def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[dt.date | None]:
+    """Days whose object is new (with `reapply`, also those `lake restore` reverted)."""
     objects = fact_objects(storage)
-    done = ledger.done(qualified(TpcdsTable.WEB_SALES))
+    done = ledger.settled(qualified(TpcdsTable.WEB_SALES), reapply)
     return [day for day, obj in objects.items() if (obj.key, obj.etag) not in done]
 
 
@@ -225,11 +226,12 @@ def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
 
 # --- dimensions ------------------------------------------------------------------
 
-def pending_dimensions(storage: LakeStorage, ledger: Ledger) -> list[str]:
+def pending_dimensions(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[str]:
+    """Dimensions whose snapshot object is new (with `reapply`, also one `lake restore` reverted)."""
     names: list[str] = []
     for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM):
         objects = list_raw(storage, RAW.dimension_key(name))
-        if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.done(qualified(name))):
+        if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.settled(qualified(name), reapply)):
             names.append(name)
     return names
 

@@ -9,7 +9,7 @@ corrections are waiting.
 import datetime as dt
 from dataclasses import dataclass
 
-from lake_assets.core.ledger import FINAL, Ledger
+from lake_assets.core.ledger import Ledger, settled
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
@@ -40,24 +40,33 @@ class PendingWork:
         return None
 
 
-def pending_work(storage: LakeStorage) -> PendingWork:
+def pending_work(storage: LakeStorage, reapply: bool = False) -> PendingWork:
+    """What is pending; with `reapply` (`lake run --reapply`), the objects `lake restore`
+    reverted count as pending too (a plain run, the sensor and the schedule leave them)."""
     ledger = Ledger(storage)
-    days = pending_fact_days(storage, ledger)
+    days = pending_fact_days(storage, ledger, reapply)
     return PendingWork(
-        dimensions=tuple(pending_dimensions(storage, ledger)),
+        dimensions=tuple(pending_dimensions(storage, ledger, reapply)),
         days=tuple(sorted(d for d in days if d is not None)),
         undated=None in days,
-        corrections=len(pending_corrections(storage, ledger)),
+        corrections=len(pending_corrections(storage, ledger, reapply)),
     )
 
 
-def pending_objects(storage: LakeStorage, ledger: Ledger) -> list[tuple[str, RawObject]]:
-    """Every raw object some table has not taken in yet, with that table's name (as the
-    ledger names it): dimension snapshots, fact days and corrections (one read of the ledger)."""
+def reverted_days(storage: LakeStorage, ledger: Ledger) -> set[dt.date | None]:
+    """Days whose object `lake restore` reverted: a run re-loading a range of days leaves them
+    as they are unless it says `reapply`."""
+    return set(pending_fact_days(storage, ledger, reapply=True)) - set(pending_fact_days(storage, ledger))
+
+
+def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[tuple[str, RawObject]]:
+    """Every raw object some table has not taken in yet (with `reapply`, also the reverted ones),
+    with that table's name (as the ledger names it): dimension snapshots, fact days and
+    corrections (one read of the ledger)."""
     latest = ledger.latest_by_table()
 
     def done(name: str) -> set[tuple[str, str]]:
-        return {k for k, e in latest.get(name, {}).items() if e["status"] in FINAL}
+        return settled(latest.get(name, {}), reapply)
     found = [(qualified(name), obj) for name in DIMENSIONS
              for obj in pending([o for o in list_raw(storage, RAW.dimension_key(name))
                                  if o.key == RAW.dimension_key(name)], done(qualified(name)))]

@@ -26,14 +26,37 @@ def dsdgen_columns() -> dict[str, tuple[tuple[str, str], ...]]:
         con.close()
 
 
-def read_raw_sql(source: str, table: str, with_operation: bool = False) -> str:
-    """A `read_csv` over raw-contract files at `source` (a path or glob, local or s3://)."""
+def read_raw_sql(source: str, table: str, with_operation: bool = False, skip_malformed: bool = False,
+                 filename: bool = False) -> str:
+    """A `read_csv` over raw-contract files at `source` (a path or glob, local or s3://), as
+    a table expression (`filename`: with the column of each line's file).
+
+    Strict by default: a line that does not parse fails the read. With `skip_malformed`, the
+    lines the loader quarantines for their shape are left out instead: a wrong field count,
+    or a non-empty field that does not cast to its type (for a `D` line, only the keys are
+    checked). The fields are read as text and cast in SQL, so every field of every line is
+    checked whichever columns a query reads (a typed `read_csv` with `ignore_errors` skips
+    a bad value only when its column is read).
+    """
     columns = dsdgen_columns()[table]
-    if with_operation:
-        columns = (("op", "VARCHAR"), *columns)
-    spec = ", ".join(f"'{name}': '{kind}'" for name, kind in columns)
-    return (f"read_csv('{source}', delim='|', header=false, quote='', escape='', nullstr='', "
-            f"auto_detect=false, hive_partitioning=false, columns={{{spec}}})")
+    named = (("op", "VARCHAR"), *columns) if with_operation else columns
+    options = "delim='|', header=false, quote='', escape='', nullstr='', auto_detect=false, hive_partitioning=false"
+    if filename:
+        options += ", filename=true"
+    if not skip_malformed:
+        spec = ", ".join(f"'{name}': '{kind}'" for name, kind in named)
+        return f"read_csv('{source}', {options}, columns={{{spec}}})"
+    spec = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in named)
+    casts = [f"TRY_CAST({name} AS {kind}) AS {name}" for name, kind in columns]
+
+    def parses(name: str, kind: str) -> str:
+        return f"({name} IS NULL OR TRY_CAST({name} AS {kind}) IS NOT NULL)"
+    keys = [parses(name, kind) for name, kind in columns if name in contract.FACT_KEY or not with_operation]
+    rest = [parses(name, kind) for name, kind in columns if name not in contract.FACT_KEY]
+    valid = " AND ".join(keys + ([f"(op = 'D' OR ({' AND '.join(rest)}))"] if with_operation else []))
+    selected = ", ".join([*(["op"] if with_operation else []), *casts, *(["filename"] if filename else [])])
+    return (f"(SELECT {selected} FROM read_csv('{source}', {options}, ignore_errors=true, columns={{{spec}}}) "
+            f"WHERE {valid})")
 
 
 def raw_sources(storage: LakeStorage) -> dict[str, str]:
@@ -46,6 +69,7 @@ def raw_sources(storage: LakeStorage) -> dict[str, str]:
 def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schema: str = "tpcds",
                      corrections: bool = False) -> None:
     """Views `<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret).
+    Lines that do not parse are left out (`skip_malformed`): the loader quarantines them.
 
     With `corrections`, `<schema>.web_sales` is the fact snapshot with every correction object
     applied the way the contract says (object keys in order, the last line per key wins, `D`
@@ -55,14 +79,15 @@ def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schem
     add_s3_secret(con, storage)
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for table, source in raw_sources(storage).items():
-        con.execute(f"CREATE OR REPLACE VIEW {schema}.{table} AS SELECT * FROM {read_raw_sql(source, table)}")
+        con.execute(f"CREATE OR REPLACE VIEW {schema}.{table} AS SELECT * FROM {read_raw_sql(source, table, skip_malformed=True)}")
     if not corrections or not storage.list_objects(contract.CDC_PREFIX):
         return
     columns = ", ".join(name for name, _ in dsdgen_columns()[contract.FACT])
     keys = ", ".join(contract.FACT_KEY)
-    cdc = read_raw_sql(storage.uri(f"{contract.CDC_PREFIX}*{contract.EXTENSION}"), contract.FACT, with_operation=True)
-    cdc = cdc.replace("hive_partitioning=false", "hive_partitioning=false, filename=true")
-    con.execute(f"CREATE OR REPLACE VIEW {schema}.web_sales_snapshot AS SELECT * FROM {read_raw_sql(raw_sources(storage)[contract.FACT], contract.FACT)}")
+    cdc = read_raw_sql(storage.uri(f"{contract.CDC_PREFIX}*{contract.EXTENSION}"), contract.FACT,
+                       with_operation=True, skip_malformed=True, filename=True)
+    snapshot = read_raw_sql(raw_sources(storage)[contract.FACT], contract.FACT, skip_malformed=True)
+    con.execute(f"CREATE OR REPLACE VIEW {schema}.web_sales_snapshot AS SELECT * FROM {snapshot}")
     con.execute(f"""
         CREATE OR REPLACE VIEW {schema}.web_sales_changes AS
         SELECT * EXCLUDE (position, latest) FROM (

@@ -1,49 +1,63 @@
 """The TPC-DS raw-zone sensor: new objects under raw/tpcds/ start ONE run per tick.
 
-The tick lists only what changed since its cursor (newest LastModified seen); if anything
-is new, it asks the ledger what is pending and requests one run for all of it: new
-dimension snapshots, the range of new days (single-run backfill), corrections.
+Objects are found as the insurance sensor finds its files (sensors/raw_files.py `discover`:
+S3 `StartAfter` the greatest time-ordered name per prefix, names that are not time-ordered
+listed every tick and compared by ETag, plus one page per tick of a sweep on the S3
+server's clock), so no name hides another and no clock or upload delay loses an object.
+The prefixes: each dimension's folder (its snapshot name is not time-ordered: compared by
+ETag every tick), the fact day folders below `ws_sold_date=` (dates sort by time; the
+`__HIVE_DEFAULT_PARTITION__` object is compared by ETag) and the corrections (DMS-style
+names; any other name is compared by ETag). A new name, or a new ETag of a name that is
+not time-ordered, is seen within one tick; a re-delivered day or a day older than the
+newest one, within one sweep pass.
+
+If anything is new, the tick asks the ledger what is pending and requests one run for all of
+it: new dimension snapshots, the range of new days (single-run backfill), corrections
+(`tpcds/jobs.py`; objects `lake restore` reverted wait for `lake run --reapply`).
 """
 
 import datetime as dt
-import json
 
 import dagster as dg
-from dagster_aws.s3.sensor import get_objects
 
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
+from lake_assets.sensors.raw_files import Cursor, Zone, discover, object_id
 from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.jobs import load_tpcds_job, pending_run_request
-from lake_assets.tpcds.schema import RAW
+from lake_assets.tpcds.raw_contract import EXTENSION, PARTITION_COLUMN
+from lake_assets.tpcds.schema import DIMENSIONS, RAW
 
-#: S3 timestamps have one-second resolution: list again a little before the cursor.
-CURSOR_OVERLAP = dt.timedelta(seconds=2)
+TPCDS_ZONE = Zone(
+    prefixes=(*(f"{RAW.root}{name}/" for name in DIMENSIONS), f"{RAW.facts}{PARTITION_COLUMN}=", RAW.corrections),
+    is_data=lambda key: key.endswith(EXTENSION),
+)
 
 
-def tpcds_tick(storage: LakeStorage, cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-    state = json.loads(cursor) if cursor else {}
-    since = dt.datetime.fromisoformat(state["last_modified"]) - CURSOR_OVERLAP if state else None
-    seen = set(state.get("recent", []))
-    listed = [o for o in get_objects(storage.bucket, RAW.root, since_last_modified=since, client=storage.get_client())
-              if not o["Key"].endswith("/")]
-    new = [o for o in listed if f"{o['Key']}@{o['ETag']}" not in seen]
+def tpcds_tick(storage: LakeStorage, cursor_text: str | None,
+               now: dt.datetime | None = None) -> dg.SensorResult | dg.SkipReason:
+    """One evaluation of the sensor against `storage` (an attached, running store); `now`
+    defaults to the S3 server's clock."""
+    cursor = Cursor.load(cursor_text)
+    listed, now = discover(storage.get_client(), storage.bucket, cursor, TPCDS_ZONE, now)
+    new = {object_id(o) for o in listed} - set(cursor.requested)
     if not new:
-        return dg.SkipReason("no new TPC-DS raw objects")
-    newest = max(o["LastModified"] for o in listed)
-    recent = [f"{o['Key']}@{o['ETag']}" for o in listed if o["LastModified"] > newest - 2 * CURSOR_OVERLAP]
+        return dg.SensorResult(skip_reason="no new TPC-DS raw objects", cursor=cursor.dump())
+    cursor.requested.update({seen: now.isoformat() for seen in new})
     request = pending_run_request(storage)
-    next_cursor = json.dumps({"last_modified": newest.isoformat(), "recent": recent})
     if request is None:
-        return dg.SensorResult(skip_reason="new objects, but nothing pending (already applied)", cursor=next_cursor)
-    return dg.SensorResult(run_requests=[request], cursor=next_cursor)
+        return dg.SensorResult(skip_reason="new objects, but nothing pending (already applied)",
+                               cursor=cursor.dump())
+    return dg.SensorResult(run_requests=[request], cursor=cursor.dump())
 
 
 @dg.sensor(
     job=load_tpcds_job,
     minimum_interval_seconds=LakeSettings.from_env().sensor_interval_seconds,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Lists {RAW.root}; one run per tick for every new object (days as one partition range).",
+    description=f"Lists {RAW.root} as the insurance sensor lists its zone (new names after the greatest "
+                "time-ordered one, other names by ETag every tick, a sweep page per tick); one run per tick "
+                "for every new object (days as one partition range).",
 )
 def raw_tpcds_sensor(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
     attached = storage.attached()

@@ -384,3 +384,14 @@ def test_a_value_gets_the_same_verdict_alone_and_among_dirty_values(column: str,
              "location_name": " padded "}[column]
     for value in values:
         assert verdict(value, None) == verdict(value, dirty), value
+
+
+def test_the_shape_comes_from_complete_records_past_the_first_sample() -> None:
+    """A first record longer than the 64 KiB sample left only a cut record to judge by."""
+    long_row = "I,1,2024-01-31," + "x" * 100_000 + ",CA,West,1,Retail,N,N\n"
+    data = (long_row + "I,2,2024-01-31,Urban,CA,West,2,Retail,N,N\n" * 3).encode()
+    assert file_shape(data, {10, 11}).fields == 10
+    header = "policy_id," + "y" * 70_000 + ",expiry_date\n"
+    assert file_shape((header + "1,a,b\n").encode()).header == ["policy_id", "y" * 70_000, "expiry_date"]
+    huge = ("I,1," + "x" * (1 << 20) + "\n").encode() * 20  # records past every bound: judged by what is complete
+    assert file_shape(huge).fields == 3

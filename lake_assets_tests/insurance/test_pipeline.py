@@ -791,3 +791,25 @@ def test_crash_after_the_commit_converges_on_rerun(
         assert len(quarantine(storage)) == len(quarantine(clean)) == 1
     finally:
         drop_bucket(clean)
+
+
+def test_a_cdc_file_whose_first_record_exceeds_the_shape_sample(storage: LakeStorage, spark: SparkSession) -> None:
+    """The file's shape came from a 64 KiB sample: a ~100 KiB first record left only a cut
+    record in it, the file was read as no declared shape and every row refused as
+    `wrong_field_count`. Its shape now comes from complete records: the long row applies,
+    the bad one is quarantined for its own reason, the others apply."""
+    put(storage, FULL, full_load(row(1), row(2), row(3)))
+    run(storage, spark)
+    long_name = "Urban " + "x" * 100_000
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}".replace("Urban", long_name),
+                            f"U,{row(2, 222)}",
+                            f"U,{row(3, 333, date='2024-13-45')}",
+                            f"I,{row(4, 444)}"))
+    run(storage, spark)
+    rows = table(storage)
+    assert rows[1]["location_name"] == long_name and rows[1]["insured_value"] == 111
+    assert values(storage) == {1: 111, 2: 222, 3: 1000, 4: 444}
+    entry = ledger(storage)[CDC_1]
+    assert (entry["status"], entry["rows_applied"], entry["rows_quarantined"]) == (APPLIED, 3, 1)
+    [parked] = [q for q in quarantine(storage) if q["source_file"] == CDC_1]
+    assert (parked["line_number"], parked["reason"]) == (3, Reason.BAD_DATE.value)

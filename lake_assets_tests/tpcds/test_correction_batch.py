@@ -6,9 +6,11 @@ from decimal import Decimal
 import pytest
 
 from lake_assets.core.errors import UsageError
+from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds import raw_contract as contract
 from lake_assets.tpcds.correction_batch import land_corrections
 from lake_assets.tpcds.raw_duckdb import dsdgen_columns, raw_connection, read_raw_sql
+from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
 
 COUNT = 200
 
@@ -80,3 +82,26 @@ def test_too_many_corrections_are_refused(raw_star):
     storage, result = raw_star
     with pytest.raises(UsageError, match="more than half"):
         land_corrections(storage, result.rows[contract.FACT])
+
+
+def test_lines_the_loader_quarantines_are_not_drawn_from(storage: LakeStorage) -> None:
+    """A day object with malformed lines, and a correction file with one: the batch is still
+    computed (no DuckDB error), from the valid lines only."""
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:40]
+    land_facts(storage, oracle, days)
+    day = fact_key(days[0])
+    body = storage.get_bytes(day)[0].decode()
+    fields = body.splitlines()[0].split("|")
+    bad_number = "|".join([*fields[:18], "lots", *fields[19:]])  # ws_quantity does not cast
+    storage.put_bytes(day, f"{body}too|few|fields\n{bad_number}\n".encode())
+    storage.put_bytes(f"{contract.CDC_PREFIX}20240101-000000000.dat", b"U|not|a|line\n")
+
+    con = raw_connection(storage)
+    valid = con.execute("SELECT count(*) FROM tpcds.web_sales").fetchone()[0]
+    assert valid == sum(len(storage.get_bytes(fact_key(d))[0].decode().splitlines()) for d in days) - 2
+
+    result = land_corrections(storage, 10, seed=1)
+    lines = storage.get_bytes(result.key)[0].decode().splitlines()
+    assert len(lines) == 10 == result.inserts + result.updates + result.deletes
+    assert "lots" not in "".join(lines)

@@ -30,6 +30,17 @@ def current_snapshot_id(iceberg: Table) -> int | None:
     return snapshot.snapshot_id if snapshot else None
 
 
+def ancestry(iceberg: Table, snapshot_id: int | None) -> set[int]:
+    """`snapshot_id` and every snapshot it descends from (its parent chain): what it contains."""
+    found: set[int] = set()
+    snapshot = iceberg.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    while snapshot is not None and snapshot.snapshot_id not in found:
+        found.add(snapshot.snapshot_id)
+        parent = snapshot.parent_snapshot_id
+        snapshot = iceberg.snapshot_by_id(parent) if parent is not None else None
+    return found
+
+
 def row_count(iceberg: Table) -> int:
     """Rows in the current snapshot, from its summary (no data file is read)."""
     snapshot = iceberg.current_snapshot()

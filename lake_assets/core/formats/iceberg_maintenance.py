@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_assets.core.errors import UsageError
+from lake_assets.core.formats.iceberg import ancestry, current_snapshot_id
 from lake_assets.resources.storage import LakeStorage
 
 #: Data files smaller than this count as small for compaction.
@@ -85,12 +86,9 @@ def rollback(table, snapshot_id: int) -> None:
     if table.snapshot_by_id(snapshot_id) is None:
         known = ", ".join(str(s.snapshot_id) for s in table.snapshots()[-5:])
         raise UsageError(f"{table.name()[-1]} has no snapshot {snapshot_id} (latest: {known})")
-    ancestors = set()
-    current = table.current_snapshot()
-    while current is not None:
-        ancestors.add(current.snapshot_id)
-        current = table.snapshot_by_id(current.parent_snapshot_id) if current.parent_snapshot_id else None
-    if snapshot_id in ancestors:
+    if snapshot_id == current_snapshot_id(table):  # already current (a rerun): nothing to commit
+        return
+    if snapshot_id in ancestry(table, current_snapshot_id(table)):
         table.manage_snapshots().rollback_to_snapshot(snapshot_id).commit()
     else:
         table.manage_snapshots().set_current_snapshot(snapshot_id).commit()

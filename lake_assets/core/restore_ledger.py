@@ -1,0 +1,60 @@
+"""Keep the ledger true after `lake restore`, on both formats (one rule, no Dagster).
+
+A restored version contains a raw object when one of the object's `applied` ledger entries
+was committed at a version in the restored version's lineage (what the format says it
+descends from: a Delta version's predecessors, following RESTORE commits to their target;
+an Iceberg snapshot's parent chain). Then, judging each (key, ETag) by its latest entry:
+
+- applied, but not contained: `reverted` (the restore took its changes out; a plain run
+  leaves it alone, `lake run --reapply` applies it again);
+- reverted by an earlier restore, and contained: `applied` again (reinstated).
+
+The new entries copy the entry the object was applied with (its table version, counts and
+`source_sequence`, which it keeps when it is applied again) and name the restore in `detail`.
+Lists come in sequence order (then key), the order `--reapply` applies them in.
+"""
+
+import datetime as dt
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from lake_assets.core.ledger import APPLIED, REVERTED, Ledger, LedgerEntry
+
+FileId = tuple[str, str]  # (key, ETag)
+
+
+def contained_files(history: pa.Table, contains: Callable[[dict], bool]) -> set[FileId]:
+    """Objects with an applied entry that `contains(entry)` places in the restored version."""
+    return {(e["source_file"], e["source_etag"]) for e in history.to_pylist()
+            if e["status"] == APPLIED and contains(e)}
+
+
+def ledger_changes(history: pa.Table, contained: set[FileId]) -> tuple[list[dict], list[dict]]:
+    """The latest entries of the objects the restore reverts, and of those it reinstates."""
+    latest = {(e["source_file"], e["source_etag"]): e for e in history.to_pylist()}
+    reverted = [e for k, e in latest.items() if e["status"] == APPLIED and k not in contained]
+    reinstated = [e for k, e in latest.items() if e["status"] == REVERTED and k in contained]
+    return _in_sequence(reverted), _in_sequence(reinstated)
+
+
+def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict], restore: str, run_id: str) -> None:
+    """Record the reverted and reinstated objects; `restore` names it ("restore to version 3 (as version 7)")."""
+    now = dt.datetime.now(dt.timezone.utc)
+    ledger.record([_entry(e, REVERTED, f"reverted by {restore}", run_id, now) for e in reverted]
+                  + [_entry(e, APPLIED, f"back in the table: {restore}", run_id, now) for e in reinstated])
+
+
+def _in_sequence(entries: list[dict]) -> list[dict]:
+    return sorted(entries, key=lambda e: (e["source_sequence"] is None, e["source_sequence"] or "", e["source_file"]))
+
+
+def _entry(entry: dict, status: str, detail: str, run_id: str, at: dt.datetime) -> LedgerEntry:
+    """The object's entry as it was applied, with a new status (its version: the one it was applied at)."""
+    return LedgerEntry(
+        table_name=entry["table_name"], source_file=entry["source_file"], source_etag=entry["source_etag"],
+        source_size=entry["source_size"], source_kind=entry["source_kind"], status=status,
+        rows_in_file=entry["rows_in_file"], rows_applied=entry["rows_applied"],
+        rows_superseded=entry["rows_superseded"], rows_quarantined=entry["rows_quarantined"],
+        table_version=entry["table_version"], run_id=run_id, recorded_at=at, detail=detail,
+        source_sequence=entry["source_sequence"])

@@ -1,0 +1,58 @@
+"""The rule both formats' restores share (core/restore_ledger.py), on a ledger history in memory.
+
+A snapshot tree as an Iceberg table grows it: S1 <- S2 <- S3 (the objects a, b, c), a restore
+to S1, then S1 <- S4 <- S5 (d, then b applied again). Each restore's reverted and reinstated
+objects, in sequence order, as the rule says: an object is in a snapshot when one of its
+applied entries is in that snapshot's ancestry.
+"""
+
+import dataclasses
+import datetime as dt
+
+import pyarrow as pa
+
+from lake_assets.core.ledger import APPLIED, LEDGER_SCHEMA, REJECTED, REVERTED, LedgerEntry
+from lake_assets.core.restore_ledger import contained_files, ledger_changes
+
+PARENT = {1: None, 2: 1, 3: 2, 4: 1, 5: 4}
+START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def ancestry(snapshot: int) -> set[int]:
+    found: set[int] = set()
+    at: int | None = snapshot
+    while at is not None:
+        found.add(at)
+        at = PARENT[at]
+    return found
+
+
+def entry(name: str, status: str, snapshot: int | None, n: int, sequence: str | None) -> LedgerEntry:
+    return LedgerEntry(table_name="tpcds.web_sales", source_file=name, source_etag="e", source_size=1,
+                       source_kind="daily", status=status, rows_in_file=1, rows_applied=1, rows_superseded=0,
+                       rows_quarantined=0, table_version=snapshot, run_id="r",
+                       recorded_at=START + dt.timedelta(minutes=n), source_sequence=sequence)
+
+
+def history(entries: list[LedgerEntry]) -> pa.Table:
+    return pa.Table.from_pylist([dataclasses.asdict(e) for e in entries], schema=LEDGER_SCHEMA)
+
+
+def restore(entries: list[LedgerEntry], snapshot: int) -> tuple[list[str], list[str]]:
+    table = history(entries)
+    inside = ancestry(snapshot)
+    contained = contained_files(table, lambda e: e["table_version"] is None or e["table_version"] in inside)
+    reverted, reinstated = ledger_changes(table, contained)
+    return [e["source_file"] for e in reverted], [e["source_file"] for e in reinstated]
+
+
+def test_revert_then_reinstate_along_the_snapshot_tree() -> None:
+    log = [entry("a", APPLIED, 1, 1, "1"), entry("c", APPLIED, 3, 3, "2"), entry("b", APPLIED, 2, 2, "3"),
+           entry("x", REJECTED, None, 4, None), entry("empty", APPLIED, None, 5, None)]
+    assert restore(log, 3) == ([], [])  # the current snapshot contains everything applied
+    assert restore(log, 1) == (["c", "b"], [])  # in sequence order, not the order they were recorded in
+    log += [entry("c", REVERTED, 3, 6, "2"), entry("b", REVERTED, 2, 7, "3"), entry("d", APPLIED, 4, 8, "4")]
+    assert restore(log, 3) == (["d"], ["c", "b"])  # forward again: back in; d (on the other branch) out
+    log += [entry("b", APPLIED, 5, 9, "3")]  # b applied again by `--reapply`, at S5 on S4's branch
+    assert restore(log, 2) == (["d"], [])  # b's first application is in S2's ancestry: it stays applied
+    assert restore(log, 1) == (["b", "d"], [])
