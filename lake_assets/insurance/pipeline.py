@@ -44,10 +44,12 @@ from pyspark.sql import SparkSession
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
+from lake_assets.core import scd2
+from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import changes as feed, merge
 from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
+    AUDIT_COLUMNS,
     CONTRACTS,
     FULL_LOAD_OPERATION,
     KEY,
@@ -59,6 +61,7 @@ from lake_assets.insurance.contract import (
     Reason,
     current,
     table_columns,
+    table_schema,
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
 from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, RawObject, raw_objects
@@ -256,7 +259,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     applied_at = dt.datetime.now(dt.timezone.utc)
     ledger = Ledger(storage)
     pending = pending_objects(storage, ledger, reapply)
-    derived = feed.catch_up(storage)  # versions committed since the last run's catch-up (see changes.py)
+    caught_up = feed.catch_up(storage)  # versions committed since the last run's catch-up (see changes.py)
     history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
@@ -297,13 +300,16 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
                                "full load" if newest else "merge")
             versions.update({b.obj.key: version for b in sources})
         _record_tombstones(storage, batches, plan, newest, applied_at)
+        committed = report.commits[-1].version if report.commits else report.version_before
+        report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
+                                             _history_changes(batches, plan, newest, applied_at), committed)
         report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
         ledger.record(report.files)
     except BaseException as error:
         _clean_up(storage, staging, error)
         raise
     _clean_up(storage, staging, None)
-    report.derived = derived.add(feed.catch_up(storage))  # the change feed and history of this run's commit
+    report.derived.feed = caught_up.add(feed.catch_up(storage))  # the change feed of this run's commit
     last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
     report.version_after = last.version if last else report.version_before
     report.rows_after = last.rows_after if last else report.rows_before
@@ -527,6 +533,7 @@ class Plan:
     row_deletes: np.ndarray  # those of them with a row in the table
     floor: str | None
     applied_per_batch: dict[int, int]
+    changes: pa.Table  # every change the history records (those the floor superseded are not); as `winners`
 
     @property
     def touches_table(self) -> bool:
@@ -548,6 +555,7 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         unknown = pc.is_null(events["_existing"])
         events = events.filter(pc.invert(pc.and_(unknown, pc.less(events[SEQUENCE], floor))))
+    changes = events.drop_columns(["_existing"])  # what the history records: winners and superseded alike
     keys = events[KEY].to_numpy()
     if not _strictly_increasing(keys) and len(np.unique(keys)) != len(keys):  # the newest change per key
         events = events.sort_by([(KEY, "ascending"), (SEQUENCE, "ascending")])
@@ -575,7 +583,7 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     with_rows = table_keys.filter(pc.is_in(table_keys, value_set=pa.array(deletes, pa.int64()))).to_numpy()
     return Plan(events.drop_columns(["_existing"]), deletes, np.sort(with_rows),
                 snapshot[0] if snapshot else None,
-                {int(b): int(c) for b, c in zip(batches, counts)})
+                {int(b): int(c) for b, c in zip(batches, counts)}, changes)
 
 
 def _existing(current: pa.Table, tombstones: pa.Table) -> pa.Table:
@@ -705,6 +713,34 @@ def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy:
     commit = Commit(delta.version(), operation, *counts, row_count(delta), strategy.value)
     report.commits.append(commit)
     return commit.version
+
+
+def _history_changes(batches: list[FileBatch], plan: Plan, snapshot: Snapshot | None,
+                     at: dt.datetime) -> pa.Table:
+    """The run's changes as the history records them (core/scd2.py): every change the plan
+    kept (winners and superseded), a delete with only its key, and the snapshot's implied
+    deletes at its floor."""
+    if not plan.changes.num_rows:
+        rows = table_schema().empty_table()
+    else:
+        rows = _with_audit(batches, plan.changes, at)
+    rows = rows.set_column(rows.schema.get_field_index("_source_file"), "_source_file",
+                           rows["_source_file"].cast(pa.string()))
+    deleted = pc.equal(rows["_operation"], "D")
+    if pc.any(deleted).as_py():
+        for name in (c.name for c in table_columns() if c.name != KEY and c not in AUDIT_COLUMNS):
+            column = rows[name]
+            rows = rows.set_column(rows.schema.get_field_index(name), name,
+                                   pc.if_else(deleted, pa.scalar(None, column.type), column))
+    if snapshot is not None and len(plan.snapshot_deletes):
+        count = len(plan.snapshot_deletes)
+        implied = {KEY: pa.array(plan.snapshot_deletes, pa.int64()).cast(rows.schema.field(KEY).type),
+                   "_operation": pa.repeat("D", count), SEQUENCE: pa.repeat(plan.floor, count),
+                   "_source_file": pa.repeat(snapshot.batches[0].obj.key, count),
+                   "_applied_at": pa.repeat(pa.scalar(at, rows.schema.field("_applied_at").type), count)}
+        rows = pa.concat_tables([rows, pa.table({n: implied.get(n, pa.nulls(count, rows.schema.field(n).type))
+                                                 for n in rows.schema.names}, schema=rows.schema)])
+    return rows
 
 
 def _tombstones(storage: LakeStorage) -> pa.Table:
