@@ -220,7 +220,8 @@ def _replace(storage: LakeStorage, history: LakeTable, delta: DeltaTable, key: s
         write_deltalake(history.uri(storage), rows, mode="overwrite", predicate=predicate,
                         schema_mode="merge" if set(rows.schema.names) - set(known.names) else None,
                         storage_options=storage.delta_storage_options(), commit_properties=_properties(metadata))
-    return open_table(storage, history).version()
+    delta.update_incremental()
+    return delta.version()
 
 
 def _properties(metadata: dict[str, str] | None) -> CommitProperties | None:

@@ -10,9 +10,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from lake_assets.core import change_feed
+from lake_assets.core import change_feed, scd2
 from lake_assets.core.formats.delta import open_table, to_arrow
-from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES
+from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
 from lake_assets.insurance import changes, merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
@@ -102,6 +102,33 @@ def test_a_failure_between_the_table_commit_and_the_feed_write_converges_on_reru
     assert again.derived.feed.versions == [] and again.derived.history.changes == 0
     assert_history_invariants(storage)
     assert replay(storage) == table(storage)
+
+
+def test_a_failure_before_the_history_write_converges_on_rerun(storage: LakeStorage, spark: SparkSession,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the table commit, before the history's: the ledger is written after the
+    history, so the rerun applies the same changes again and the history gets each once."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"U,{row(1, 110)}", f"U,{row(1, 111)}", "D,2,,,,,,,,"))
+    monkeypatch.setattr(scd2, "_replace", _fail)
+    with pytest.raises(RuntimeError, match="killed"):
+        run(storage, spark)
+    monkeypatch.undo()
+    assert open_table(storage, INSURANCE).version() == 1  # the table committed; the history is at its last commit
+    assert len(history_versions(storage)) == 2
+    run(storage, spark)
+    expected = history_versions(storage)
+    assert [(k, current, data and data["insured_value"]) for k, _, _, current, data in expected] == [
+        (1, False, 100), (1, False, 110), (1, True, 111), (2, False, 200), (2, False, None)]
+    scd2.record(storage, INSURANCE_HISTORY, "policy_id", to_arrow(open_table(storage, INSURANCE_HISTORY))
+                .drop_columns(scd2.VALIDITY.names), 9)  # recording the same changes again changes nothing
+    assert history_versions(storage) == expected
+    assert_history_invariants(storage)
+
+
+def _fail(*args, **kwargs) -> None:
+    raise RuntimeError("killed before the history write")
 
 
 def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, spark: SparkSession) -> None:
