@@ -6,8 +6,8 @@ The history is written from the changes a run applies (not from the table's log)
 keeps what the table cannot: several changes of a key in one batch each give a version,
 and a late change (older than the key's row) is placed where it belongs, closing the
 version before it and closed by the change after it. A delete is kept as a row of its own
-(`_operation = 'D'`, data columns NULL, `valid_to_sequence` equal to its sequence: valid at
-no point), so a change arriving later is closed by it whatever order changes arrive in;
+(`_operation = 'D'`, with the columns its CDC row carried; `valid_to_sequence` equal to its
+sequence: valid at no point), so a change arriving later is closed by it whatever order changes arrive in;
 `WHERE _operation <> 'D'` gives DLT's rows.
 
 Columns: the table's (its `_sequence` is where the version starts) plus
@@ -28,6 +28,7 @@ new changes (a change already recorded, same key and sequence, is replaced: a re
 crash converges), recomputes their intervals and writes them back in one delta-rs commit.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,8 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
         write_deltalake(history.uri(storage), rows, mode="append", storage_options=storage.delta_storage_options(),
                         commit_properties=_properties(metadata))
         return HistoryReport(changes.num_rows, _distinct(rows[key]), version=0)
+    changes = changes.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                                      for f in changes.schema]))  # to meet the stored rows' plain types
     keys = np.unique(changes[key].to_numpy()).astype(np.int64)
     existing = _existing(delta, key, keys)
     recorded = pc.is_in(_pair(existing, key), value_set=_pair(changes, key))
@@ -84,6 +87,21 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     rows = intervals(merged.select(changes.column_names).cast(changes.schema), key)
     version = _replace(storage, history, delta, key, keys, rows, metadata)
     return HistoryReport(changes.num_rows, len(keys), version=version)
+
+
+def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callable[[], pa.Table],
+               commit_version: int | None) -> bool:
+    """Replace a history written by an earlier release (on the commit axis: it has
+    `valid_from_version`) by the table's rows (read only then), each a version from its `_sequence`. The
+    earlier versions are not on the source axis and are not kept. True if it did."""
+    delta = open_table(storage, history)
+    if delta is None or "valid_from_version" not in pa.schema(delta.schema().to_arrow()).names:
+        return False
+    rows = table()
+    rows = rows.append_column(COMMIT_VERSION, pa.repeat(pa.scalar(commit_version, pa.int64()), rows.num_rows))
+    write_deltalake(history.uri(storage), intervals(rows, key), mode="overwrite", schema_mode="overwrite",
+                    storage_options=storage.delta_storage_options())
+    return True
 
 
 def revert(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]],
@@ -180,19 +198,30 @@ def intervals(changes: pa.Table, key: str) -> pa.Table:
     })
 
 
-def times(sequences: pa.Array | pa.ChunkedArray) -> pa.Array:
+def times(sequences: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """The time part of each sequence (`YYYYMMDDHHMMSSfff.part...`), NULL where it is no
-    time: an arrival stamp (part from ARRIVAL_PART up) or no sequence. Parsed once per file."""
+    time: an arrival stamp (part from ARRIVAL_PART up) or no sequence. Parsed once per
+    file (once in all when every sequence has the same file, as a full load's do)."""
+    low, high = pc.min_max(sequences).values()
+    if not low.is_valid:
+        return pa.nulls(len(sequences), _TIME)
+    if low.as_py()[:24] == high.as_py()[:24]:  # one file: every sequence between shares the prefix
+        one = _stamp_times(pa.array([low.as_py()[:24]]))[0]
+        same = pa.repeat(one, len(sequences))
+        return same if not sequences.null_count else pc.if_else(pc.is_valid(sequences), same, pa.scalar(None, _TIME))
     head = pc.dictionary_encode(pc.utf8_slice_codeunits(sequences, 0, 24))
     head = head.combine_chunks() if isinstance(head, pa.ChunkedArray) else head
-    stamps = head.dictionary
+    return _stamp_times(head.dictionary).take(head.indices)
+
+
+def _stamp_times(stamps: pa.Array) -> pa.Array:
+    """The times of distinct `YYYYMMDDHHMMSSfff.part` stamps."""
     arrival = pc.greater_equal(pc.utf8_slice_codeunits(stamps, 18, 24), ARRIVAL_PART)
     seconds = pc.strptime(pc.utf8_slice_codeunits(stamps, 0, 14), "%Y%m%d%H%M%S", "us", error_is_null=True)
     millis = pc.cast(pc.utf8_slice_codeunits(stamps, 14, 17), pa.int64(), safe=False) \
         if len(stamps) else pa.array([], pa.int64())
     micros = pc.add(pc.cast(seconds, pa.int64()), pc.multiply(millis, 1000))
-    parsed = pc.if_else(arrival, pa.scalar(None, pa.int64()), micros).cast(_TIME)
-    return parsed.take(head.indices)
+    return pc.if_else(arrival, pa.scalar(None, pa.int64()), micros).cast(_TIME)
 
 
 def _existing(delta: DeltaTable, key: str, keys: np.ndarray) -> pa.Table:

@@ -49,7 +49,6 @@ from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, INSURANCE_QUAR
 from lake_assets.insurance import changes as feed, merge
 from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
-    AUDIT_COLUMNS,
     CONTRACTS,
     FULL_LOAD_OPERATION,
     KEY,
@@ -264,6 +263,8 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
     _evolve(before, report)
+    if before is not None:
+        scd2.start_over(storage, INSURANCE_HISTORY, KEY, functools.partial(to_arrow, before), before.version())
 
     approved = _approved(history)
     deliveries = _deliveries(history)
@@ -718,26 +719,20 @@ def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy:
 def _history_changes(batches: list[FileBatch], plan: Plan, snapshot: Snapshot | None,
                      at: dt.datetime) -> pa.Table:
     """The run's changes as the history records them (core/scd2.py): every change the plan
-    kept (winners and superseded), a delete with only its key, and the snapshot's implied
-    deletes at its floor."""
+    kept (winners and superseded; a delete with the image its row carried), and the
+    snapshot's implied deletes at its floor (key only)."""
     if not plan.changes.num_rows:
         rows = table_schema().empty_table()
     else:
         rows = _with_audit(batches, plan.changes, at)
-    rows = rows.set_column(rows.schema.get_field_index("_source_file"), "_source_file",
-                           rows["_source_file"].cast(pa.string()))
-    deleted = pc.equal(rows["_operation"], "D")
-    if pc.any(deleted).as_py():
-        for name in (c.name for c in table_columns() if c.name != KEY and c not in AUDIT_COLUMNS):
-            column = rows[name]
-            rows = rows.set_column(rows.schema.get_field_index(name), name,
-                                   pc.if_else(deleted, pa.scalar(None, column.type), column))
     if snapshot is not None and len(plan.snapshot_deletes):
         count = len(plan.snapshot_deletes)
         implied = {KEY: pa.array(plan.snapshot_deletes, pa.int64()).cast(rows.schema.field(KEY).type),
                    "_operation": pa.repeat("D", count), SEQUENCE: pa.repeat(plan.floor, count),
                    "_source_file": pa.repeat(snapshot.batches[0].obj.key, count),
                    "_applied_at": pa.repeat(pa.scalar(at, rows.schema.field("_applied_at").type), count)}
+        rows = rows.set_column(rows.schema.get_field_index("_source_file"), "_source_file",
+                               rows["_source_file"].cast(pa.string()))
         rows = pa.concat_tables([rows, pa.table({n: implied.get(n, pa.nulls(count, rows.schema.field(n).type))
                                                  for n in rows.schema.names}, schema=rows.schema)])
     return rows

@@ -227,3 +227,20 @@ def test_a_column_added_to_the_table_reaches_the_feed(storage: LakeStorage,
     rows = changes.read_changes(storage, 0).to_pylist()
     assert [(r["_change_type"], r["policy_id"], r["risk_score"]) for r in rows] == [
         ("insert", 1, None), ("insert", 2, None), ("insert", 3, 7)]
+
+
+def test_a_history_on_the_commit_axis_is_started_again_from_the_table(storage: LakeStorage,
+                                                                      spark: SparkSession) -> None:
+    """A history an earlier release wrote (commit axis, `valid_from_version`) is replaced by
+    the table's rows on the next run, which then records its own changes on the source axis."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    old = to_arrow(open_table(storage, INSURANCE)).append_column("valid_from_version", pa.array([0, 0], pa.int64()))
+    write_deltalake(INSURANCE_HISTORY.uri(storage), old, mode="overwrite", schema_mode="overwrite",
+                    storage_options=storage.delta_storage_options())
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}"))
+    run(storage, spark)
+    assert "valid_from_version" not in to_arrow(open_table(storage, INSURANCE_HISTORY)).column_names
+    assert [(k, current, data["insured_value"]) for k, _, _, current, data in history_versions(storage)] == [
+        (1, False, 100), (1, True, 111), (2, True, 200)]
+    assert_history_invariants(storage)
