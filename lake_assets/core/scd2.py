@@ -63,7 +63,7 @@ class HistoryReport:
 
 
 def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table,
-           commit_version: int | None, metadata: dict[str, str] | None = None) -> HistoryReport:
+           commit_version: int | None) -> HistoryReport:
     """Add `changes` (table columns, one row per change, deletes included) to the history.
     Changes without a `commit_version` column get `commit_version`."""
     if not changes.num_rows:
@@ -74,8 +74,7 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     delta = open_table(storage, history)
     if delta is None:
         rows = intervals(changes, key)
-        write_deltalake(history.uri(storage), rows, mode="append", storage_options=storage.delta_storage_options(),
-                        commit_properties=_properties(metadata))
+        write_deltalake(history.uri(storage), rows, mode="append", storage_options=storage.delta_storage_options())
         return HistoryReport(changes.num_rows, _distinct(rows[key]), version=0)
     changes = changes.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
                                       for f in changes.schema]))  # to meet the stored rows' plain types
@@ -85,7 +84,7 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     merged = pa.concat_tables([existing.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
                               promote_options="default")
     rows = intervals(merged.select(changes.column_names).cast(changes.schema), key)
-    version = _replace(storage, history, delta, key, keys, rows, metadata)
+    version = _replace(storage, history, delta, key, keys, rows, None)
     return HistoryReport(changes.num_rows, len(keys), version=version)
 
 
@@ -123,8 +122,7 @@ def revert(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple
     return HistoryReport(keys=len(keys), removed=int(pc.sum(gone).as_py() or 0), version=version)
 
 
-def restore_changes(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]],
-                    metadata: dict[str, str] | None = None) -> HistoryReport:
+def restore_changes(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]]) -> HistoryReport:
     """Put back the changes of `files` that an earlier `revert` took out (a restore forward
     reinstating them): read from the history as it was before that revert's commit."""
     delta = open_table(storage, history)
@@ -145,7 +143,7 @@ def restore_changes(storage: LakeStorage, history: LakeTable, key: str, files: l
             break
     if not found:
         return HistoryReport()
-    return record(storage, history, key, pa.concat_tables(found, promote_options="default"), None, metadata)
+    return record(storage, history, key, pa.concat_tables(found, promote_options="default"), None)
 
 
 def reverted_metadata(files: list[tuple[str, str]]) -> dict[str, str]:

@@ -11,8 +11,11 @@ delivered in random order across runs, and some are re-delivered later with new 
 (a later delivery of a name follows the earlier one). Invalid rows are quarantined. Every
 commit strategy (merge.Strategy: the first commit, then a narrow replace over key ranges
 or a whole rewrite, forced per example) is judged. The derived change feed, replayed from
-version 0 onto an empty table, reproduces every version, and the SCD2 history keeps its
-invariants (one current row per live key, equal to the table; contiguous validity).
+version 0 onto an empty table, reproduces every version. The model also keeps the SCD2
+history on the sequence axis (DLT's `STORED AS SCD TYPE 2`): per key, every change it kept
+(winners, changes superseded in their run, late changes; not those the floor supersedes
+for a key never known) and each snapshot's implied deletes at its stamp, a version valid
+until the key's next change; `insurance_history` must equal it row for row.
 """
 
 import datetime as dt
