@@ -44,8 +44,9 @@ from pyspark.sql import SparkSession
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
-from lake_assets.core import scd2
-from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
+from lake_assets.core import change_feed, scd2
+from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
+                                     INSURANCE_TOMBSTONES)
 from lake_assets.insurance import changes as feed, merge
 from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
@@ -310,7 +311,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
         _clean_up(storage, staging, error)
         raise
     _clean_up(storage, staging, None)
-    report.derived.feed = caught_up.add(feed.catch_up(storage))  # the change feed of this run's commit
+    report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # this run's commit's
     last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
     report.version_after = last.version if last else report.version_before
     report.rows_after = last.rows_after if last else report.rows_before
@@ -643,7 +644,8 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
              batches: list[FileBatch], plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str,
              operation: str) -> int:
     """Stage the run's changes and commit them to the table in one Delta commit: the first
-    commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
+    commit (its change feed written from the same rows), a narrow replace of the files
+    holding the batch's keys, or a rewrite (merge.py).
     `delta` is the table as the run found it (the run holds its write lock); `current` holds
     (KEY, SEQUENCE) of its rows for at least the batch's keys."""
     rows = _with_audit(batches, plan.winners, applied_at)
@@ -659,8 +661,12 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
     staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
     uri = INSURANCE.uri(storage)
     if delta is None:
-        return _commit(storage, report, operation, merge.Strategy.CREATE, counts,
-                       lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
+        version = _commit(storage, report, operation, merge.Strategy.CREATE, counts,
+                          lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
+        # the first commit's feed from the rows it wrote (the catch-up after the run then reads nothing back)
+        created = rows.filter(pc.not_equal(rows["_operation"], "D"))
+        report.derived.feed = change_feed.write_inserts(storage, INSURANCE, INSURANCE_CHANGES, created, version)
+        return version
     mins, maxs, files_rows = file_ranges(delta, KEY)
     ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
     strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))

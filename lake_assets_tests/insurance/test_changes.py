@@ -56,6 +56,9 @@ def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
     commits = {h["version"]: h["timestamp"] for h in open_table(storage, INSURANCE).history()}
     for version, stamp in zip(stored["_commit_version"].to_pylist(), stored["_commit_timestamp"].to_pylist()):
         assert stamp == dt.datetime.fromtimestamp(commits[version] / 1000, dt.timezone.utc)
+    # the first commit's feed, written from the rows the run committed, is what the log gives
+    derived = change_feed.derive(storage, INSURANCE, "policy_id", 0)
+    assert stored.filter(pc.equal(stored["_commit_version"], 0)).sort_by("policy_id").equals(derived)
     # the feed's rows carry the table's columns, audit columns included
     preimage = stored.filter(pc.equal(stored["_change_type"], "update_preimage")).to_pylist()[0]
     assert preimage["_source_file"] == FULL and preimage["_sequence"] is not None
