@@ -171,6 +171,10 @@ PHASES = [
     ("lake_assets.resources.storage", "LakeStorage.put_bytes", "S3 PUT"),
     ("lake_assets.insurance.pipeline", "_commit", "engine commit"),
     ("lake_assets.insurance.pipeline", "_record_tombstones", "tombstones"),
+    ("lake_assets.insurance.pipeline", "_history_changes", "history rows"),
+    ("lake_assets.core.scd2", "record", "history write"),
+    ("lake_assets.core.change_feed", "write_inserts", "change feed (first commit, from its rows)"),
+    ("lake_assets.insurance.changes", "catch_up", "change feed (from the log)"),
     ("lake_assets.core.ledger", "Ledger.record", "ledger"),
 ]
 _originals: list[tuple[object, str, object]] = []

@@ -3,10 +3,11 @@
 Launched by `lake restore` (and `lake rollback`, its older name) like every other write:
 through Dagster, under the table's write lock, so the UI shows the restore as a
 materialization of the table with what it did. Delta tables go back with delta-rs
-(`insurance` also reverts its ledger files and their tombstones, insurance/restore.py);
-Iceberg tables with pyiceberg (a rollback to an ancestor snapshot, else set-current), and
-the raw objects the restored snapshot does not contain are reverted in the ledger (the rule
-both formats share, core/restore_ledger.py): `lake run --reapply` loads them again.
+(`insurance` also reverts its ledger files, their tombstones and their versions in
+`insurance_history`, insurance/restore.py); Iceberg tables with pyiceberg (a rollback to an
+ancestor snapshot, else set-current), and the raw objects the restored snapshot does not
+contain are reverted in the ledger (the rule both formats share, core/restore_ledger.py):
+`lake run --reapply` loads them again.
 """
 
 import dagster as dg
@@ -88,7 +89,7 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
         else:
             report = (restore_insurance(running, entry, target, context.run_id) if entry.name == INSURANCE.name
                       else restore_delta(running, entry, target))
-            if entry.name == INSURANCE.name:  # the restore's changes reach the feed and history at once
+            if entry.name == INSURANCE.name:  # the restore's changes reach the feed at once (the history: above)
                 changes.catch_up(running)
             metadata = restore_metadata(report)
         for file in metadata["reverted_files"].value:
@@ -113,6 +114,8 @@ def restore_metadata(report: RestoreReport) -> dict:
         "reinstated_files": dg.MetadataValue.json(report.reinstated),
         "tombstones_before": report.tombstones_before,
         "tombstones_after": report.tombstones_after,
+        "history_changes_removed": report.history.removed,
+        "history_changes_restored": report.history.changes,
     }
 
 

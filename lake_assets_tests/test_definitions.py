@@ -62,8 +62,9 @@ def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStor
         == (2, 3, 3, 1)
     history = {k: v.value for k, v in instance.get_latest_materialization_event(
         dg.AssetKey("insurance_history")).asset_materialization.metadata.items()}
-    assert history["versions_applied"] == [1] and history["row_versions_opened"] == 5
-    assert history["dagster/row_count"] == 25 + 2 + 3  # the first load, then 2 inserts and 3 new versions
+    # every valid CDC row is a change of the history, the superseded one included
+    assert history["changes_recorded"] == 2 + 3 + 1 + 1 and history["history_version"] == 1
+    assert history["dagster/row_count"] == 25 + 7  # the first load, then the CDC files' changes
 
 
 def test_blocking_history_check_fails_when_the_history_disagrees(storage: LakeStorage) -> None:

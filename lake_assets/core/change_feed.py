@@ -8,7 +8,9 @@ copy-on-write carry-over, not a change. Per key (unique in the table): only remo
 `delete`, only added -> `insert`, both -> `update_preimage` + `update_postimage`.
 
 So the feed is a pure function of the log: every data-changing commit gets its feed,
-whichever strategy made it (MERGE, rewrite, full load, a delta-rs restore). The cost of a
+whichever strategy made it (MERGE, rewrite, full load, a delta-rs restore). A table's first
+commit only inserts: its writer can hand the feed the rows it committed (`write_inserts`),
+which are what the log would give, without reading them back. The cost of a
 version is the files it touched. The feed table holds the table's columns plus
 `_change_type`, `_commit_version` and `_commit_timestamp` (Delta CDF semantics); writing a
 range of versions replaces exactly that range, so a catch-up after a failure converges.
@@ -231,6 +233,20 @@ def catch_up(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) 
             if pending:  # one commit per range of versions: memory stays bounded on a long catch-up
                 _write(storage, feed, pa.concat_tables(pending, promote_options="default"), first, version)
             pending, first = [], version + 1
+    return report
+
+
+def write_inserts(storage: LakeStorage, table: LakeTable, feed: LakeTable, rows: pa.Table,
+                  version: int) -> FeedReport:
+    """Write the feed of a version that only inserted `rows` (a table's first commit) from
+    the rows the writer committed, instead of reading its files back: the same rows the log
+    gives (every row an `insert`), conformed to the table's schema, in one feed commit."""
+    commit = read_commit(storage, table, version)
+    schema = open_table(storage, table).to_pyarrow_dataset().schema
+    rows = rows.select(schema.names).cast(schema)
+    _write(storage, feed, _label(rows, ChangeType.INSERT, commit), version, version)
+    report = FeedReport([version], covered_through=version)
+    report.rows[ChangeType.INSERT.value] = rows.num_rows
     return report
 
 

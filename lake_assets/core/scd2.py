@@ -1,120 +1,267 @@
-"""SCD type 2 history maintained from a change feed (what `APPLY CHANGES ... STORED AS SCD
-TYPE 2` gives): one row per version of a key, valid from the commit that wrote it until
-the commit that replaced or deleted it.
+"""SCD type 2 history on the source's sequence axis, as `APPLY CHANGES ... SEQUENCE BY s
+STORED AS SCD TYPE 2` gives it: one row per version a key had in the source, valid from
+its sequence until the key's next change on that axis.
 
-The time axis is the commit timestamp (with the commit version beside it): it is defined
-for every change (a full load's sequence is an arrival stamp, not a time), it only grows,
-and it is the axis of time travel, so the rows valid at T are the table `--as-of T`.
-The source order (`_sequence`) stays on each row.
+The history is written from the changes a run applies (not from the table's log), so it
+keeps what the table cannot: several changes of a key in one batch each give a version,
+and a late change (older than the key's row) is placed where it belongs, closing the
+version before it and closed by the change after it. A delete is kept as a row of its own
+(`_operation = 'D'`, with the columns its CDC row carried; `valid_to_sequence` equal to its
+sequence: valid at no point), so a change arriving later is closed by it whatever order changes arrive in;
+`WHERE _operation <> 'D'` gives DLT's rows.
 
-A catch-up applies the feed's versions newer than the history's newest in one Delta MERGE
-(close the key's current row, insert its new versions), so it is idempotent per version
-and a failure leaves the history at its last commit.
+Columns: the table's (its `_sequence` is where the version starts) plus
+
+- `valid_to_sequence`: the sequence of the key's next change (NULL while current);
+- `valid_from` / `valid_to`: the time part of those sequences, where it is a time (NULL for
+  a full load stamped as of its arrival: that stamp orders, it does not date);
+- `is_current`: the version the table holds now;
+- `commit_version`: the version of the main table that the run recording the change left
+  (its commit, or the version it found when it committed nothing).
+
+The source axis and the commit axis (time travel) are different: `lake query --version V`
+is the table as the runs up to V applied it; the versions valid at sequence S are the
+source as of S, with every change known now, late ones included.
+
+A write replaces exactly the touched keys' rows: it reads their existing rows, merges the
+new changes (a change already recorded, same key and sequence, is replaced: a rerun after a
+crash converges), recomputes their intervals and writes them back in one delta-rs commit.
 """
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, Field, write_deltalake
+import pyarrow.dataset as ds
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-from lake_assets.core.change_feed import (CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, FEED_COLUMNS, ChangeType,
-                                          column_max)
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
-VALID_FROM, VALID_TO, IS_CURRENT = "valid_from", "valid_to", "is_current"
-FROM_VERSION, TO_VERSION = "valid_from_version", "valid_to_version"
-_TIME = FEED_COLUMNS.field(COMMIT_TIMESTAMP).type
-_MERGE_KEY, _ACTION = "_merge_key", "_action"
+SEQUENCE, OPERATION = "_sequence", "_operation"
+DELETE = "D"
+VALID_TO_SEQUENCE, VALID_FROM, VALID_TO = "valid_to_sequence", "valid_from", "valid_to"
+IS_CURRENT, COMMIT_VERSION = "is_current", "commit_version"
+_TIME = pa.timestamp("us", tz="UTC")
+VALIDITY = pa.schema([(VALID_TO_SEQUENCE, pa.string()), (VALID_FROM, _TIME), (VALID_TO, _TIME),
+                      (IS_CURRENT, pa.bool_()), (COMMIT_VERSION, pa.int64())])
+#: Parts from this number up mark a snapshot stamped as of its arrival (insurance/sequence.py).
+ARRIVAL_PART = "900000"
+#: Up to this many touched keys a write names them; beyond, it replaces their key range.
+LISTED_KEYS = 10_000
 
 
 @dataclass
 class HistoryReport:
-    versions: list[int] = field(default_factory=list)
-    opened: int = 0  # new row versions
-    closed: int = 0  # keys whose current row a change or delete closed (at most)
+    changes: int = 0  # changes recorded (versions and deletes)
+    keys: int = 0  # keys whose history was rewritten
+    removed: int = 0  # changes taken out (a restore's reverted files)
+    version: int | None = None  # the history's commit
 
 
-def covered_through(delta: DeltaTable | None) -> int | None:
-    """The newest feed version the history has applied (an open or a close)."""
-    if delta is None:
-        return None
-    newest = [v for v in (column_max(delta, FROM_VERSION), column_max(delta, TO_VERSION)) if v is not None]
-    return max(newest) if newest else None
-
-
-def catch_up(storage: LakeStorage, feed: LakeTable, history: LakeTable, key: str) -> HistoryReport:
-    """Apply the feed's versions newer than the history's newest to the history."""
-    current = open_table(storage, history)
-    through = covered_through(current)
-    stored = open_table(storage, feed)
-    if stored is None:
-        return HistoryReport()
-    changes = stored.to_pyarrow_dataset().to_table(
-        filter=(pc.field(COMMIT_VERSION) > (-1 if through is None else through))
-        & (pc.field(CHANGE_TYPE) != ChangeType.UPDATE_PREIMAGE.value))
+def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table,
+           commit_version: int | None) -> HistoryReport:
+    """Add `changes` (table columns, one row per change, deletes included) to the history.
+    Changes without a `commit_version` column get `commit_version`."""
     if not changes.num_rows:
         return HistoryReport()
-    changes = changes.sort_by([(key, "ascending"), (COMMIT_VERSION, "ascending")])
-    keys = changes[key].to_numpy(zero_copy_only=False)
-    has_next = np.append(keys[1:] == keys[:-1], False)  # the key changes again in this batch
-    opened = _opened(changes, has_next)
-    report = HistoryReport(sorted(set(changes[COMMIT_VERSION].to_pylist())), opened.num_rows)
-    uri, options = history.uri(storage), storage.delta_storage_options()
-    if current is None:
-        write_deltalake(uri, opened, mode="append", storage_options=options)
-        return report
-    closes = _closes(changes.filter(pa.array(np.insert(~has_next[:-1], 0, True))), opened.schema, key)
-    report.closed = closes.num_rows
-    source = pa.concat_tables([
-        opened.append_column(_MERGE_KEY, pa.nulls(opened.num_rows, opened.schema.field(key).type))
-        .append_column(_ACTION, pa.repeat("open", opened.num_rows)),
-        closes.append_column(_MERGE_KEY, closes[key]).append_column(_ACTION, pa.repeat("close", closes.num_rows)),
-    ])
-    target = DeltaTable(uri, storage_options=options)
-    known = set(pa.schema(target.schema().to_arrow()).names)
-    added = [Field.from_arrow(f) for f in opened.schema if f.name not in known]
-    if added:  # the table gained a column (declared schema evolution): so does its history
-        target.alter.add_columns(added)
-    # one commit: a change closes its key's current row (matched on the key) and inserts
-    # its new version (its merge key is NULL, so it never matches)
-    (target
-     .merge(source, predicate=f"t.{key} = s.{_MERGE_KEY} AND t.{IS_CURRENT}", source_alias="s", target_alias="t")
-     .when_matched_update({VALID_TO: f"s.{VALID_TO}", TO_VERSION: f"s.{TO_VERSION}", IS_CURRENT: "false"},
-                          predicate=f"s.{_ACTION} = 'close'")
-     .when_not_matched_insert({n: f"s.{n}" for n in opened.column_names}, predicate=f"s.{_ACTION} = 'open'")
-     .execute())
-    return report
+    if COMMIT_VERSION not in changes.column_names:
+        changes = changes.append_column(COMMIT_VERSION, pa.repeat(pa.scalar(commit_version, pa.int64()),
+                                                                  changes.num_rows))
+    delta = open_table(storage, history)
+    if delta is None:
+        rows = intervals(changes, key)
+        write_deltalake(history.uri(storage), rows, mode="append", storage_options=storage.delta_storage_options())
+        return HistoryReport(changes.num_rows, _distinct(rows[key]), version=0)
+    changes = changes.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                                      for f in changes.schema]))  # to meet the stored rows' plain types
+    keys = np.unique(changes[key].to_numpy()).astype(np.int64)
+    existing = _existing(delta, key, keys)
+    recorded = pc.is_in(_pair(existing, key), value_set=_pair(changes, key))
+    merged = pa.concat_tables([existing.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
+                              promote_options="default")
+    rows = intervals(merged.select(changes.column_names).cast(changes.schema), key)
+    version = _replace(storage, history, delta, key, keys, rows, None)
+    return HistoryReport(changes.num_rows, len(keys), version=version)
 
 
-def _opened(changes: pa.Table, has_next: np.ndarray) -> pa.Table:
-    """A row version per insert or postimage, closed by its key's next change in the batch."""
-    data = [n for n in changes.column_names if n not in FEED_COLUMNS.names]
+def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callable[[], pa.Table],
+               commit_version: int | None) -> bool:
+    """Replace a history written by an earlier release (on the commit axis: it has
+    `valid_from_version`) by the table's rows (read only then), each a version from its `_sequence`. The
+    earlier versions are not on the source axis and are not kept. True if it did."""
+    delta = open_table(storage, history)
+    if delta is None or "valid_from_version" not in pa.schema(delta.schema().to_arrow()).names:
+        return False
+    rows = table()
+    rows = rows.append_column(COMMIT_VERSION, pa.repeat(pa.scalar(commit_version, pa.int64()), rows.num_rows))
+    write_deltalake(history.uri(storage), intervals(rows, key), mode="overwrite", schema_mode="overwrite",
+                    storage_options=storage.delta_storage_options())
+    return True
+
+
+def revert(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]],
+           metadata: dict[str, str] | None = None) -> HistoryReport:
+    """Take the changes of `files` ((source file, sequence prefix) pairs) out of the history
+    and recompute the intervals of their keys, in one commit (nothing to take: no commit)."""
+    delta = open_table(storage, history)
+    if delta is None or not files:
+        return HistoryReport()
+    found = delta.to_pyarrow_dataset().to_table(columns=[key], filter=_of_files(files))
+    keys = np.unique(found[key].to_numpy()).astype(np.int64)
+    if not len(keys):
+        return HistoryReport()
+    existing = _existing(delta, key, keys)
+    gone = _matches(existing, files)
+    kept = existing.filter(pc.invert(gone)).drop_columns(VALIDITY.names[:-1])
+    rows = intervals(kept, key)
+    version = _replace(storage, history, delta, key, keys, rows, metadata)
+    return HistoryReport(keys=len(keys), removed=int(pc.sum(gone).as_py() or 0), version=version)
+
+
+def restore_changes(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]]) -> HistoryReport:
+    """Put back the changes of `files` that an earlier `revert` took out (a restore forward
+    reinstating them): read from the history as it was before that revert's commit."""
+    delta = open_table(storage, history)
+    if delta is None or not files:
+        return HistoryReport()
+    wanted = {f"{source}\n{prefix}" for source, prefix in files}
+    found = []
+    for commit in delta.history():  # newest first: the last revert of each file
+        taken = set((commit.get("lake.reverted") or "").split("\t")) & wanted
+        if taken and commit["version"] > 0:
+            before = DeltaTable(history.uri(storage), version=commit["version"] - 1,
+                                storage_options=storage.delta_storage_options())
+            pairs = [(source, prefix) for source, prefix in (t.split("\n", 1) for t in taken)]
+            rows = before.to_pyarrow_dataset().to_table(filter=_of_files(pairs))
+            found.append(rows.drop_columns(VALIDITY.names[:-1]))
+            wanted -= taken
+        if not wanted:
+            break
+    if not found:
+        return HistoryReport()
+    return record(storage, history, key, pa.concat_tables(found, promote_options="default"), None)
+
+
+def reverted_metadata(files: list[tuple[str, str]]) -> dict[str, str]:
+    """The commit metadata of a revert: which files' changes it took out (see restore_changes)."""
+    return {"lake.reverted": "\t".join(f"{source}\n{prefix}" for source, prefix in files)}
+
+
+def _of_files(files: list[tuple[str, str]]) -> ds.Expression:
+    """Rows of `files`: their source file, and a sequence starting with the file's prefix."""
+    mask = None
+    for source, prefix in files:
+        hit = (ds.field("_source_file") == source) & pc.starts_with(ds.field(SEQUENCE), prefix)
+        mask = hit if mask is None else mask | hit
+    return mask
+
+
+def _matches(rows: pa.Table, files: list[tuple[str, str]]) -> pa.ChunkedArray:
+    mask = pa.chunked_array([pa.array(np.zeros(rows.num_rows, bool))])
+    for source, prefix in files:
+        hit = pc.and_(pc.equal(rows["_source_file"], source), pc.starts_with(rows[SEQUENCE], prefix))
+        mask = pc.or_(mask, pc.fill_null(hit, False))
+    return mask
+
+
+def intervals(changes: pa.Table, key: str) -> pa.Table:
+    """Each change with its validity: a version (an upsert) is valid until the key's next
+    change; a delete is valid at no point (its interval ends where it starts)."""
+    keys = changes[key].to_numpy()
+    if len(keys) and len(np.unique(keys)) != len(keys):  # several changes of a key: order them
+        changes = changes.sort_by([(key, "ascending"), (SEQUENCE, "ascending")])
+        keys = changes[key].to_numpy()
+        has_next = np.append(keys[1:] == keys[:-1], False)
+    else:
+        has_next = np.zeros(len(keys), bool)
+    sequences = changes[SEQUENCE].combine_chunks()
+    deleted = pc.fill_null(pc.equal(changes[OPERATION], DELETE), False).combine_chunks()
+    nulls = pa.nulls(1, pa.string())
+    following = pa.concat_arrays([sequences.slice(1), nulls]) if len(keys) else sequences
     closed = pa.array(has_next)
-    next_time = pa.concat_arrays([changes[COMMIT_TIMESTAMP].combine_chunks().slice(1), pa.nulls(1, _TIME)])
-    next_version = pa.concat_arrays([changes[COMMIT_VERSION].combine_chunks().slice(1), pa.nulls(1, pa.int64())])
-    upsert = pc.not_equal(changes[CHANGE_TYPE], ChangeType.DELETE.value)
-    rows = changes.filter(upsert)
+    valid_to = pc.if_else(deleted, sequences, pc.if_else(closed, following, pa.scalar(None, pa.string())))
+    current = pc.and_(pc.invert(closed), pc.invert(deleted))
+    rows = changes.drop_columns([COMMIT_VERSION])
     return pa.table({
-        **{n: rows[n] for n in data},
-        VALID_FROM: rows[COMMIT_TIMESTAMP],
-        VALID_TO: pc.if_else(closed, next_time, pa.scalar(None, _TIME)).filter(upsert),
-        IS_CURRENT: pc.invert(closed).filter(upsert),
-        FROM_VERSION: rows[COMMIT_VERSION],
-        TO_VERSION: pc.if_else(closed, next_version, pa.scalar(None, pa.int64())).filter(upsert),
+        **{n: rows[n] for n in rows.column_names},
+        VALID_TO_SEQUENCE: valid_to,
+        VALID_FROM: times(sequences),
+        VALID_TO: times(valid_to),
+        IS_CURRENT: current,
+        COMMIT_VERSION: changes[COMMIT_VERSION],
     })
 
 
-def _closes(firsts: pa.Table, schema: pa.Schema, key: str) -> pa.Table:
-    """The close of each key's current row by its first change in the batch (only key and validity set)."""
-    count = firsts.num_rows
-    closing = {VALID_TO: firsts[COMMIT_TIMESTAMP], IS_CURRENT: pa.repeat(False, count),
-               TO_VERSION: firsts[COMMIT_VERSION]}
-    return pa.table({n: firsts[n] if n == key else closing.get(n, pa.nulls(count, schema.field(n).type))
-                     for n in schema.names}).cast(schema)
+def times(sequences: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The time part of each sequence (`YYYYMMDDHHMMSSfff.part...`), NULL where it is no
+    time: an arrival stamp (part from ARRIVAL_PART up) or no sequence. Parsed once per
+    file (once in all when every sequence has the same file, as a full load's do)."""
+    low, high = pc.min_max(sequences).values()
+    if not low.is_valid:
+        return pa.nulls(len(sequences), _TIME)
+    if low.as_py()[:24] == high.as_py()[:24]:  # one file: every sequence between shares the prefix
+        one = _stamp_times(pa.array([low.as_py()[:24]]))[0]
+        same = pa.repeat(one, len(sequences))
+        return same if not sequences.null_count else pc.if_else(pc.is_valid(sequences), same, pa.scalar(None, _TIME))
+    head = pc.dictionary_encode(pc.utf8_slice_codeunits(sequences, 0, 24))
+    head = head.combine_chunks() if isinstance(head, pa.ChunkedArray) else head
+    return _stamp_times(head.dictionary).take(head.indices)
+
+
+def _stamp_times(stamps: pa.Array) -> pa.Array:
+    """The times of distinct `YYYYMMDDHHMMSSfff.part` stamps."""
+    arrival = pc.greater_equal(pc.utf8_slice_codeunits(stamps, 18, 24), ARRIVAL_PART)
+    seconds = pc.strptime(pc.utf8_slice_codeunits(stamps, 0, 14), "%Y%m%d%H%M%S", "us", error_is_null=True)
+    millis = pc.cast(pc.utf8_slice_codeunits(stamps, 14, 17), pa.int64(), safe=False) \
+        if len(stamps) else pa.array([], pa.int64())
+    micros = pc.add(pc.cast(seconds, pa.int64()), pc.multiply(millis, 1000))
+    return pc.if_else(arrival, pa.scalar(None, pa.int64()), micros).cast(_TIME)
+
+
+def _existing(delta: DeltaTable, key: str, keys: np.ndarray) -> pa.Table:
+    """The history rows of `keys` (all rows of their key range when they are many)."""
+    dataset = delta.to_pyarrow_dataset()
+    if len(keys) <= LISTED_KEYS:
+        where = (ds.field(key) >= int(keys[0])) & (ds.field(key) <= int(keys[-1])) \
+            & ds.field(key).isin(pa.array(keys, pa.int64()).cast(dataset.schema.field(key).type))
+    else:
+        where = (ds.field(key) >= int(keys[0])) & (ds.field(key) <= int(keys[-1]))
+    return dataset.to_table(filter=where)
+
+
+def _replace(storage: LakeStorage, history: LakeTable, delta: DeltaTable, key: str, keys: np.ndarray,
+             rows: pa.Table, metadata: dict[str, str] | None) -> int:
+    """Replace the rows of `keys` (their range when many) by `rows`, in one commit."""
+    if len(keys) <= LISTED_KEYS:
+        predicate = f"{key} IN ({', '.join(str(int(k)) for k in keys)})"
+    else:
+        predicate = f"{key} >= {int(keys[0])} AND {key} <= {int(keys[-1])}"
+    known = pa.schema(delta.schema().to_arrow())
+    if not rows.num_rows:
+        delta.delete(predicate, commit_properties=_properties(metadata))
+    else:
+        write_deltalake(history.uri(storage), rows, mode="overwrite", predicate=predicate,
+                        schema_mode="merge" if set(rows.schema.names) - set(known.names) else None,
+                        storage_options=storage.delta_storage_options(), commit_properties=_properties(metadata))
+    delta.update_incremental()
+    return delta.version()
+
+
+def _properties(metadata: dict[str, str] | None) -> CommitProperties | None:
+    return CommitProperties(custom_metadata=metadata) if metadata else None
+
+
+def _pair(rows: pa.Table, key: str) -> pa.ChunkedArray:
+    """(key, sequence) as one string, to find changes recorded already."""
+    return pc.binary_join_element_wise(pc.cast(rows[key], pa.string()), pc.fill_null(rows[SEQUENCE], ""), "|")
+
+
+def _distinct(keys: pa.ChunkedArray) -> int:
+    return len(np.unique(keys.to_numpy()))
 
 
 def current_rows(storage: LakeStorage, history: LakeTable) -> pa.Table | None:

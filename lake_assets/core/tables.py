@@ -60,7 +60,8 @@ INSURANCE_CHANGES = LakeTable(
 )
 INSURANCE_HISTORY = LakeTable(
     "insurance_history", "curated/insurance_history",
-    "SCD type 2 history of insurance: one row per policy version, valid_from/valid_to (commit time), is_current",
+    "SCD type 2 history of insurance on the source sequence: one row per policy version, _sequence to "
+    "valid_to_sequence (valid_from/valid_to their times), deletes as _operation D rows, is_current",
 )
 LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run",
                    domain=Domain.LAKE)

@@ -78,11 +78,13 @@ class ApplyConfig(dg.Config):
                         "Read it with `lake changes insurance --from-version N`.",
         ),
         dg.AssetSpec(
-            INSURANCE_HISTORY.name, deps=[INSURANCE_CHANGES.name], group_name="insurance", owners=OWNERS,
+            INSURANCE_HISTORY.name, deps=[TABLE], group_name="insurance", owners=OWNERS,
             kinds={"delta", "s3"},
-            description="SCD type 2 history of `insurance`: one row per policy version, valid from the commit "
-                        "that wrote it (`valid_from`, `valid_from_version`) to the one that replaced or deleted it "
-                        "(`valid_to`, `valid_to_version`), `is_current` for the live row.",
+            description="SCD type 2 history of `insurance` on the source's sequence axis (DLT's `STORED AS SCD "
+                        "TYPE 2`): one row per version a policy had, valid from its `_sequence` to the key's next "
+                        "change (`valid_to_sequence`; `valid_from`/`valid_to` their times), deletes as rows of "
+                        "their own (`_operation = 'D'`), `is_current` for the live row, `commit_version` of the "
+                        "run that recorded it; written from the apply's own changes.",
         ),
     ],
     can_subset=False,
@@ -119,7 +121,7 @@ def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, sto
 
 
 def derived_metadata(report: ApplyReport, storage: LakeStorage) -> tuple[dict, dict]:
-    """Metadata of `insurance_changes` and `insurance_history` after the run's catch-ups."""
+    """Metadata of `insurance_changes` (after the run's catch-ups) and `insurance_history` (the run's write)."""
     feed, history = report.derived.feed, report.derived.history
     changes, scd2 = open_table(storage, INSURANCE_CHANGES), open_table(storage, INSURANCE_HISTORY)
     return {
@@ -129,9 +131,9 @@ def derived_metadata(report: ApplyReport, storage: LakeStorage) -> tuple[dict, d
         "dagster/row_count": row_count(changes) if changes else 0,
         "table_uri": INSURANCE_CHANGES.uri(storage),
     }, {
-        "versions_applied": dg.MetadataValue.json(history.versions),
-        "row_versions_opened": history.opened,
-        "current_rows_closed": history.closed,
+        "changes_recorded": history.changes,
+        "keys_rewritten": history.keys,
+        "history_version": history.version if history.version is not None else -1,
         "dagster/row_count": row_count(scd2) if scd2 else 0,
         "table_uri": INSURANCE_HISTORY.uri(storage),
     }

@@ -44,7 +44,9 @@ from pyspark.sql import SparkSession
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
+from lake_assets.core import change_feed, scd2
+from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
+                                     INSURANCE_TOMBSTONES)
 from lake_assets.insurance import changes as feed, merge
 from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
@@ -59,6 +61,7 @@ from lake_assets.insurance.contract import (
     Reason,
     current,
     table_columns,
+    table_schema,
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
 from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, RawObject, raw_objects
@@ -256,11 +259,13 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     applied_at = dt.datetime.now(dt.timezone.utc)
     ledger = Ledger(storage)
     pending = pending_objects(storage, ledger, reapply)
-    derived = feed.catch_up(storage)  # versions committed since the last run's catch-up (see changes.py)
+    caught_up = feed.catch_up(storage)  # versions committed since the last run's catch-up (see changes.py)
     history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
     _evolve(before, report)
+    if before is not None:
+        scd2.start_over(storage, INSURANCE_HISTORY, KEY, functools.partial(to_arrow, before), before.version())
 
     approved = _approved(history)
     deliveries = _deliveries(history)
@@ -297,13 +302,16 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
                                "full load" if newest else "merge")
             versions.update({b.obj.key: version for b in sources})
         _record_tombstones(storage, batches, plan, newest, applied_at)
+        committed = report.commits[-1].version if report.commits else report.version_before
+        report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
+                                             _history_changes(batches, plan, newest, applied_at), committed)
         report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
         ledger.record(report.files)
     except BaseException as error:
         _clean_up(storage, staging, error)
         raise
     _clean_up(storage, staging, None)
-    report.derived = derived.add(feed.catch_up(storage))  # the change feed and history of this run's commit
+    report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # this run's commit's
     last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
     report.version_after = last.version if last else report.version_before
     report.rows_after = last.rows_after if last else report.rows_before
@@ -527,6 +535,7 @@ class Plan:
     row_deletes: np.ndarray  # those of them with a row in the table
     floor: str | None
     applied_per_batch: dict[int, int]
+    changes: pa.Table  # every change the history records (those the floor superseded are not); as `winners`
 
     @property
     def touches_table(self) -> bool:
@@ -548,6 +557,7 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         unknown = pc.is_null(events["_existing"])
         events = events.filter(pc.invert(pc.and_(unknown, pc.less(events[SEQUENCE], floor))))
+    changes = events.drop_columns(["_existing"])  # what the history records: winners and superseded alike
     keys = events[KEY].to_numpy()
     if not _strictly_increasing(keys) and len(np.unique(keys)) != len(keys):  # the newest change per key
         events = events.sort_by([(KEY, "ascending"), (SEQUENCE, "ascending")])
@@ -575,7 +585,7 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
     with_rows = table_keys.filter(pc.is_in(table_keys, value_set=pa.array(deletes, pa.int64()))).to_numpy()
     return Plan(events.drop_columns(["_existing"]), deletes, np.sort(with_rows),
                 snapshot[0] if snapshot else None,
-                {int(b): int(c) for b, c in zip(batches, counts)})
+                {int(b): int(c) for b, c in zip(batches, counts)}, changes)
 
 
 def _existing(current: pa.Table, tombstones: pa.Table) -> pa.Table:
@@ -634,7 +644,8 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
              batches: list[FileBatch], plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str,
              operation: str) -> int:
     """Stage the run's changes and commit them to the table in one Delta commit: the first
-    commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
+    commit (its change feed written from the same rows), a narrow replace of the files
+    holding the batch's keys, or a rewrite (merge.py).
     `delta` is the table as the run found it (the run holds its write lock); `current` holds
     (KEY, SEQUENCE) of its rows for at least the batch's keys."""
     rows = _with_audit(batches, plan.winners, applied_at)
@@ -650,8 +661,12 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
     staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
     uri = INSURANCE.uri(storage)
     if delta is None:
-        return _commit(storage, report, operation, merge.Strategy.CREATE, counts,
-                       lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
+        version = _commit(storage, report, operation, merge.Strategy.CREATE, counts,
+                          lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
+        # the first commit's feed from the rows it wrote (the catch-up after the run then reads nothing back)
+        created = rows.filter(pc.not_equal(rows["_operation"], "D"))
+        report.derived.feed = change_feed.write_inserts(storage, INSURANCE, INSURANCE_CHANGES, created, version)
+        return version
     mins, maxs, files_rows = file_ranges(delta, KEY)
     ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
     strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
@@ -705,6 +720,28 @@ def _commit(storage: LakeStorage, report: ApplyReport, operation: str, strategy:
     commit = Commit(delta.version(), operation, *counts, row_count(delta), strategy.value)
     report.commits.append(commit)
     return commit.version
+
+
+def _history_changes(batches: list[FileBatch], plan: Plan, snapshot: Snapshot | None,
+                     at: dt.datetime) -> pa.Table:
+    """The run's changes as the history records them (core/scd2.py): every change the plan
+    kept (winners and superseded; a delete with the image its row carried), and the
+    snapshot's implied deletes at its floor (key only)."""
+    if not plan.changes.num_rows:
+        rows = table_schema().empty_table()
+    else:
+        rows = _with_audit(batches, plan.changes, at)
+    if snapshot is not None and len(plan.snapshot_deletes):
+        count = len(plan.snapshot_deletes)
+        implied = {KEY: pa.array(plan.snapshot_deletes, pa.int64()).cast(rows.schema.field(KEY).type),
+                   "_operation": pa.repeat("D", count), SEQUENCE: pa.repeat(plan.floor, count),
+                   "_source_file": pa.repeat(snapshot.batches[0].obj.key, count),
+                   "_applied_at": pa.repeat(pa.scalar(at, rows.schema.field("_applied_at").type), count)}
+        rows = rows.set_column(rows.schema.get_field_index("_source_file"), "_source_file",
+                               rows["_source_file"].cast(pa.string()))
+        rows = pa.concat_tables([rows, pa.table({n: implied.get(n, pa.nulls(count, rows.schema.field(n).type))
+                                                 for n in rows.schema.names}, schema=rows.schema)])
+    return rows
 
 
 def _tombstones(storage: LakeStorage) -> pa.Table:

@@ -6,6 +6,9 @@ history keeps the mistake and everything derived from commits sees the restore).
 - the files whose changes the restored version does not contain are `reverted` in the
   ledger (and not applied again unless `lake run --reapply` asks), and files reverted by
   an earlier restore that the restored version does contain are `applied` again;
+- `insurance_history` loses the reverted files' changes and gets back the reinstated
+  files' (core/scd2.py), their keys' intervals recomputed: it is the history of the files
+  applied, on the source's sequence axis;
 - the tombstones table goes back to its state before the first reverted run: the
   tombstones those runs recorded are gone (a key they deleted no longer supersedes changes
   arriving for it later), and the older tombstones they had replaced are back. Every run
@@ -19,7 +22,7 @@ nothing (all its rows superseded) belongs to the version current when its run st
 Which files are reverted or reinstated from there is the rule both formats share
 (core/restore_ledger.py).
 
-Order for a rerun after a failure: table commit, tombstones, ledger last. A rerun restores
+Order for a rerun after a failure: table commit, tombstones, history, ledger last. A rerun restores
 the same content again (one more RESTORE commit) and finishes the rest.
 """
 
@@ -34,9 +37,11 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core import restore_ledger
 from lake_assets.core.formats.delta import commit_times, open_table, row_count
 from lake_assets.core.ledger import APPLIED, Ledger
+from lake_assets.core import scd2
 from lake_assets.core.restore_ledger import FileId
-from lake_assets.core.tables import INSURANCE_TOMBSTONES, LakeTable
-from lake_assets.insurance.contract import TABLE
+from lake_assets.core.tables import INSURANCE_HISTORY, INSURANCE_TOMBSTONES, LakeTable
+from lake_assets.insurance.contract import KEY, TABLE
+from lake_assets.insurance.raw_zone import FULLLOAD
 from lake_assets.resources.storage import LakeStorage
 
 RESTORE_OPERATION = "RESTORE"
@@ -54,6 +59,7 @@ class RestoreReport:
     reinstated: list[str] = field(default_factory=list)  # files reverted earlier, back in the table
     tombstones_before: int = 0
     tombstones_after: int = 0
+    history: scd2.HistoryReport = field(default_factory=scd2.HistoryReport)  # insurance_history's changes
 
 
 def restore_delta(storage: LakeStorage, table: LakeTable, version: int) -> RestoreReport:
@@ -78,6 +84,7 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     contained = contained_files(open_table(storage, table), history, version)
     reverted, reinstated = restore_ledger.ledger_changes(history, contained)
     report.tombstones_before, report.tombstones_after = restore_tombstones(storage, reverted)
+    report.history = restore_history(storage, reverted, reinstated)
     restore_ledger.record_restore(ledger, reverted, reinstated,
                                   f"restore to version {version} (as version {report.version_after})", run_id)
     report.reverted = [e["source_file"] for e in reverted]
@@ -128,3 +135,22 @@ def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int,
     elif max(earlier) < delta.version():
         delta.restore(max(earlier))
     return before, row_count(open_table(storage, INSURANCE_TOMBSTONES))
+
+
+def restore_history(storage: LakeStorage, reverted: list[dict], reinstated: list[dict]) -> scd2.HistoryReport:
+    """Take the reverted files' changes out of `insurance_history` and put the reinstated
+    files' back (as an earlier revert took them out), recomputing the intervals of their
+    keys: the history stays the history of the files applied. A rerun changes nothing more."""
+    taken = [history_files(e) for e in reverted]
+    report = scd2.revert(storage, INSURANCE_HISTORY, KEY, taken, scd2.reverted_metadata(taken))
+    back = scd2.restore_changes(storage, INSURANCE_HISTORY, KEY, [history_files(e) for e in reinstated])
+    return scd2.HistoryReport(back.changes, report.keys + back.keys, report.removed, back.version or report.version)
+
+
+def history_files(entry: dict) -> tuple[str, str]:
+    """(source file, sequence prefix) of a ledger entry's changes in the history: a CDC
+    file's rows share its time, part and delivery; a full load's (its parts and its implied
+    deletes) its time."""
+    sequence = entry["source_sequence"] or ""
+    return entry["source_file"], sequence[:17] if entry["source_kind"] == FULLLOAD else sequence[:30]
+

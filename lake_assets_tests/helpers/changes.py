@@ -34,36 +34,42 @@ def replay(storage: LakeStorage, through: int | None = None) -> dict[int, dict]:
     return state
 
 
-def assert_history_invariants(storage: LakeStorage) -> None:
-    """SCD2: per key, versions ordered and contiguous (each closed when the next opens), at
-    most one current row, a closed row has a valid_to, the rows valid at each version are the
-    table at that version, and the current rows are the table."""
+def history(storage: LakeStorage) -> list[dict]:
+    """The history's rows ordered by key and sequence."""
     delta = open_table(storage, INSURANCE_HISTORY)
     rows = to_arrow(delta).to_pylist() if delta else []
+    return sorted(rows, key=lambda r: (r["policy_id"], r["_sequence"]))
+
+
+def history_versions(storage: LakeStorage) -> list[tuple]:
+    """(key, from sequence, to sequence, is_current, data or None for a delete) per history row."""
+    return [(r["policy_id"], r["_sequence"], r["valid_to_sequence"], r["is_current"],
+             None if r["_operation"] == "D" else {c: r[c] for c in DATA_COLUMN_NAMES}) for r in history(storage)]
+
+
+def assert_history_invariants(storage: LakeStorage) -> None:
+    """SCD2 on the sequence axis: per key, each version is valid until the key's next change
+    (`valid_to_sequence` is its `_sequence`), a delete is valid at no point, only the last
+    change can be current (and is, unless a delete), validity times follow the sequences,
+    and the current rows are the table."""
+    rows = history(storage)
     by_key: dict[int, list[dict]] = {}
     for r in rows:
         by_key.setdefault(r["policy_id"], []).append(r)
-    for key, versions in by_key.items():
-        versions.sort(key=lambda r: r["valid_from_version"])
-        assert sum(r["is_current"] for r in versions) <= 1, key
-        for earlier, later in zip(versions, versions[1:]):
-            assert not earlier["is_current"], key
-            assert earlier["valid_to_version"] is not None
-            assert earlier["valid_to_version"] <= later["valid_from_version"], key
-            assert earlier["valid_to"] <= later["valid_from"]
-        for r in versions:
-            assert (r["valid_to"] is None) == r["is_current"] == (r["valid_to_version"] is None), r
-            assert r["valid_to"] is None or r["valid_from"] <= r["valid_to"], r
-            assert r["valid_to_version"] is None or r["valid_from_version"] < r["valid_to_version"], r
-    table = open_table(storage, INSURANCE)
-    for version in range(table.version() + 1 if table else 0):  # the rows valid at V are the table at V
-        valid = {r["policy_id"]: {c: r[c] for c in DATA_COLUMN_NAMES} for r in rows
-                 if r["valid_from_version"] <= version < (r["valid_to_version"] if r["valid_to_version"] is not None
-                                                          else version + 1)}
-        at = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
-        assert valid == {r["policy_id"]: r for r in at}, f"history valid at v{version}"
+    for key, changes in by_key.items():
+        for earlier, later in zip(changes, changes[1:]):
+            assert earlier["_sequence"] < later["_sequence"], key
+            expected = earlier["_sequence"] if earlier["_operation"] == "D" else later["_sequence"]
+            assert earlier["valid_to_sequence"] == expected and not earlier["is_current"], earlier
+        last = changes[-1]
+        deleted = last["_operation"] == "D"
+        assert last["is_current"] is not deleted, last
+        assert last["valid_to_sequence"] == (last["_sequence"] if deleted else None), last
+        for r in changes:
+            assert (r["valid_from"] is None) == (r["_sequence"][18:24] >= "900000"), r
     current = [r for r in rows if r["is_current"]]
     assert not [k for k, n in Counter(r["policy_id"] for r in current).items() if n > 1]
+    table = open_table(storage, INSURANCE)
     live = to_arrow(table).select(DATA_COLUMN_NAMES).to_pylist() if table else []
     assert {r["policy_id"]: {c: r[c] for c in DATA_COLUMN_NAMES} for r in current} == \
         {r["policy_id"]: r for r in live}

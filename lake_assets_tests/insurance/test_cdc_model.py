@@ -11,8 +11,11 @@ delivered in random order across runs, and some are re-delivered later with new 
 (a later delivery of a name follows the earlier one). Invalid rows are quarantined. Every
 commit strategy (merge.Strategy: the first commit, then a narrow replace over key ranges
 or a whole rewrite, forced per example) is judged. The derived change feed, replayed from
-version 0 onto an empty table, reproduces every version, and the SCD2 history keeps its
-invariants (one current row per live key, equal to the table; contiguous validity).
+version 0 onto an empty table, reproduces every version. The model also keeps the SCD2
+history on the sequence axis (DLT's `STORED AS SCD TYPE 2`): per key, every change it kept
+(winners, changes superseded in their run, late changes; not those the floor supersedes
+for a key never known) and each snapshot's implied deletes at its stamp, a version valid
+until the key's next change; `insurance_history` must equal it row for row.
 """
 
 import datetime as dt
@@ -21,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -33,7 +37,7 @@ from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 from lake_assets_tests.conftest import make_storage
-from lake_assets_tests.helpers.changes import assert_history_invariants, replay
+from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions, replay
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL = "raw/fullload/full-load.csv"
@@ -182,6 +186,7 @@ class Model:
         self.ledger: dict[tuple[str, int], tuple] = {}  # (name, delivery) -> counts
         self.parked: Counter = Counter()
         self.held: list[tuple[Delivery, int, Seq]] = []
+        self.changes: dict[int, dict[Seq, dict | None]] = {}  # per key, every change the history keeps
 
     def arrival(self) -> Seq:
         """The stamp of a snapshot with no time of its own: just after the newest file."""
@@ -234,6 +239,7 @@ class Model:
         for seq, line, origin in events:
             if line.key not in existing and self.floor is not None and seq < self.floor:
                 continue  # older than the last snapshot, for a key it removed
+            self.changes.setdefault(line.key, {})[seq] = line.row if line.kind == "upsert" else None
             if line.key not in newest or seq > newest[line.key][0]:
                 newest[line.key] = (seq, line, origin)
         winners = {k: w for k, w in newest.items() if k not in existing or w[0] >= existing[k]}
@@ -242,6 +248,7 @@ class Model:
             for key in (set(existing) | set(winners)) - inside - protected:
                 latest = max([s for s in (existing.get(key), winners.get(key, (None,))[0]) if s is not None])
                 if latest < base:
+                    self.changes.setdefault(key, {})[base] = None  # the snapshot's implied delete
                     winners.pop(key, None)
                     self.rows.pop(key, None)
                     self.tombs[key] = max(self.tombs.get(key, base), base)
@@ -270,7 +277,24 @@ class Model:
         return {k: row for k, (_, row) in self.rows.items()}
 
     def sequences(self) -> dict[int, str]:
-        return {k: f"{s[0]}.{s[1]:06d}.{s[2]:04d}.{s[3]:010d}" for k, (s, _) in self.rows.items()}
+        return {k: text(s) for k, (s, _) in self.rows.items()}
+
+    def history(self) -> list[tuple]:
+        """SCD2 on the sequence axis: per key, each change in sequence order; a version is
+        valid until the next change, a delete at no point (from = to), the last version is
+        current: (key, from, to, is_current, row or None for a delete)."""
+        rows = []
+        for key, changes in sorted(self.changes.items()):
+            order = sorted(changes)
+            for seq, after in zip(order, order[1:] + [None]):
+                row = changes[seq]
+                to = seq if row is None else after
+                rows.append((key, text(seq), None if to is None else text(to), row is not None and to is None, row))
+        return rows
+
+
+def text(seq: Seq) -> str:
+    return f"{seq[0]}.{seq[1]:06d}.{seq[2]:04d}.{seq[3]:010d}"
 
 
 # --- running it through the pipeline ---------------------------------------------------
@@ -355,6 +379,7 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
         at = to_arrow(open_table(storage, INSURANCE, version=version)).select(DATA_COLUMN_NAMES).to_pylist()
         assert replay(storage, version) == {r["policy_id"]: r for r in at}, f"feed replay up to v{version}"
     assert replay(storage) == model.table()
+    assert history_versions(storage) == model.history()
     assert_history_invariants(storage)
 
 
@@ -427,3 +452,83 @@ def test_model_on_a_hand_checked_example() -> None:
     assert held.table() == {} and held.ledger == {(FULL, 1): (HELD, 2, 0, 0, 1)}
     held.run([], approve=True)
     assert held.table() == {5: row} and held.ledger == {(FULL, 1): (APPLIED, 2, 1, 0, 1)}
+
+
+# --- SCD2 cases, each checked against the model's history (and the model against hand-written rows) ---
+
+def _upsert(key: int, value: int) -> Line:
+    text = f"U,{key},2024-01-31,Urban,CA,West,{value},Retail,N,Y"
+    return Line(text, "upsert", key, {"policy_id": key, "expiry_date": dt.date(2024, 1, 31), "location_name": "Urban",
+                                      "state_code": "CA", "region_name": "West", "insured_value": value,
+                                      "business_type": "Retail", "earthquake_coverage": "N", "flood_coverage": "Y"})
+
+
+def _delete(key: int) -> Line:
+    return Line(f"D,{key},,,,,,,,", "delete", key)
+
+
+def _cdc(index: int, *lines: Line) -> Delivery:
+    name, time = cdc_name(index)
+    return Delivery(name, list(lines), "\n", time)
+
+
+def _seq(index: int, row: int, delivery: int = 1) -> str:
+    return text((cdc_name(index)[1], 0, delivery, row))
+
+
+def _values(history: list[tuple]) -> list[tuple]:
+    return [(k, frm, to, current, None if row is None else row["insured_value"]) for k, frm, to, current, row in history]
+
+
+SCD2_CASES = {
+    # several changes of one key in one file: each is a version, closed by the next
+    "several changes in one file": [[_cdc(0, _upsert(1, 10), _upsert(1, 11), _upsert(1, 12), _upsert(2, 20))]],
+    # a late file between two applied ones: its change is placed between theirs
+    "a late file between two applied": [[_cdc(0, _upsert(1, 10))], [_cdc(2, _upsert(1, 30))],
+                                        [_cdc(1, _upsert(1, 20), _upsert(2, 21))]],
+    # a delete and a re-insert; a late change older than the delete is closed by it
+    "a delete and a re-insert": [[_cdc(0, _upsert(1, 10)), _cdc(1, _delete(1))], [_cdc(3, _upsert(1, 30))],
+                                 [_cdc(2, _upsert(1, 20))]],
+    # inserted and deleted in one batch (a key the table never holds): a closed version
+    "insert and delete in one batch": [[_cdc(0, _upsert(3, 10), _delete(3), _upsert(4, 40)),
+                                        _cdc(1, _delete(4))]],
+}
+EXPECTED = {
+    "several changes in one file": [(1, _seq(0, 1), _seq(0, 2), False, 10), (1, _seq(0, 2), _seq(0, 3), False, 11),
+                                    (1, _seq(0, 3), None, True, 12), (2, _seq(0, 4), None, True, 20)],
+    "a late file between two applied": [(1, _seq(0, 1), _seq(1, 1), False, 10), (1, _seq(1, 1), _seq(2, 1), False, 20),
+                                        (1, _seq(2, 1), None, True, 30), (2, _seq(1, 2), None, True, 21)],
+    "a delete and a re-insert": [(1, _seq(0, 1), _seq(1, 1), False, 10), (1, _seq(1, 1), _seq(1, 1), False, None),
+                                 (1, _seq(2, 1), _seq(3, 1), False, 20), (1, _seq(3, 1), None, True, 30)],
+    "insert and delete in one batch": [(3, _seq(0, 1), _seq(0, 2), False, 10), (3, _seq(0, 2), _seq(0, 2), False, None),
+                                       (4, _seq(0, 3), _seq(1, 1), False, 40), (4, _seq(1, 1), _seq(1, 1), False, None)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCD2_CASES))
+def test_scd2_case_matches_the_model(storage: LakeStorage, spark: SparkSession, case: str) -> None:
+    model = Model()
+    for run in SCD2_CASES[case]:
+        model.run(run)
+    assert _values(model.history()) == EXPECTED[case]  # the model, by hand
+    check(storage, spark, None, SCD2_CASES[case], merge.Strategy.NARROW)  # the pipeline, against the model
+
+
+def test_model_history_of_a_snapshot_and_a_late_change() -> None:
+    """A snapshot closes the versions of the keys it lacks at its stamp; a late change older
+    than it is kept for a key the lake knows (placed where it belongs), and not for a key
+    never seen (the floor supersedes it, as for the table)."""
+    model = Model()
+    full = [Line("1,...", "upsert", 1, {"x": 1})]
+    model.run([Delivery(FULL, full, "\n", None), _cdc(0, _upsert(2, 20))])  # the snapshot precedes the change
+    model.run([Delivery(FULL2, [Line("1,...", "upsert", 1, {"x": 2})], "\n", None)])  # deletes 2 as of its arrival
+    floor = (cdc_name(0)[1], 900_000, 0, 0)
+    old = "20231231090000000"
+    model.run([Delivery(f"raw/cdcload/{old[:8]}-{old[8:]}.csv", [_upsert(9, 90), _upsert(2, 21)], "\n", old)])
+    assert [(k, frm, to, current) for k, frm, to, current, _ in model.history()] == [
+        (1, text((ARRIVAL[0], ARRIVAL[1], 1, 2)), text((floor[0], floor[1], 1, 2)), False),
+        (1, text((floor[0], floor[1], 1, 2)), None, True),
+        (2, text((old, 0, 1, 2)), _seq(0, 1), False), (2, _seq(0, 1), text(floor), False),
+        (2, text(floor), text(floor), False),
+    ]
+    assert model.table() == {1: {"x": 2}}

@@ -10,13 +10,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from lake_assets.core import change_feed
+from lake_assets.core import change_feed, scd2
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
 from lake_assets.insurance import changes, merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
-from lake_assets_tests.helpers.changes import assert_history_invariants, replay
+from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions, replay
 from lake_assets_tests.insurance.test_pipeline import CDC_1, CDC_2, FULL, cdc, full_load, put, row, run, table
 
 FEED_FIELDS = ["_change_type", "_commit_version", "policy_id", "insured_value", "flood_coverage"]
@@ -56,16 +56,21 @@ def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
     commits = {h["version"]: h["timestamp"] for h in open_table(storage, INSURANCE).history()}
     for version, stamp in zip(stored["_commit_version"].to_pylist(), stored["_commit_timestamp"].to_pylist()):
         assert stamp == dt.datetime.fromtimestamp(commits[version] / 1000, dt.timezone.utc)
+    # the first commit's feed, written from the rows the run committed, is what the log gives
+    derived = change_feed.derive(storage, INSURANCE, "policy_id", 0)
+    assert stored.filter(pc.equal(stored["_commit_version"], 0)).sort_by("policy_id").equals(derived)
     # the feed's rows carry the table's columns, audit columns included
     preimage = stored.filter(pc.equal(stored["_change_type"], "update_preimage")).to_pylist()[0]
     assert preimage["_source_file"] == FULL and preimage["_sequence"] is not None
 
-    history = to_arrow(open_table(storage, INSURANCE_HISTORY)).sort_by([("policy_id", "ascending"),
-                                                                         ("valid_from_version", "ascending")])
-    assert [(r["policy_id"], r["insured_value"], r["valid_from_version"], r["valid_to_version"], r["is_current"])
-            for r in history.to_pylist()] == [
-        (1, 100, 0, None, True), (2, 200, 0, 1, False), (2, 222, 1, None, True), (3, 300, 0, 1, False),
-        (4, 400, 1, None, True),
+    full, cdc1 = "00000000000000000.900000.0001", "20240401090000000.000000.0001"
+    assert [(k, frm, to, current, data and data["insured_value"]) for k, frm, to, current, data
+            in history_versions(storage)] == [
+        (1, f"{full}.0000000002", None, True, 100),
+        (2, f"{full}.0000000003", f"{cdc1}.0000000002", False, 200), (2, f"{cdc1}.0000000002", None, True, 222),
+        (3, f"{full}.0000000004", f"{cdc1}.0000000003", False, 300),
+        (3, f"{cdc1}.0000000003", f"{cdc1}.0000000003", False, None),  # the delete: valid at no point
+        (4, f"{cdc1}.0000000001", None, True, 400),
     ]
     assert_history_invariants(storage)
     assert replay(storage) == table(storage)
@@ -97,9 +102,36 @@ def test_a_failure_between_the_table_commit_and_the_feed_write_converges_on_reru
         ("update_preimage", 1, 1, 100), ("update_postimage", 1, 1, 111), ("delete", 1, 2, 200),
     ]
     again = run(storage, spark)  # and once caught up, a run writes nothing more
-    assert again.derived.feed.versions == [] and again.derived.history.versions == []
+    assert again.derived.feed.versions == [] and again.derived.history.changes == 0
     assert_history_invariants(storage)
     assert replay(storage) == table(storage)
+
+
+def test_a_failure_before_the_history_write_converges_on_rerun(storage: LakeStorage, spark: SparkSession,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the table commit, before the history's: the ledger is written after the
+    history, so the rerun applies the same changes again and the history gets each once."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    put(storage, CDC_1, cdc(f"U,{row(1, 110)}", f"U,{row(1, 111)}", "D,2,,,,,,,,"))
+    monkeypatch.setattr(scd2, "_replace", _fail)
+    with pytest.raises(RuntimeError, match="killed"):
+        run(storage, spark)
+    monkeypatch.undo()
+    assert open_table(storage, INSURANCE).version() == 1  # the table committed; the history is at its last commit
+    assert len(history_versions(storage)) == 2
+    run(storage, spark)
+    expected = history_versions(storage)
+    assert [(k, current, data and data["insured_value"]) for k, _, _, current, data in expected] == [
+        (1, False, 100), (1, False, 110), (1, True, 111), (2, False, 200), (2, False, None)]
+    scd2.record(storage, INSURANCE_HISTORY, "policy_id", to_arrow(open_table(storage, INSURANCE_HISTORY))
+                .drop_columns(scd2.VALIDITY.names), 9)  # recording the same changes again changes nothing
+    assert history_versions(storage) == expected
+    assert_history_invariants(storage)
+
+
+def _fail(*args, **kwargs) -> None:
+    raise RuntimeError("killed before the history write")
 
 
 def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, spark: SparkSession) -> None:
@@ -126,7 +158,7 @@ class _Crash:
         self.write(storage, feed, rows, start, end)
 
 
-def test_a_restore_by_delta_rs_shows_in_the_feed_and_history(storage: LakeStorage, spark: SparkSession) -> None:
+def test_a_restore_by_delta_rs_shows_in_the_feed(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, FULL, full_load(row(1, 100), row(2, 200)))
     run(storage, spark)
     put(storage, CDC_1, cdc(f"U,{row(1, 111)}", "D,2,,,,,,,,", f"I,{row(3, 300)}"))
@@ -140,8 +172,10 @@ def test_a_restore_by_delta_rs_shows_in_the_feed_and_history(storage: LakeStorag
         ("delete", 2, 3, 300),
         ("update_preimage", 3, 2, 200), ("update_postimage", 3, 2, 222),
     ]
-    assert_history_invariants(storage)
     assert replay(storage) == table(storage)
+    # the history follows the files the ledger applied (a bare delta-rs restore reverts none:
+    # `lake restore` does, see test_restore.py), so CDC_1's versions stay in it
+    assert [k for k, _, _, current, _ in history_versions(storage) if current] == [1, 2, 3]
 
 
 def test_replaying_the_feed_up_to_each_version_gives_that_version(
@@ -181,9 +215,9 @@ def test_a_compaction_changes_no_rows_and_adds_nothing_to_the_feed(storage: Lake
     assert replay(storage) == table(storage)
 
 
-def test_a_column_added_to_the_table_reaches_the_feed_and_the_history(storage: LakeStorage,
+def test_a_column_added_to_the_table_reaches_the_feed(storage: LakeStorage,
                                                                        spark: SparkSession) -> None:
-    """Declared schema evolution (a new nullable column): older rows read it as NULL everywhere."""
+    """Declared schema evolution (a new nullable column): older rows read it as NULL in the feed."""
     put(storage, FULL, full_load(row(1, 100), row(2, 200)))
     run(storage, spark)
     current = to_arrow(open_table(storage, INSURANCE))
@@ -192,10 +226,24 @@ def test_a_column_added_to_the_table_reaches_the_feed_and_the_history(storage: L
     write_deltalake(INSURANCE.uri(storage), new, mode="append", schema_mode="merge",
                     storage_options=storage.delta_storage_options())
     report = changes.catch_up(storage)
-    assert report.feed.versions == [1]
+    assert report.versions == [1]
     rows = changes.read_changes(storage, 0).to_pylist()
     assert [(r["_change_type"], r["policy_id"], r["risk_score"]) for r in rows] == [
         ("insert", 1, None), ("insert", 2, None), ("insert", 3, 7)]
-    history = to_arrow(open_table(storage, INSURANCE_HISTORY))
-    assert dict(zip(history["policy_id"].to_pylist(), history["risk_score"].to_pylist())) == {1: None, 2: None, 3: 7}
+
+
+def test_a_history_on_the_commit_axis_is_started_again_from_the_table(storage: LakeStorage,
+                                                                      spark: SparkSession) -> None:
+    """A history an earlier release wrote (commit axis, `valid_from_version`) is replaced by
+    the table's rows on the next run, which then records its own changes on the source axis."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    run(storage, spark)
+    old = to_arrow(open_table(storage, INSURANCE)).append_column("valid_from_version", pa.array([0, 0], pa.int64()))
+    write_deltalake(INSURANCE_HISTORY.uri(storage), old, mode="overwrite", schema_mode="overwrite",
+                    storage_options=storage.delta_storage_options())
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}"))
+    run(storage, spark)
+    assert "valid_from_version" not in to_arrow(open_table(storage, INSURANCE_HISTORY)).column_names
+    assert [(k, current, data["insured_value"]) for k, _, _, current, data in history_versions(storage)] == [
+        (1, False, 100), (1, True, 111), (2, True, 200)]
     assert_history_invariants(storage)

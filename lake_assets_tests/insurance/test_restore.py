@@ -14,6 +14,7 @@ from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.insurance.pipeline import IngestRules, apply_pending
 from lake_assets.insurance.restore import restore_insurance
 from lake_assets.resources.storage import LakeStorage
+from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 RULES = IngestRules(max_shrink=1.0)  # publish the shrinking snapshot without a hold
@@ -73,6 +74,7 @@ def test_a_reverted_full_load_stops_counting_and_reapplies_in_sequence(storage: 
     assert values(storage) == {1: 100}
     assert statuses(storage) == {FULL: APPLIED, C1: APPLIED, SNAPSHOT: APPLIED, C_LATE: APPLIED, C_OLD: APPLIED}
     assert set(tombstones(storage)) == {2, 3, 4, 5}
+    assert_history_invariants(storage)
 
 
 def test_restoring_twice_follows_the_lineage(storage: LakeStorage, spark: SparkSession) -> None:
@@ -113,3 +115,28 @@ def test_a_restore_that_fails_before_the_ledger_converges_on_rerun(storage: Lake
     assert statuses(storage)[C1] == REVERTED
     apply_pending(storage, spark, "run-3", RULES, reapply=True)
     assert values(storage) == {1: 1} and statuses(storage)[C1] == APPLIED
+
+
+def test_the_history_follows_the_files_a_restore_reverts_and_reinstates(storage: LakeStorage,
+                                                                        spark: SparkSession) -> None:
+    """The history is the history of the applied files: a restore takes a reverted file's
+    versions out (and its keys' intervals back), restoring forward and reapplying put them back."""
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), row(2, 2), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    before = history_versions(storage)
+    storage.put_bytes(C1, f"U,{row(1, 10)}\nU,{row(1, 11)}\nD,{row(2, 0)}\nI,{row(3, 3)}\nD,{row(3, 0)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)  # version 1
+    after = history_versions(storage)
+    assert len(after) == len(before) + 5  # two versions of 1, the delete of 2, 3 inserted and deleted
+
+    report = restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2
+    assert report.history.removed == 5 and history_versions(storage) == before
+    assert_history_invariants(storage)
+    restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 3: C1 reinstated
+    assert history_versions(storage) == after
+    assert_history_invariants(storage)
+    restore_insurance(storage, INSURANCE, 2, "restore-3")  # version 0's content again
+    assert history_versions(storage) == before
+    apply_pending(storage, spark, "run-3", RULES, reapply=True)
+    assert history_versions(storage) == after and statuses(storage)[C1] == APPLIED
+    assert_history_invariants(storage)
