@@ -18,7 +18,8 @@ with no deletes the winners are appended (no MERGE, no staging).
 Tombstones are a Delta table beside `tpcds_quarantine` (path-addressed, written by the
 engine and read whole by every load, small: one row per deleted key), not an Iceberg
 table in the catalog: they are bookkeeping, not something BI should see, and are never
-pruned (a day can be backfilled from its raw object any time).
+pruned (a day can be backfilled from its raw object any time). Each names the Iceberg
+table it belongs to (`table_uuid`): a table dropped and created again starts with none.
 """
 
 import datetime as dt
@@ -31,9 +32,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from lake_assets.core.cdc import DELETE, OPERATION, merge_sql
+from lake_assets.core.errors import LakeError
+from lake_assets.core.formats import iceberg
 from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.raw_zone import RawObject
-from lake_assets.core.tables import TPCDS_TOMBSTONES
+from lake_assets.core.tables import TPCDS_TOMBSTONES, table
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.parse import SOURCE
 from lake_assets.tpcds.schema import KEYS, PARTITION_COLUMN, SEQUENCE, TpcdsTable, qualified, table_columns
@@ -44,7 +47,7 @@ COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
 UPSERT = "U"
 IMPLIED_BY = "_implied_by"  # the source whose snapshot implied a delete (SOURCE is NULL on it)
 _TOMBSTONE_COLUMNS = [*(f"{k} BIGINT" for k in KEY_COLUMNS), f"{SEQUENCE} STRING", "source_file STRING",
-                      "deleted_at TIMESTAMP"]
+                      "deleted_at TIMESTAMP", "table_uuid STRING"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,11 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     """
     order = Window.partitionBy(*KEY_COLUMNS).orderBy(F.col(SEQUENCE).desc())
     winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
-    tombstones = _tombstones(storage, spark)
+    current = iceberg.open_table(storage, table(WEB_SALES))
+    if current is None:  # the loaders create it first (load.ensure_table)
+        raise LakeError(f"{WEB_SALES} does not exist: nothing to apply changes to")
+    table_uuid = str(current.metadata.table_uuid)
+    tombstones = _tombstones(storage, spark, table_uuid)
     if tombstones is not None:
         winners = (winners.join(tombstones.select(*KEY_COLUMNS, F.col(SEQUENCE).alias("_tomb")), KEY_COLUMNS, "left")
                    .where(F.col("_tomb").isNull() | (F.col(SEQUENCE) >= F.col("_tomb"))).drop("_tomb"))
@@ -83,7 +90,7 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     if floors and not table_empty:
         resolved = kept.unionByName(_implied_deletes(spark, kept, floors))
     with staging(resolved) as staged:
-        _record_tombstones(storage, spark, staged, objects, at)
+        _record_tombstones(storage, spark, staged, objects, at, table_uuid)
         view = "lake_tpcds_changes"
         staged.createOrReplaceTempView(view)
         spark.sql(merge_sql(WEB_SALES, view, KEY_COLUMNS, COLUMNS,
@@ -111,14 +118,15 @@ def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Flo
                          F.lit(DELETE).alias(OPERATION), *values)
 
 
-def _tombstones(storage: LakeStorage, spark: SparkSession) -> DataFrame | None:
+def _tombstones(storage: LakeStorage, spark: SparkSession, table_uuid: str) -> DataFrame | None:
+    """The deletes of this table (a table dropped and created again starts with none)."""
     if open_delta(storage, TPCDS_TOMBSTONES) is None:
         return None
-    return spark.read.format("delta").load(TPCDS_TOMBSTONES.uri(storage))
+    return spark.read.format("delta").load(TPCDS_TOMBSTONES.uri(storage)).where(F.col("table_uuid") == table_uuid)
 
 
 def _record_tombstones(storage: LakeStorage, spark: SparkSession, staged: DataFrame, objects: dict[str, RawObject],
-                       at: dt.datetime) -> None:
+                       at: dt.datetime, table_uuid: str) -> None:
     """Upsert the staged deletes into `tpcds_tombstones` (a newer delete replaces an older one)."""
     deletes = staged.where(F.col(OPERATION) == DELETE)
     if not deletes.limit(1).count():
@@ -130,14 +138,15 @@ def _record_tombstones(storage: LakeStorage, spark: SparkSession, staged: DataFr
     rows = (deletes.withColumn("_by", F.coalesce(F.col(SOURCE), F.col(IMPLIED_BY)))
             .join(F.broadcast(sources), "_by", "left")
             .select(*KEY_COLUMNS, SEQUENCE, "source_file",
-                    F.lit(at.replace(tzinfo=None).isoformat(sep=" ")).cast("timestamp").alias("deleted_at")))
+                    F.lit(at.replace(tzinfo=None).isoformat(sep=" ")).cast("timestamp").alias("deleted_at"),
+                    F.lit(table_uuid).alias("table_uuid")))
     view = "lake_tpcds_tombstones"
     rows.createOrReplaceTempView(view)
     names = [c.split(" ")[0] for c in _TOMBSTONE_COLUMNS]
-    on = " AND ".join(f"t.{k} = s.{k}" for k in KEY_COLUMNS)
+    on = " AND ".join(f"t.{k} = s.{k}" for k in [*KEY_COLUMNS, "table_uuid"])
     spark.sql(f"MERGE INTO delta.`{uri}` AS t USING {view} AS s ON {on} "
               f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} THEN UPDATE SET "
-              + ", ".join(f"t.{c} = s.{c}" for c in names if c not in KEY_COLUMNS)
+              + ", ".join(f"t.{c} = s.{c}" for c in names if c not in (*KEY_COLUMNS, "table_uuid"))
               + f" WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) VALUES ({', '.join(f's.{c}' for c in names)})"
               ).collect()
 

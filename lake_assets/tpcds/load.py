@@ -205,7 +205,11 @@ def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, Ra
     """The lines of the objects of `folders` (by folder value), with the folder value as
     `ws_sold_date` and SOURCE: ONE read of the prefix with hive-style discovery, or, when the
     prefix holds objects the layout refuses (Sail's discovery fails on mixed depths, and it
-    has no `basePath`), one read per object with its folder as a literal."""
+    has no `basePath`), one read per object with its folder as a literal. Empty objects have
+    no lines (and, when every object is empty, Sail's discovery finds no folder column)."""
+    folders = {folder: obj for folder, obj in folders.items() if obj.size}
+    if not folders:
+        return spark.createDataFrame([], f"value STRING, {_FOLDER} STRING, {SOURCE} STRING")
     if not odd:
         return (spark.read.text(storage.uri(RAW.facts)).where(F.col(_FOLDER).isin(list(folders)))
                 .withColumn(SOURCE, F.col(_FOLDER)))
@@ -264,12 +268,15 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
 
 @contextlib.contextmanager
 def staged_parse(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, run_id: str) -> Iterator[DataFrame]:
-    """Write the parsed rows once as Parquet in the bucket (one read of the raw objects),
-    yield them read back, and delete them afterwards."""
+    """Write the parsed rows (or any frame) once as Parquet in the bucket (one read of the raw
+    objects), yield them read back, and delete them afterwards."""
     prefix = f"{STAGING}{run_id}/{uuid.uuid4().hex[:8]}/"
     parsed.write.mode("overwrite").parquet(storage.uri(prefix))
     try:
-        yield spark.read.parquet(storage.uri(prefix))
+        if any(o["Key"].endswith(".parquet") for o in storage.list_objects(prefix)):
+            yield spark.read.parquet(storage.uri(prefix))
+        else:  # no rows: the engine wrote no file to read the schema from
+            yield spark.createDataFrame([], parsed.schema)
     finally:
         storage.delete_prefix(prefix)
 
