@@ -218,7 +218,7 @@ def test_a_table_without_sequences_gets_the_column_and_its_rows_count_as_oldest(
     client.create_namespace_if_not_exists(NAMESPACE)
     old_schema = iceberg_schema(TpcdsTable.WEB_SALES).select(*(n for n, _ in COLUMNS[TpcdsTable.WEB_SALES]))
     old = client.create_table((NAMESPACE, TpcdsTable.WEB_SALES), schema=old_schema)
-    rows = pa.concat_tables([oracle.sql(fact_query(day)).fetch_arrow_table() for day in days])
+    rows = pa.concat_tables([oracle.sql(fact_query(day)).to_arrow_table() for day in days])
     old.append(rows.cast(old_schema.as_arrow()))
 
     load_fact_days(storage, spark, [days[0]], "run-1")  # evolves the schema, re-loads one day over old rows
