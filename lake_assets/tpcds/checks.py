@@ -122,7 +122,7 @@ def evaluate_rows_accounted(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
                    rows_loaded_before_sequences=unsequenced)
 
 
-@dg.asset_check(asset=CORRECTIONS_KEY, name="web_sales_rows_accounted", blocking=True,
+@dg.asset_check(asset=WEB_SALES_KEY, blocking=True,
                 description="Every row of web_sales carries the sequence of an applied object, and no object "
                             "holds more rows than the ledger says it applied.")
 def web_sales_rows_accounted(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:

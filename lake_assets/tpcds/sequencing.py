@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REVERTED
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
 from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.sequence import ARRIVAL_PART, ROW_DIGITS, FileStamp, arrival_stamp, name_stamp
 
 #: Width of the part of a row's sequence that is its object's (time, part, delivery).
 PREFIX_WIDTH = len(FileStamp("0" * 17).base()) - ROW_DIGITS
-#: Statuses whose objects' sequences a new arrival must follow (reverted ones arrived before, too).
-_SEEN = (APPLIED, HELD, APPROVED, REVERTED)
+#: Statuses whose objects' sequences a new arrival must follow: reverted ones arrived before too,
+#: and a rejected day object (every line bad) still applied its snapshot (its day's rows went).
+_SEEN = (APPLIED, REJECTED, HELD, APPROVED, REVERTED)
 
 
 @dataclass(frozen=True)
