@@ -56,13 +56,14 @@ def object_sequences(history: list[dict], objects: Sequence[RawObject],
     newest: str | None = None
     latest: dict[tuple[str, str], dict] = {}
     for entry in history:
-        latest[(entry["source_file"], entry["source_etag"])] = entry
+        key = (entry["source_file"], entry["source_etag"])
+        latest[key] = entry
         etags.setdefault(entry["source_file"], set()).add(entry["source_etag"])
-    for key, entry in latest.items():
         if entry["source_sequence"] is not None:
-            recorded[key] = entry["source_sequence"]
-            if entry["status"] in _SEEN and (newest is None or entry["source_sequence"] > newest):
-                newest = entry["source_sequence"]
+            recorded.setdefault(key, entry["source_sequence"])  # the first one, whatever later entries say
+    for key, entry in latest.items():
+        if key in recorded and entry["status"] in _SEEN and (newest is None or recorded[key] > newest):
+            newest = recorded[key]
     found: dict[str, ObjectSequence] = {}
     for obj in objects:
         if (obj.key, obj.etag) in recorded:
