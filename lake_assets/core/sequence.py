@@ -19,7 +19,10 @@ the changes it stands for:
   (a corrected re-delivery under the same name), ...;
 - the row: the record number in the file.
 
-A fixed-width string compares the same way in Python, pyarrow, Sail and JVM Spark.
+A fixed-width string compares the same way in Python, pyarrow, Sail and JVM Spark. Both
+domains use it: insurance's files (insurance/pipeline.py) and TPC-DS's day objects and
+corrections (tpcds/sequencing.py: a day object, like a full load, is stamped as of its
+arrival; a row's number is its line).
 """
 
 import datetime as dt

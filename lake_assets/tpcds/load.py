@@ -27,8 +27,8 @@ rerun converges.
 """
 
 import contextlib
-import functools
 import datetime as dt
+import functools
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -46,9 +46,9 @@ from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import fact_layout, fact_objects
-from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
 from lake_assets.tpcds.schema import (
     COLUMNS,
