@@ -39,7 +39,7 @@ from lake_assets.tpcds.load import (
 )
 from lake_assets.tpcds.parse import LINE, REASON, SOURCE, numbered, parse
 from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, SEQUENCE, TpcdsTable, qualified
-from lake_assets.tpcds.sequencing import object_sequences, row_sequence
+from lake_assets.tpcds.sequencing import object_sequences, with_sequences
 
 WEB_SALES = qualified(TpcdsTable.WEB_SALES)
 #: The ledger's detail of a correction stamped as of its arrival (`lake status` shows it).
@@ -60,7 +60,6 @@ def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str) ->
     if not objects:
         return finish_report(storage, report, started)
     sequences = object_sequences(ledger.entries(WEB_SALES).to_pylist(), objects, named=True)
-    prefixes = F.create_map(*[F.lit(part) for obj in objects for part in (obj.key, sequences[obj.key].prefix)])
 
     lines = None
     for obj in objects:
@@ -68,7 +67,7 @@ def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str) ->
         lines = one if lines is None else lines.unionByName(one)
     keys = KEYS[TpcdsTable.WEB_SALES]
     parsed = parse(numbered(lines), COLUMNS[TpcdsTable.WEB_SALES], keys, with_operation=True)
-    parsed = parsed.withColumn(SEQUENCE, row_sequence(F.element_at(prefixes, F.col(SOURCE)), F.col(LINE)))
+    parsed = with_sequences(parsed, {o.key: sequences[o.key].prefix for o in objects}, SOURCE, LINE, SEQUENCE)
 
     with staged_parse(storage, spark, parsed, run_id) as staged:
         at = dt.datetime.now(dt.timezone.utc)

@@ -65,7 +65,7 @@ from lake_assets.tpcds.schema import (
     qualified,
     table_columns,
 )
-from lake_assets.tpcds.sequencing import object_sequences, row_sequence
+from lake_assets.tpcds.sequencing import object_sequences, with_sequences
 
 STAGING = "staging/tpcds/"
 DAILY, SNAPSHOT, CDC = "daily", "snapshot", "cdc"
@@ -168,8 +168,6 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
     folders = {(NULL_PARTITION if day is None else day.isoformat()): obj for day, obj in selected.items()}
     ledger = Ledger(storage)
     sequences = object_sequences(ledger.entries(name).to_pylist(), list(folders.values()))
-    prefixes = F.create_map(*[F.lit(part) for folder, obj in folders.items()
-                              for part in (folder, sequences[obj.key].prefix)])
     lines = _fact_lines(storage, spark, folders, bool(layout.refused))
     day_sk = F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
         (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
@@ -177,7 +175,8 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
     parsed = parse(numbered(lines), COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
                    extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
                                                F.col(_FOLDER), F.lit(")")))])
-    parsed = parsed.withColumn(SEQUENCE, row_sequence(F.element_at(prefixes, F.col(SOURCE)), F.col(LINE)))
+    parsed = with_sequences(parsed, {folder: sequences[obj.key].prefix for folder, obj in folders.items()},
+                            SOURCE, LINE, SEQUENCE)
     floors = {folder: Floor(None if day is None else date_sk(day), sequences[obj.key].base)
               for (day, obj), folder in zip(selected.items(), folders)}
 

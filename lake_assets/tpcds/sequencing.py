@@ -14,13 +14,13 @@ Day objects and corrections feed one table, so they share one sequence axis:
 
 The delivery number counts the contents seen under an object key (1 for the first), so a
 re-delivered DMS-named correction is newer than its first delivery. A row's sequence is
-its object's base with its line number (`row_sequence`).
+its object's base with its line number (`with_sequences`).
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
@@ -81,7 +81,12 @@ def object_sequences(history: list[dict], objects: Sequence[RawObject],
     return found
 
 
-def row_sequence(prefix: Column, line: Column) -> Column:
-    """A row's sequence: its object's prefix and its line number (fixed width, compares as a string)."""
-    return F.concat(prefix, F.lpad(line.cast("string"), ROW_DIGITS, "0"))
+def with_sequences(lines: DataFrame, prefixes: dict[str, str], source: str, line: str, sequence: str) -> DataFrame:
+    """`lines` with `sequence`: its object's prefix (by the `source` column) and its `line`
+    number, fixed width (compares as a string). A join with the small table of prefixes: a
+    map literal of every loaded day would be rebuilt for every row."""
+    table = lines.sparkSession.createDataFrame(list(prefixes.items()), f"{source} STRING, _prefix STRING")
+    return (lines.join(F.broadcast(table), source)
+            .withColumn(sequence, F.concat(F.col("_prefix"), F.lpad(F.col(line).cast("string"), ROW_DIGITS, "0")))
+            .drop("_prefix"))
 
