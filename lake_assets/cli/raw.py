@@ -136,10 +136,16 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
 
 def _tpcds_rows(storage: LakeStorage, ledger: dict[str, dict[tuple[str, str], dict]]) -> list[tuple]:
     """Status rows of the TPC-DS raw objects, against the ledger of the table each one feeds."""
+    from lake_assets.tpcds.layout import fact_layout
+
     rows = []
+    refused = fact_layout(storage).refused
     for obj in list_raw(storage, RAW.root):
         name = RAW.table_of(obj.key)
         if name is None:
+            continue
+        if obj.key in refused:  # by its place in the raw zone, whatever its content: never loaded as it lies
+            rows.append((obj.key, obj.size, IGNORED, None, None, None, None, None, refused[obj.key]))
             continue
         latest = ledger.get(name, {})
         entry = latest.get((obj.key, obj.etag))

@@ -80,6 +80,10 @@ TPCDS_ITEM = _tpcds("item", "TPC-DS item dimension (upserted on i_item_sk)")
 #: (core/quarantine.py), readable by delta-rs in checks without the engine or the catalog.
 TPCDS_QUARANTINE = LakeTable("tpcds_quarantine", "curated/tpcds_quarantine",
                              "raw TPC-DS rows that could not be applied, with the reason", domain=Domain.TPCDS)
+#: Delta too, beside the quarantine: a small table upserted per key, read whole by every load.
+TPCDS_TOMBSTONES = LakeTable("tpcds_tombstones", "curated/tpcds_tombstones",
+                             "deleted web_sales keys and the sequence of their delete (kept: a day can be "
+                             "re-loaded any time)", domain=Domain.TPCDS)
 
 #: The business zone: one Iceberg table per report SQL file in tpcds/reports/ (a test keeps them in step).
 TPCDS_REPORTS = tuple(_tpcds(f"report_{name}", f"BI report {name}, recomputed from the star (tpcds/reports/{name}.sql)")
@@ -87,7 +91,7 @@ TPCDS_REPORTS = tuple(_tpcds(f"report_{name}", f"BI report {name}, recomputed fr
 
 TABLES: dict[str, LakeTable] = {t.name: t for t in (
     INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, INSURANCE_CHANGES, INSURANCE_HISTORY, LEDGER,
-    TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM, TPCDS_QUARANTINE,
+    TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM, TPCDS_QUARANTINE, TPCDS_TOMBSTONES,
     *TPCDS_REPORTS,
 )}
 

@@ -11,7 +11,7 @@ import datetime as dt
 from lake_assets.core.raw_zone import DATA_SUFFIX, is_data_file
 from lake_assets.insurance.contract import Reason
 from lake_assets.insurance.raw_zone import RAW_CDC
-from lake_assets.insurance.sequence import file_stamp, folder_pattern
+from lake_assets.core.sequence import file_stamp, folder_pattern
 
 
 def dms_name(now: dt.datetime) -> str:

@@ -5,7 +5,7 @@ raw object -> parse (parse.py) -> validate (validate.py) -> sequenced changes
 (merge.py, on the engine) -> tombstones -> ledger.
 
 Ordering is per key, the way `APPLY CHANGES ... SEQUENCE BY` orders it: every change
-carries a sequence (sequence.py: the file's DMS timestamp from its name or date folders,
+carries a sequence (core/sequence.py: the file's DMS timestamp from its name or date folders,
 then its delivery, then the row), and a key takes a change only if it is at least as new
 as the key's last applied change (`_sequence` on the row) and its tombstone (the last
 delete, remembered for `tombstone_retention`). An older change is superseded: counted,
@@ -65,7 +65,7 @@ from lake_assets.insurance.contract import (
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
 from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, RawObject, raw_objects
-from lake_assets.insurance.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
+from lake_assets.core.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
 from lake_assets.insurance.validate import validate
 from lake_assets.core.quarantine import insert_absent_arrow
 from lake_assets.resources.storage import LakeStorage
@@ -463,7 +463,7 @@ def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str)
 
 
 def _snapshots(batches: list[FileBatch], newest_applied: str | None) -> list[Snapshot]:
-    """Group full-load files into snapshots and stamp them (see sequence.py): with the
+    """Group full-load files into snapshots and stamp them (see core/sequence.py): with the
     stamp they were held with, once approved; else with the earliest time their names or
     folders give; else as of their arrival (after `newest_applied`, the newest file applied
     or held before). A part's rows carry its part number."""

@@ -36,7 +36,7 @@ from lake_assets.tpcds.load import (
     start_report,
 )
 from lake_assets.tpcds.pending import reverted_days
-from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable, qualified
+from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, qualified, table_columns
 
 GROUP = "tpcds"
 OWNERS = ["team:data-engineering"]
@@ -95,7 +95,7 @@ def load_metadata(report: LoadReport) -> dict:
 
 
 def _schema(name: str) -> dg.TableSchema:
-    return dg.TableSchema(columns=[dg.TableColumn(c, t.lower()) for c, t in COLUMNS[name]])
+    return dg.TableSchema(columns=[dg.TableColumn(c, t.lower()) for c, t in table_columns(name)])
 
 
 def _dimension_asset(name: str) -> dg.AssetsDefinition:
@@ -145,8 +145,9 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
     key=WEB_SALES_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, *DIMENSION_KEYS],
     partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
     description="Iceberg table `tpcds.web_sales`, partitioned by truncate(ws_sold_date_sk, 30): each day's raw "
-                "object replaces exactly its day's rows (one MERGE commit per run, any range of days). Rows "
-                "without a sold date land too, whenever their object is pending.",
+                "object is a snapshot of its day as of its sequence (one MERGE commit per run, any range of "
+                "days): newer corrections survive a re-load. Rows without a sold date land too, whenever their "
+                "object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
 def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
@@ -169,7 +170,8 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
     key=CORRECTIONS_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, WEB_SALES_KEY],
     kinds={"iceberg", "spark"},
     description=f"Late corrections from {RAW.corrections} MERGEd into `tpcds.web_sales` on (ws_item_sk, "
-                "ws_order_number): I/U upsert, D delete; the last line per key wins; late files quarantined.",
+                "ws_order_number): I/U upsert, D delete (tombstoned); per key the newest change by sequence "
+                "wins if it is at least as new as the row and its tombstone, older ones are superseded.",
 )
 def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
                           engine: SparkEngine) -> dg.MaterializeResult:

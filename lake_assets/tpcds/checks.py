@@ -1,9 +1,13 @@
 """Asset checks on the TPC-DS star, each verifying the tables independently of the loader.
 
-- rows per partition: every fact object's lines are applied or quarantined (ledger), the
-  quarantine holds exactly that many of its lines, and the partition held exactly the
-  applied rows in the snapshot the load committed (pyiceberg reads the manifests, so later
-  corrections do not blur the comparison);
+- rows per object: every fact object's lines are applied, superseded or quarantined
+  (ledger), the quarantine holds exactly that many of its lines, and the table held exactly
+  the applied rows carrying the object's sequence in the snapshot its load committed (time
+  travel, so later corrections and loads do not blur the comparison);
+- rows accounted: every row of the table now carries the sequence of an object the ledger
+  says is applied, and no object has more rows than it applied (the difference is what
+  later changes superseded or deleted: the ledger does not count those per object, so
+  this side is a bound, not an equality);
 - key unique (engine); referential integrity from the fact to every dimension, unknown keys
   counted and shown, not dropped (engine; a warning, since late dimensions are normal);
 - schema equals the declared one (pyiceberg); freshness: the newest raw day is loaded.
@@ -19,26 +23,26 @@ from deltalake import DeltaTable
 
 from lake_assets.core.formats import iceberg
 from lake_assets.core.formats.delta import open_table as open_delta
-from lake_assets.core.ledger import Ledger
+from lake_assets.core.ledger import APPLIED, Ledger
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, DIMENSION_KEYS, WEB_SALES_KEY, asset_key
 from lake_assets.tpcds.load import DAILY as DAILY_KIND
-from lake_assets.tpcds.load import fact_objects
+from lake_assets.tpcds.layout import fact_objects
 from lake_assets.tpcds.schema import (
-    COLUMNS,
     DIMENSIONS,
     FOREIGN_KEYS,
     KEYS,
     NULL_PARTITION,
-    PARTITION_COLUMN,
     RAW,
+    SEQUENCE,
     TpcdsTable,
-    date_sk,
     qualified,
+    table_columns,
 )
+from lake_assets.tpcds.sequencing import PREFIX_WIDTH
 
 WEB_SALES = qualified(TpcdsTable.WEB_SALES)
 _ICEBERG_TYPES = {"BIGINT": "long", "STRING": "string", "DATE": "date"}
@@ -58,7 +62,7 @@ def evaluate_rows_match_raw(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
         latest[entry["source_file"]] = entry
     quarantined = _quarantined_per_object(storage)
     problems: list[dict] = []
-    rows_per_day: dict[int, dict] = {}
+    rows_per_object: dict[int, dict] = {}
     for key, entry in latest.items():
         accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
         in_quarantine = quarantined.get((key, entry["source_etag"]), 0)
@@ -66,14 +70,14 @@ def evaluate_rows_match_raw(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
             problems.append({"object": key, "lines": entry["rows_in_file"], "accounted": accounted,
                              "in_quarantine": in_quarantine, "ledger_quarantined": entry["rows_quarantined"]})
             continue
-        snapshot = entry["table_version"]
-        if snapshot is None:
+        snapshot, sequence = entry["table_version"], entry["source_sequence"]
+        if snapshot is None or sequence is None:  # nothing committed, or loaded before rows carried a sequence
             continue
-        if snapshot not in rows_per_day:
-            rows_per_day[snapshot] = _rows_per_day(engine.session(storage), snapshot)
-        in_day = rows_per_day[snapshot].get(_day_sk_of(key), 0)
-        if in_day != entry["rows_applied"]:
-            problems.append({"object": key, "applied": entry["rows_applied"], "rows_of_the_day": in_day,
+        if snapshot not in rows_per_object:
+            rows_per_object[snapshot] = _rows_per_object(engine.session(storage), snapshot)
+        held = rows_per_object[snapshot].get(sequence[:PREFIX_WIDTH], 0)
+        if held != entry["rows_applied"]:
+            problems.append({"object": key, "applied": entry["rows_applied"], "rows_of_the_object": held,
                              "snapshot": snapshot})
     return _result(not problems, objects=len(latest), problems=dg.MetadataValue.json(problems[:50]),
                    mismatched_objects=len(problems))
@@ -87,21 +91,49 @@ def _quarantined_per_object(storage: LakeStorage) -> Counter:
     return Counter(zip(rows["source_file"].to_pylist(), rows["source_etag"].to_pylist()))
 
 
-def _rows_per_day(spark, snapshot_id: int) -> dict[int | None, int]:  # a SparkSession
-    """Rows per sold day in the snapshot a load committed (later corrections do not blur it)."""
-    rows = spark.sql(f"SELECT {PARTITION_COLUMN} AS day, count(*) AS n FROM {WEB_SALES} "
-                     f"VERSION AS OF {int(snapshot_id)} GROUP BY {PARTITION_COLUMN}").collect()
-    return {r["day"]: int(r["n"]) for r in rows}
+def _rows_per_object(spark, snapshot_id: int) -> dict[str | None, int]:  # a SparkSession
+    """Rows per object (the prefix of their `_sequence`) in the snapshot a load committed:
+    later corrections and loads do not blur it, and a key another object of the same run
+    superseded is not counted for this one."""
+    rows = spark.sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n FROM {WEB_SALES} "
+                     f"VERSION AS OF {int(snapshot_id)} GROUP BY 1").collect()
+    return {r["base"]: int(r["n"]) for r in rows}
 
 
-def _day_sk_of(key: str) -> int | None:
-    folder = key.split("/")[-2].split("=", 1)[1]
-    return None if folder == NULL_PARTITION else date_sk(dt.date.fromisoformat(folder))
+def evaluate_rows_accounted(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
+    if iceberg.open_table(storage, table(WEB_SALES)) is None:
+        return _result(True, note="table not created yet")
+    applied: dict[str, tuple[str, int]] = {}
+    for entry in Ledger(storage).entries(WEB_SALES).to_pylist():  # oldest first: the latest entry per object wins
+        if entry["source_sequence"] is not None:
+            applied[entry["source_sequence"][:PREFIX_WIDTH]] = (entry["source_file"], entry["rows_applied"]) \
+                if entry["status"] == APPLIED else ("", 0)
+    rows = engine.session(storage).sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n "
+                                       f"FROM {WEB_SALES} GROUP BY 1").collect()
+    problems, unsequenced = [], 0
+    for row in rows:
+        if row["base"] is None:
+            unsequenced = int(row["n"])
+            continue
+        source, count = applied.get(row["base"], ("", 0))
+        if int(row["n"]) > count:
+            problems.append({"sequence": row["base"], "object": source, "rows": int(row["n"]), "applied": count})
+    return _result(not problems, problems=dg.MetadataValue.json(problems[:50]), unaccounted_objects=len(problems),
+                   rows_loaded_before_sequences=unsequenced)
+
+
+@dg.asset_check(asset=WEB_SALES_KEY, blocking=True,
+                description="Every row of web_sales carries the sequence of an applied object, and no object "
+                            "holds more rows than the ledger says it applied.")
+def web_sales_rows_accounted(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
+    with storage.running() as running:
+        return evaluate_rows_accounted(running, engine)
 
 
 @dg.asset_check(asset=WEB_SALES_KEY, blocking=True,
                 description="Every raw line of every day's object is applied, superseded or quarantined, and "
-                            "the day held exactly the applied rows in the snapshot its load committed.")
+                            "the table held exactly the applied rows with the object's sequence in the "
+                            "snapshot its load committed.")
 def web_sales_rows_match_raw(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_rows_match_raw(running, engine)
@@ -173,7 +205,7 @@ def evaluate_schema(storage: LakeStorage, name: str) -> dg.AssetCheckResult:
     if current is None:
         return _result(True, note="table not created yet")
     actual = [(f.name, str(f.field_type)) for f in current.schema().fields]
-    expected = [(c, _ICEBERG_TYPES.get(t, t.lower().replace(",", ", "))) for c, t in COLUMNS[name]]
+    expected = [(c, _ICEBERG_TYPES.get(t, t.lower().replace(",", ", "))) for c, t in table_columns(name)]
     return _result(actual == expected, expected=dg.MetadataValue.json(expected), actual=dg.MetadataValue.json(actual))
 
 
@@ -217,6 +249,6 @@ def date_dim_key_unique(storage: StorageResource, engine: SparkEngine) -> dg.Ass
 
 TPCDS_CHECKS = [
     web_sales_rows_match_raw, web_sales_key_unique, web_sales_referential_integrity, web_sales_freshness,
-    web_sales_key_unique_after_corrections,
+    web_sales_key_unique_after_corrections, web_sales_rows_accounted,
     date_dim_key_unique, *[_schema_check(name) for name in (TpcdsTable.WEB_SALES, *DIMENSIONS)],
 ]

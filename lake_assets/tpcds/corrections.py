@@ -1,13 +1,15 @@
-"""Apply late corrections (CDC files) to `tpcds.web_sales` with one `MERGE INTO`, in the engine.
+"""Apply corrections (CDC files) to `tpcds.web_sales` with one `MERGE INTO`, in the engine.
 
 Raw: `raw/tpcds/web_sales_cdc/YYYYMMDD-HHMMSSfff.dat`, each line an operation (`I`, `U`,
-`D`) then every web_sales column, keyed on (ws_item_sk, ws_order_number). Object keys sort
-in delivery order. Everything pending is applied in one run: the last line per key (by
-object key, then line) wins and the others count as superseded; then one MERGE (shared
-`core.cdc.merge_sql`, the statement the insurance domain uses too). A file sorting at or
-before a correction file already applied arrived late: applying it would undo newer
-changes, so its rows are quarantined as `late_file` (re-deliver it under a newer name).
-Ledger and quarantine rules are the loader's (tpcds/load.py).
+`D`) then every web_sales column, keyed on (ws_item_sk, ws_order_number). Each line is a
+change with a sequence (tpcds/sequencing.py): its file's DMS time from its name, or, for a
+file whose name holds none (`fix.dat`), the file's arrival (after everything applied so
+far; the ledger's detail says so); then its line. Everything pending is applied in one run
+by the rule day loads follow too (tpcds/apply.py): per key, the newest change wins if it
+is at least as new as the key's row and tombstone; the others are superseded (counted in
+the ledger). So a file older than changes already applied still applies to the keys they
+did not touch, and no name blocks a later file. A delete leaves a tombstone, so re-loading
+a day cannot bring the key back. Ledger and quarantine rules are the loader's (tpcds/load.py).
 """
 
 import datetime as dt
@@ -15,16 +17,17 @@ import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
-from lake_assets.core.cdc import OPERATION, merge_sql
+from lake_assets.core.cdc import OPERATION
 from lake_assets.core.formats import iceberg
-from lake_assets.core.ledger import APPLIED, Ledger
+from lake_assets.core.ledger import Ledger
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import table
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.apply import apply_changes
 from lake_assets.tpcds.load import (
     CDC,
+    TABLE_COLUMNS,
     LoadReport,
     counts_per_source,
     ensure_table,
@@ -34,22 +37,19 @@ from lake_assets.tpcds.load import (
     staged_parse,
     start_report,
 )
-from lake_assets.tpcds.parse import DETAIL, LINE, REASON, SOURCE, Reason, numbered, parse
-from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, TpcdsTable, qualified
+from lake_assets.tpcds.parse import LINE, REASON, SOURCE, numbered, parse
+from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, SEQUENCE, TpcdsTable, qualified
+from lake_assets.tpcds.sequencing import object_sequences, with_sequences
 
 WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+#: The ledger's detail of a correction stamped as of its arrival (`lake status` shows it).
+BY_ARRIVAL = ("sequenced by arrival: its name holds no DMS time (YYYYMMDD-HHMMSSfff), so its changes count as "
+              "newer than everything applied before it")
 
 
 def pending_corrections(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawObject]:
     """New correction objects (with `reapply`, also those `lake restore` reverted)."""
     return pending(list_raw(storage, RAW.corrections), ledger.settled(WEB_SALES, reapply))
-
-
-def latest_applied(ledger: Ledger) -> str | None:
-    """The newest correction object applied so far and not reverted since (late files sort at or before it)."""
-    applied = [key for (key, _), e in ledger.latest(WEB_SALES).items()
-               if e["status"] == APPLIED and key.startswith(RAW.corrections)]
-    return max(applied, default=None)
 
 
 def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str, reapply: bool = False) -> LoadReport:
@@ -61,8 +61,7 @@ def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str, re
     objects = pending_corrections(storage, ledger, reapply)
     if not objects:
         return finish_report(storage, report, started)
-    latest = latest_applied(ledger)
-    late = [o.key for o in objects if latest is not None and o.key <= latest]
+    sequences = object_sequences(ledger.entries(WEB_SALES).to_pylist(), objects, named=True)
 
     lines = None
     for obj in objects:
@@ -70,31 +69,22 @@ def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str, re
         lines = one if lines is None else lines.unionByName(one)
     keys = KEYS[TpcdsTable.WEB_SALES]
     parsed = parse(numbered(lines), COLUMNS[TpcdsTable.WEB_SALES], keys, with_operation=True)
-    if late:
-        is_late = F.col(SOURCE).isin(late)
-        parsed = (parsed.withColumn(REASON, F.when(is_late, F.lit(Reason.LATE_FILE.value)).otherwise(F.col(REASON)))
-                  .withColumn(DETAIL, F.when(is_late, F.lit(f"arrived after {latest} was applied; re-deliver it "
-                                                            "under a newer name")).otherwise(F.col(DETAIL))))
+    parsed = with_sequences(parsed, {o.key: sequences[o.key].prefix for o in objects}, SOURCE, LINE, SEQUENCE)
 
-    columns = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
     with staged_parse(storage, spark, parsed, run_id) as staged:
         at = dt.datetime.now(dt.timezone.utc)
-        quarantine_rejected(storage, staged, {o.key: o for o in objects}, run_id, at)
-        order = Window.partitionBy(*keys).orderBy(F.col(SOURCE).desc(), F.col(LINE).desc())
-        winners = (staged.where(F.col(REASON).isNull())
-                   .withColumn("_rank", F.row_number().over(order)).where("_rank = 1")
-                   .select(SOURCE, OPERATION, *columns))
-        view = "lake_tpcds_corrections"
-        winners.createOrReplaceTempView(view)
-        if winners.limit(1).count():
-            spark.sql(merge_sql(WEB_SALES, view, keys, columns)).collect()
+        by_key = {o.key: o for o in objects}
+        quarantine_rejected(storage, staged, by_key, run_id, at)
+        changes = staged.where(F.col(REASON).isNull()).select(SOURCE, OPERATION, *TABLE_COLUMNS)
+        applied = apply_changes(storage, spark, changes, by_key, {}, report.rows_before == 0,
+                                lambda frame: staged_parse(storage, spark, frame, run_id), at)
         counts = counts_per_source(staged)
-        applied = {r[SOURCE]: int(r["n"]) for r in winners.groupBy(SOURCE).agg(F.count(F.lit(1)).alias("n")).collect()}
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(WEB_SALES)))
     report.files = []
     for obj in objects:
         lines_in, valid, _ = counts.get(obj.key, (0, 0, 0))
+        sequence = sequences[obj.key]
         report.files.append(ledger_entry(WEB_SALES, obj, CDC, (lines_in, valid, valid - applied.get(obj.key, 0)),
-                                   snapshot, run_id, at))
+                                         snapshot, run_id, at, sequence.base, BY_ARRIVAL if sequence.by_arrival else None))
     ledger.record(report.files)
     return finish_report(storage, report, started)

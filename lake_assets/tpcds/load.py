@@ -7,14 +7,18 @@ ledger (one entry per object, through the shared `Ledger`).
 The Dagster process lists objects and receives per-object counts; it never holds a row.
 
 - Facts: one object per sold day (`ws_sold_date=YYYY-MM-DD/part-00000.dat`, plus the
-  `__HIVE_DEFAULT_PARTITION__` object of rows without a sold date). Loading a set of days
-  reads those folders with hive-style discovery (Sail has no `input_file_name()`), and
-  replaces exactly those days' rows with ONE `MERGE INTO` (`replace_days_sql`: upsert on
-  the key, `WHEN NOT MATCHED BY SOURCE AND <the loaded days> THEN DELETE`) — never
-  `partitionOverwriteMode`, which replaces the whole table, and not `overwrite(condition)`,
-  which Sail allows only on identity-partitioned columns. A row whose `ws_sold_date_sk` is
+  `__HIVE_DEFAULT_PARTITION__` object of rows without a sold date). Each object is a
+  snapshot of its day as of its sequence (tpcds/sequencing.py: as of its arrival, or the
+  sequence the ledger recorded for that content): its rows are upserts, the day's other
+  keys older than it are deleted, and a key takes a change only if it is at least as new
+  as its row and its tombstone (tpcds/apply.py, shared with the corrections). So a
+  backfill never undoes a newer correction, and a key in two days ends in the newer one.
+  Loading a set of days reads those folders with hive-style discovery (Sail has no
+  `input_file_name()`) and commits ONE `MERGE INTO`. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
-  write its own day; within the loaded objects the last line of a key wins.
+  write its own day. A folder that is not a sold date, or a day folder holding more than
+  one object, is refused by its layout (`fact_layout`): listed with a reason by `lake
+  status`, never loaded, blocking no other day.
 - Dimensions: one snapshot object per table, upserted with one `MERGE INTO` on the
   surrogate key (the last line of a key wins; earlier ones count as superseded).
 
@@ -24,6 +28,7 @@ rerun converges.
 
 import contextlib
 import datetime as dt
+import functools
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -33,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from lake_assets.core.cdc import merge_sql
+from lake_assets.core.cdc import OPERATION, merge_sql
 from lake_assets.core.formats import iceberg
 from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
@@ -41,6 +46,9 @@ from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes
+from lake_assets.tpcds.layout import FOLDER as _FOLDER
+from lake_assets.tpcds.layout import fact_layout, fact_objects
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
 from lake_assets.tpcds.schema import (
     COLUMNS,
@@ -51,14 +59,18 @@ from lake_assets.tpcds.schema import (
     PARTITION_COLUMN,
     PARTITION_DAYS,
     RAW,
+    SEQUENCE,
     TpcdsTable,
     date_sk,
     qualified,
+    table_columns,
 )
+from lake_assets.tpcds.sequencing import object_sequences, with_sequences
 
 STAGING = "staging/tpcds/"
 DAILY, SNAPSHOT, CDC = "daily", "snapshot", "cdc"
-_FOLDER = "ws_sold_date"  # the hive-style partition folder of the fact objects
+#: The columns of a web_sales row in the table: the raw ones, then `_sequence`.
+TABLE_COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
 
 
 @dataclass
@@ -94,7 +106,7 @@ def iceberg_schema(name: str):  # pyiceberg Schema
     from pyiceberg.types import NestedField
 
     fields = [NestedField(i + 1, column, _iceberg_type(sql_type), required=False)
-              for i, (column, sql_type) in enumerate(COLUMNS[name])]
+              for i, (column, sql_type) in enumerate(table_columns(name))]
     return Schema(*fields)
 
 
@@ -121,28 +133,19 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
         spec = PartitionSpec(PartitionField(source_id=source, field_id=1000,
                                             transform=TruncateTransform(PARTITION_DAYS),
                                             name=f"{PARTITION_COLUMN}_trunc"))
-    client.create_table_if_not_exists(
+    created = client.create_table_if_not_exists(
         (NAMESPACE, name), schema=schema, partition_spec=spec,
         properties={"format-version": "2", "write.parquet.compression-codec": "zstd"},
     )
+    present = {f.name for f in created.schema().fields}
+    missing = [f for f in schema.fields if f.name not in present]
+    if missing:  # a table written before rows carried `_sequence`: its old rows read NULL (older than any change)
+        with created.update_schema() as update:
+            for f in missing:
+                update.add_column(f.name, f.field_type)
 
 
 # --- facts -----------------------------------------------------------------------
-
-def fact_objects(storage: LakeStorage) -> dict[dt.date | None, RawObject]:
-    """The fact object of every day in the raw zone (None: the rows without a sold date)."""
-    objects: dict[dt.date | None, RawObject] = {}
-    for obj in list_raw(storage, RAW.facts):
-        folder = obj.key[len(RAW.facts):].split("/", 1)[0]
-        if not folder.startswith(f"{_FOLDER}="):
-            continue
-        value = folder.split("=", 1)[1]
-        day = None if value == NULL_PARTITION else dt.date.fromisoformat(value)
-        if day in objects:
-            raise ValueError(f"{RAW.fact_folder(day)} holds more than one object; the contract allows one")
-        objects[day] = obj
-    return objects
-
 
 def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[dt.date | None]:
     """Days whose object is new (with `reapply`, also those `lake restore` reverted)."""
@@ -153,26 +156,30 @@ def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = Fals
 
 def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.date | None],
                    run_id: str) -> LoadReport:
-    """Load the objects of `days` (those that exist), replacing exactly their partitions."""
+    """Load the objects of `days` (those that exist), each a snapshot of its day (see above)."""
     started = time.perf_counter()
     name = qualified(TpcdsTable.WEB_SALES)
     ensure_table(storage, TpcdsTable.WEB_SALES)
     report = start_report(storage, name)
-    objects = fact_objects(storage)
-    selected = {day: objects[day] for day in sorted(set(days), key=_day_order) if day in objects}
+    layout = fact_layout(storage)
+    selected = {day: layout.objects[day] for day in sorted(set(days), key=_day_order) if day in layout.objects}
     if not selected:
         return finish_report(storage, report, started)
 
     folders = {(NULL_PARTITION if day is None else day.isoformat()): obj for day, obj in selected.items()}
-    lines = (spark.read.text(storage.uri(RAW.facts))
-             .where(F.col(_FOLDER).isin(list(folders)))
-             .withColumn(SOURCE, F.col(_FOLDER)))
+    ledger = Ledger(storage)
+    sequences = object_sequences(ledger.entries(name).to_pylist(), list(folders.values()))
+    lines = _fact_lines(storage, spark, folders, bool(layout.refused))
     day_sk = F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
         (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
     wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(day_sk)
     parsed = parse(numbered(lines), COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
                    extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
                                                F.col(_FOLDER), F.lit(")")))])
+    parsed = with_sequences(parsed, {folder: sequences[obj.key].prefix for folder, obj in folders.items()},
+                            SOURCE, LINE, SEQUENCE)
+    floors = {folder: Floor(None if day is None else date_sk(day), sequences[obj.key].base)
+              for (day, obj), folder in zip(selected.items(), folders)}
 
     with contextlib.ExitStack() as stack:
         with report.step("parse_and_stage"):
@@ -180,44 +187,35 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         at = dt.datetime.now(dt.timezone.utc)
         with report.step("quarantine"):
             quarantine_rejected(storage, staged, folders, run_id, at)
-        columns = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
-        latest = Window.partitionBy(*KEYS[TpcdsTable.WEB_SALES]).orderBy(F.col(SOURCE).desc(), F.col(LINE).desc())
-        winners = (staged.where(F.col(REASON).isNull())
-                   .withColumn("_rank", F.row_number().over(latest)).where("_rank = 1").select(SOURCE, *columns))
-        view = "lake_tpcds_fact_days"
-        winners.createOrReplaceTempView(view)
+        changes = staged.where(F.col(REASON).isNull()).select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS)
         with report.step("commit"):
-            if report.rows_before == 0:  # an empty table: the MERGE would only insert
-                winners.select(*columns).writeTo(name).append()
-            else:
-                spark.sql(replace_days_sql(name, view, columns, list(selected))).collect()
+            applied = apply_changes(storage, spark, changes, folders, floors, report.rows_before == 0,
+                                    lambda frame: staged_parse(storage, spark, frame, run_id), at)
         with report.step("count"):
             counts = counts_per_source(staged)
-            kept = {r[SOURCE]: int(r["n"]) for r in
-                    winners.groupBy(SOURCE).agg(F.count(F.lit(1)).alias("n")).collect()}
-        counts = {s: (lines, valid, valid - kept.get(s, 0)) for s, (lines, valid, _) in counts.items()}
+        counts = {s: (lines, valid, valid - applied.get(s, 0)) for s, (lines, valid, _) in counts.items()}
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
-    report.files = [ledger_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at)
-                    for folder, obj in folders.items()]
-    Ledger(storage).record(report.files)
+    report.files = [ledger_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at,
+                                 sequences[obj.key].base) for folder, obj in folders.items()]
+    ledger.record(report.files)
     return finish_report(storage, report, started)
 
 
-def replace_days_sql(target: str, source: str, columns: list[str], days: Iterable[dt.date | None]) -> str:
-    """ONE MERGE that makes the rows of `days` in `target` exactly `source`'s rows.
-
-    Rows of those days absent from `source` are deleted (`WHEN NOT MATCHED BY SOURCE`),
-    rows of other days are never touched, and a key that moved from another day is moved
-    (updated) rather than duplicated. Sail's predicate overwrite would do it only on an
-    identity-partitioned column; a MERGE works with any partition transform.
-    """
-    keys = KEYS[TpcdsTable.WEB_SALES]
-    sks = [date_sk(day) for day in days if day is not None]
-    loaded = [f"t.{PARTITION_COLUMN} IN ({', '.join(map(str, sks))})"] if sks else []
-    if None in days:
-        loaded.append(f"t.{PARTITION_COLUMN} IS NULL")
-    return (merge_sql(target, source, keys, columns, operation=None)
-            + f" WHEN NOT MATCHED BY SOURCE AND ({' OR '.join(loaded) or 'false'}) THEN DELETE")
+def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject], odd: bool) -> DataFrame:
+    """The lines of the objects of `folders` (by folder value), with the folder value as
+    `ws_sold_date` and SOURCE: ONE read of the prefix with hive-style discovery, or, when the
+    prefix holds objects the layout refuses (Sail's discovery fails on mixed depths, and it
+    has no `basePath`), one read per object with its folder as a literal. Empty objects have
+    no lines (and, when every object is empty, Sail's discovery finds no folder column)."""
+    folders = {folder: obj for folder, obj in folders.items() if obj.size}
+    if not folders:
+        return spark.createDataFrame([], f"value STRING, {_FOLDER} STRING, {SOURCE} STRING")
+    if not odd:
+        return (spark.read.text(storage.uri(RAW.facts)).where(F.col(_FOLDER).isin(list(folders)))
+                .withColumn(SOURCE, F.col(_FOLDER)))
+    reads = [spark.read.text(storage.uri(obj.key)).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
+             for folder, obj in folders.items()]
+    return functools.reduce(lambda a, b: a.unionByName(b), reads)
 
 
 def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
@@ -271,12 +269,15 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
 
 @contextlib.contextmanager
 def staged_parse(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, run_id: str) -> Iterator[DataFrame]:
-    """Write the parsed rows once as Parquet in the bucket (one read of the raw objects),
-    yield them read back, and delete them afterwards."""
+    """Write the parsed rows (or any frame) once as Parquet in the bucket (one read of the raw
+    objects), yield them read back, and delete them afterwards."""
     prefix = f"{STAGING}{run_id}/{uuid.uuid4().hex[:8]}/"
     parsed.write.mode("overwrite").parquet(storage.uri(prefix))
     try:
-        yield spark.read.parquet(storage.uri(prefix))
+        if any(o["Key"].endswith(".parquet") for o in storage.list_objects(prefix)):
+            yield spark.read.parquet(storage.uri(prefix))
+        else:  # no rows: the engine wrote no file to read the schema from
+            yield spark.createDataFrame([], parsed.schema)
     finally:
         storage.delete_prefix(prefix)
 
@@ -306,13 +307,13 @@ def counts_per_source(staged: DataFrame) -> dict[str, tuple[int, int, int]]:
 
 
 def ledger_entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, int], snapshot: int | None,
-           run_id: str, at: dt.datetime) -> LedgerEntry:
+                 run_id: str, at: dt.datetime, sequence: str | None = None, detail: str | None = None) -> LedgerEntry:
     lines, valid, superseded = counts
     return LedgerEntry(
         table_name=name, source_file=obj.key, source_etag=obj.etag, source_size=obj.size, source_kind=kind,
         status=APPLIED if valid or not lines else REJECTED, rows_in_file=int(lines),
         rows_applied=int(valid - superseded), rows_superseded=int(superseded), rows_quarantined=int(lines - valid), table_version=snapshot, run_id=run_id,
-        recorded_at=at,
+        recorded_at=at, detail=detail, source_sequence=sequence,
     )
 
 

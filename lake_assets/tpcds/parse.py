@@ -34,7 +34,6 @@ class Reason(StrEnum):
     MISSING_KEY = "missing_key"
     WRONG_PARTITION = "wrong_partition"  # a fact row whose sold date is not its object's day
     UNKNOWN_OPERATION = "unknown_operation"
-    LATE_FILE = "late_file"  # a correction file sorting before one already applied
 
 
 SOURCE, LINE, REASON, DETAIL, RAW_TEXT = "_source", "_line", "_reason", "_detail", "_raw"

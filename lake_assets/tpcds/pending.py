@@ -13,7 +13,8 @@ from lake_assets.core.ledger import Ledger, settled
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
-from lake_assets.tpcds.load import fact_objects, pending_dimensions, pending_fact_days
+from lake_assets.tpcds.layout import fact_objects
+from lake_assets.tpcds.load import pending_dimensions, pending_fact_days
 from lake_assets.tpcds.schema import DIMENSIONS, RAW, qualified
 
 

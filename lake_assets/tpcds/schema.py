@@ -10,6 +10,10 @@ alone; we keep every surrogate key BIGINT so joins never widen).
 (about a month) of the Julian-day key, since the fact has no date column. One partition per
 day made one small file per day and scans ~13x slower (measured in README); a day is
 re-loaded by one MERGE that replaces exactly that day's rows (tpcds/load.py).
+
+Every web_sales row also carries `_sequence` (last, after the TPC-DS columns): the
+sequence of the change that wrote it (core/sequence.py), which orders the day loads and
+corrections of a key. It is not a raw field: raw objects hold the TPC-DS columns only.
 """
 
 import datetime as dt
@@ -79,6 +83,15 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
 }
 
+#: The column every web_sales row carries besides TPC-DS's: the sequence of its change.
+SEQUENCE = "_sequence"
+
+
+def table_columns(table: str) -> list[tuple[str, str]]:
+    """(column, Spark SQL type) of the Iceberg table: the raw columns, and `_sequence` for web_sales."""
+    return [*COLUMNS[table], (SEQUENCE, "STRING")] if table == TpcdsTable.WEB_SALES else COLUMNS[table]
+
+
 #: The key a row is identified by: the fact's (item, order) pair, each dimension's surrogate key.
 KEYS: dict[str, tuple[str, ...]] = {
     TpcdsTable.WEB_SALES: ("ws_item_sk", "ws_order_number"),
@@ -123,7 +136,7 @@ def qualified(table: str) -> str:
 
 
 def ddl_columns(table: str) -> str:
-    return ", ".join(f"{name} {sql_type}" for name, sql_type in COLUMNS[table])
+    return ", ".join(f"{name} {sql_type}" for name, sql_type in table_columns(table))
 
 
 def create_table_sql(table: str) -> str:

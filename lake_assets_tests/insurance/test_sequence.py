@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from lake_assets.core.errors import UsageError
-from lake_assets.insurance.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, \
+from lake_assets.core.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, \
     row_sequences
 
 YMD, DMY = folder_pattern("YYYY/MM/DD"), folder_pattern("DDMMYYYY")

@@ -84,7 +84,7 @@ def test_one_run_loads_a_range_and_the_checks_pass_then_fail(
     assert result.success
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert {"web_sales_rows_match_raw", "web_sales_key_unique", "web_sales_referential_integrity",
-            "web_sales_freshness", "web_sales_schema_matches"} <= set(checks)
+            "web_sales_freshness", "web_sales_schema_matches", "web_sales_rows_accounted"} <= set(checks)
     assert all(c.passed for c in checks.values()), {n: c.metadata for n, c in checks.items() if not c.passed}
     loaded = spark.sql("SELECT count(*) AS n FROM tpcds.web_sales").collect()[0]["n"]
     expected = sum(1 for _ in oracle.sql("SELECT 1 FROM web_sales LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk "

@@ -19,7 +19,10 @@ the changes it stands for:
   (a corrected re-delivery under the same name), ...;
 - the row: the record number in the file.
 
-A fixed-width string compares the same way in Python, pyarrow, Sail and JVM Spark.
+A fixed-width string compares the same way in Python, pyarrow, Sail and JVM Spark. Both
+domains use it: insurance's files (insurance/pipeline.py) and TPC-DS's day objects and
+corrections (tpcds/sequencing.py: a day object, like a full load, is stamped as of its
+arrival; a row's number is its line).
 """
 
 import datetime as dt
@@ -87,10 +90,9 @@ def file_stamp(relative_key: str, folders: re.Pattern) -> FileStamp | None:
     when it carries no usable time."""
     folder, _, name = relative_key.rpartition("/")
     stem = name.rsplit(".", 1)[0]
-    for match in NAME_STAMP.finditer(stem):
-        stamp = _time(match.group(1), match.group(2), match.group(3) or "000")
-        if stamp is not None:
-            return FileStamp(stamp)
+    named = name_stamp(stem)
+    if named is not None:
+        return named
     dated = folders.search(folder)
     if dated is not None:
         fields = dated.groupdict()
@@ -100,6 +102,16 @@ def file_stamp(relative_key: str, folders: re.Pattern) -> FileStamp | None:
         part = min(int(numbers[-1]), ARRIVAL_PART - 1) if numbers else 0
         if stamp is not None:
             return FileStamp(stamp, part)
+    return None
+
+
+def name_stamp(stem: str) -> FileStamp | None:
+    """The stamp of the AWS DMS timestamp in a file's name (YYYYMMDD-HHMMSSfff or
+    YYYYMMDD-HHMMSS), or None when the name holds no valid one."""
+    for match in NAME_STAMP.finditer(stem):
+        stamp = _time(match.group(1), match.group(2), match.group(3) or "000")
+        if stamp is not None:
+            return FileStamp(stamp)
     return None
 
 

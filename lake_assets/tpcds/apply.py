@@ -1,0 +1,155 @@
+"""Apply sequenced changes to `tpcds.web_sales`, in the engine: one rule for day objects and corrections.
+
+A key takes a change only if it is at least as new as its row (`_sequence`; a row without
+one is older than any change) and its tombstone (the sequence of its last delete,
+`tpcds_tombstones`), as `APPLY CHANGES ... SEQUENCE BY` does. Within a run the newest
+change per key is the candidate; the others are superseded (counted, not lost). A day
+object is a snapshot of its day as of its floor (the base of its sequence): its rows are
+upserts, and the day's keys in the table older than the floor that it does not hold are
+deleted (`implied` deletes, tombstoned at the floor so re-loading an older object of that
+day cannot bring them back).
+
+The resolved changes (one row per key: its operation, its full row, its sequence) are
+staged once as Parquet; then, in an order that makes a rerun converge: tombstones
+(upserts keeping the newest delete), the table (ONE `MERGE INTO` guarded by the sequence,
+so equal sequences re-apply), and the caller's ledger entries last. Into an empty table
+with no deletes the winners are appended (no MERGE, no staging).
+
+Tombstones are a Delta table beside `tpcds_quarantine` (path-addressed, written by the
+engine and read whole by every load, small: one row per deleted key), not an Iceberg
+table in the catalog: they are bookkeeping, not something BI should see, and are never
+pruned (a day can be backfilled from its raw object any time). Each names the Iceberg
+table it belongs to (`table_uuid`): a table dropped and created again starts with none.
+"""
+
+import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from lake_assets.core.cdc import DELETE, OPERATION, merge_sql
+from lake_assets.core.errors import LakeError
+from lake_assets.core.formats import iceberg
+from lake_assets.core.formats.delta import open_table as open_delta
+from lake_assets.core.raw_zone import RawObject
+from lake_assets.core.tables import TPCDS_TOMBSTONES, table
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.parse import SOURCE
+from lake_assets.tpcds.schema import KEYS, PARTITION_COLUMN, SEQUENCE, TpcdsTable, qualified, table_columns
+
+WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+KEY_COLUMNS = list(KEYS[TpcdsTable.WEB_SALES])
+COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
+UPSERT = "U"
+IMPLIED_BY = "_implied_by"  # the source whose snapshot implied a delete (SOURCE is NULL on it)
+_TOMBSTONE_COLUMNS = [*(f"{k} BIGINT" for k in KEY_COLUMNS), f"{SEQUENCE} STRING", "source_file STRING",
+                      "deleted_at TIMESTAMP", "table_uuid STRING"]
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A day object's snapshot: its day's key (None: the rows without a sold date) and floor."""
+
+    day_sk: int | None
+    floor: str
+
+
+def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame, objects: dict[str, RawObject],
+                  floors: dict[str, Floor], table_empty: bool,
+                  staging: Callable[[DataFrame], AbstractContextManager[DataFrame]], at: dt.datetime) -> dict[str, int]:
+    """Apply `changes` (SOURCE, OPERATION, the table's columns with SEQUENCE; valid rows only)
+    and the snapshots of `floors` (by SOURCE: a day load's; none for corrections); return the
+    changes applied per SOURCE. `table_empty`: the table had no rows when the run began.
+
+    `objects` maps each SOURCE to its raw object (named in tombstones); `staging(frame)` is
+    a context manager that writes a frame once and yields it read back (load.staged_parse).
+    """
+    order = Window.partitionBy(*KEY_COLUMNS).orderBy(F.col(SEQUENCE).desc())
+    winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+    current = iceberg.open_table(storage, table(WEB_SALES))
+    if current is None:  # the loaders create it first (load.ensure_table)
+        raise LakeError(f"{WEB_SALES} does not exist: nothing to apply changes to")
+    table_uuid = str(current.metadata.table_uuid)
+    tombstones = _tombstones(storage, spark, table_uuid)
+    if tombstones is not None:
+        winners = (winners.join(tombstones.select(*KEY_COLUMNS, F.col(SEQUENCE).alias("_tomb")), KEY_COLUMNS, "left")
+                   .where(F.col("_tomb").isNull() | (F.col(SEQUENCE) >= F.col("_tomb"))).drop("_tomb"))
+    if table_empty and floors:  # day objects into an empty table: only upserts, nothing to delete
+        winners.select(*COLUMNS).writeTo(WEB_SALES).append()
+        return _per_source(winners)
+
+    existing = spark.table(WEB_SALES).select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+    kept = (winners.join(existing, KEY_COLUMNS, "left")
+            .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row"))).drop("_row")
+            .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
+    resolved = kept
+    if floors and not table_empty:
+        resolved = kept.unionByName(_implied_deletes(spark, kept, floors))
+    with staging(resolved) as staged:
+        _record_tombstones(storage, spark, staged, objects, at, table_uuid)
+        view = "lake_tpcds_changes"
+        staged.createOrReplaceTempView(view)
+        spark.sql(merge_sql(WEB_SALES, view, KEY_COLUMNS, COLUMNS,
+                            newer=f"s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '')")).collect()
+        return _per_source(staged.where(F.col(SOURCE).isNotNull()))
+
+
+def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Floor]) -> DataFrame:
+    """Rows of the snapshots' days older than their floor that the run does not upsert: deletes at the floor."""
+    days = spark.createDataFrame([(source, f.day_sk, f.floor) for source, f in floors.items()],
+                                 "_snapshot STRING, _floor_day BIGINT, _floor STRING")
+    sks = [f.day_sk for f in floors.values() if f.day_sk is not None]
+    within = F.col(PARTITION_COLUMN).isin(sks) if sks else F.lit(False)
+    if any(f.day_sk is None for f in floors.values()):
+        within = within | F.col(PARTITION_COLUMN).isNull()
+    candidates = spark.table(WEB_SALES).where(within).select(  # the loaded days only: other partitions pruned
+        *KEY_COLUMNS, F.col(PARTITION_COLUMN).alias("_day"), F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+    doomed = (candidates.join(F.broadcast(days), candidates["_day"].eqNullSafe(days["_floor_day"]))
+              .where(F.col("_row") < F.col("_floor"))
+              .join(kept.select(*KEY_COLUMNS), KEY_COLUMNS, "left_anti"))
+    types = dict(table_columns(TpcdsTable.WEB_SALES))
+    values = [F.col(c) if c in KEY_COLUMNS else F.col("_floor").alias(c) if c == SEQUENCE
+              else F.lit(None).cast(types[c]).alias(c) for c in COLUMNS]
+    return doomed.select(F.lit(None).cast("string").alias(SOURCE), F.col("_snapshot").alias(IMPLIED_BY),
+                         F.lit(DELETE).alias(OPERATION), *values)
+
+
+def _tombstones(storage: LakeStorage, spark: SparkSession, table_uuid: str) -> DataFrame | None:
+    """The deletes of this table (a table dropped and created again starts with none)."""
+    if open_delta(storage, TPCDS_TOMBSTONES) is None:
+        return None
+    return spark.read.format("delta").load(TPCDS_TOMBSTONES.uri(storage)).where(F.col("table_uuid") == table_uuid)
+
+
+def _record_tombstones(storage: LakeStorage, spark: SparkSession, staged: DataFrame, objects: dict[str, RawObject],
+                       at: dt.datetime, table_uuid: str) -> None:
+    """Upsert the staged deletes into `tpcds_tombstones` (a newer delete replaces an older one)."""
+    deletes = staged.where(F.col(OPERATION) == DELETE)
+    if not deletes.limit(1).count():
+        return
+    uri = TPCDS_TOMBSTONES.uri(storage)
+    if open_delta(storage, TPCDS_TOMBSTONES) is None:
+        spark.createDataFrame([], ", ".join(_TOMBSTONE_COLUMNS)).write.format("delta").mode("append").save(uri)
+    sources = spark.createDataFrame([(s, o.key) for s, o in objects.items()], "_by STRING, source_file STRING")
+    rows = (deletes.withColumn("_by", F.coalesce(F.col(SOURCE), F.col(IMPLIED_BY)))
+            .join(F.broadcast(sources), "_by", "left")
+            .select(*KEY_COLUMNS, SEQUENCE, "source_file",
+                    F.lit(at.replace(tzinfo=None).isoformat(sep=" ")).cast("timestamp").alias("deleted_at"),
+                    F.lit(table_uuid).alias("table_uuid")))
+    view = "lake_tpcds_tombstones"
+    rows.createOrReplaceTempView(view)
+    names = [c.split(" ")[0] for c in _TOMBSTONE_COLUMNS]
+    on = " AND ".join(f"t.{k} = s.{k}" for k in [*KEY_COLUMNS, "table_uuid"])
+    spark.sql(f"MERGE INTO delta.`{uri}` AS t USING {view} AS s ON {on} "
+              f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} THEN UPDATE SET "
+              + ", ".join(f"t.{c} = s.{c}" for c in names if c not in (*KEY_COLUMNS, "table_uuid"))
+              + f" WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) VALUES ({', '.join(f's.{c}' for c in names)})"
+              ).collect()
+
+
+def _per_source(rows: DataFrame) -> dict[str, int]:
+    return {r[SOURCE]: int(r["n"]) for r in rows.groupBy(SOURCE).agg(F.count(F.lit(1)).alias("n")).collect()}
