@@ -82,7 +82,10 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         winners.select(*COLUMNS).writeTo(WEB_SALES).append()
         return _per_source(winners)
 
-    existing = spark.table(WEB_SALES).select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+    # per key, its newest row: a key duplicated behind the loader's back (the key check fails
+    # it) must not make the MERGE fail with a cardinality violation on every later load
+    existing = (spark.table(WEB_SALES).select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+                .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row")))
     kept = (winners.join(existing, KEY_COLUMNS, "left")
             .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row"))).drop("_row")
             .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
@@ -106,8 +109,9 @@ def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Flo
     within = F.col(PARTITION_COLUMN).isin(sks) if sks else F.lit(False)
     if any(f.day_sk is None for f in floors.values()):
         within = within | F.col(PARTITION_COLUMN).isNull()
-    candidates = spark.table(WEB_SALES).where(within).select(  # the loaded days only: other partitions pruned
+    candidates = (spark.table(WEB_SALES).where(within).select(  # the loaded days only: other partitions pruned
         *KEY_COLUMNS, F.col(PARTITION_COLUMN).alias("_day"), F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+        .groupBy(*KEY_COLUMNS, "_day").agg(F.max("_row").alias("_row")))  # one delete per key, as above
     doomed = (candidates.join(F.broadcast(days), candidates["_day"].eqNullSafe(days["_floor_day"]))
               .where(F.col("_row") < F.col("_floor"))
               .join(kept.select(*KEY_COLUMNS), KEY_COLUMNS, "left_anti"))
