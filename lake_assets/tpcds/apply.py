@@ -1,7 +1,9 @@
 """Apply sequenced changes to `tpcds.web_sales`, in the engine: one rule for day objects and corrections.
 
 A key takes a change only if it is at least as new as its row (`_sequence`; a row without
-one is older than any change) and its tombstone (the sequence of its last delete,
+one is older than any change; a change from the object that wrote the row, loaded again,
+always re-applies: the engine numbers an object's lines per read, so only the object part
+of two sequences is compared then) and its tombstone (the sequence of its last delete,
 `tpcds_tombstones`), as `APPLY CHANGES ... SEQUENCE BY` does. Within a run the newest
 change per key is the candidate; the others are superseded (counted, not lost). A day
 object is a snapshot of its day as of its floor (the base of its sequence): its rows are
@@ -40,6 +42,7 @@ from lake_assets.core.tables import TPCDS_TOMBSTONES, table
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.parse import SOURCE
 from lake_assets.tpcds.schema import KEYS, PARTITION_COLUMN, SEQUENCE, TpcdsTable, qualified, table_columns
+from lake_assets.tpcds.sequencing import PREFIX_WIDTH
 
 WEB_SALES = qualified(TpcdsTable.WEB_SALES)
 KEY_COLUMNS = list(KEYS[TpcdsTable.WEB_SALES])
@@ -86,8 +89,9 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     # it) must not make the MERGE fail with a cardinality violation on every later load
     existing = (spark.table(WEB_SALES).select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
                 .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row")))
+    same_object = F.substring(F.col(SEQUENCE), 1, PREFIX_WIDTH) == F.substring(F.col("_row"), 1, PREFIX_WIDTH)
     kept = (winners.join(existing, KEY_COLUMNS, "left")
-            .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row"))).drop("_row")
+            .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row")) | same_object).drop("_row")
             .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
     resolved = kept
     if floors and not table_empty:
@@ -97,7 +101,8 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         view = "lake_tpcds_changes"
         staged.createOrReplaceTempView(view)
         spark.sql(merge_sql(WEB_SALES, view, KEY_COLUMNS, COLUMNS,
-                            newer=f"s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '')")).collect()
+                            newer=f"(s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '') OR substr(s.{SEQUENCE}, 1, "
+                                  f"{PREFIX_WIDTH}) = substr(t.{SEQUENCE}, 1, {PREFIX_WIDTH}))")).collect()
         return _per_source(staged.where(F.col(SOURCE).isNotNull()))
 
 
