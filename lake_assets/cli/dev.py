@@ -60,7 +60,8 @@ def dev(
         console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); Dagster UI http://127.0.0.1:{web_port}; "
                       f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.")
         process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+            [sys.executable, "-m", "lake_assets.core.process_group",  # stops the whole tree, see there
+             str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
              "-h", "127.0.0.1", "-p", str(web_port), *([] if verbose else ["--log-level", "warning"])],
             # in DAGSTER_HOME, so `dagster dev` does not warn about the repository's dagster.yaml
             cwd=dagster_home, env={**os.environ, **_automation_env(), **({} if verbose else QUIET_ENV)},
@@ -98,12 +99,16 @@ def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter") 
 
 
 def _terminate_with_parent() -> None:
-    """In the `dagster dev` child, before exec: SIGTERM it when `lake dev` dies, even by SIGKILL."""
+    """In the group leader, before exec: SIGTERM it when `lake dev` dies, even by SIGKILL."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM the `dagster dev` process group (webserver, daemon, code server), SIGKILL after 30 s."""
+    """SIGTERM the `dagster dev` process group (webserver, daemon, code server), SIGKILL after 30 s.
+
+    The group's leader (core/process_group.py) already escalates after its own grace period;
+    this is the backstop for a leader that cannot.
+    """
     try:
         os.killpg(process.pid, signal.SIGTERM)  # also reaches members left after the leader exited
     except ProcessLookupError:
