@@ -92,9 +92,9 @@ def write_raw_files(con: duckdb.DuckDBPyConnection, out: Path, result: GenerateR
         "FROM web_sales").fetchone()
     # DuckDB names the NULL partition __HIVE_DEFAULT_PARTITION__, as the contract does.
     con.execute(
-        f"COPY (SELECT web_sales.*, d_date AS {contract.PARTITION_COLUMN} FROM web_sales "
+        f"COPY (SELECT web_sales.*, d_date AS {contract.DAY_FOLDER_COLUMN} FROM web_sales "
         f"LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk) TO '{out / contract.FACT_PREFIX}' "
-        f"({COPY_OPTIONS}, PARTITION_BY ({contract.PARTITION_COLUMN}), FILENAME_PATTERN 'part-{{i}}', "
+        f"({COPY_OPTIONS}, PARTITION_BY ({contract.DAY_FOLDER_COLUMN}), FILENAME_PATTERN 'part-{{i}}', "
         f"FILE_EXTENSION 'dat')"
     )
     join_fact_files(out / contract.FACT_PREFIX)

@@ -19,7 +19,9 @@ DIMENSIONS = ("date_dim", "time_dim", "customer", "item")
 STAR_TABLES = (FACT, *DIMENSIONS)
 FACT_PREFIX = f"{RAW_PREFIX}{FACT}/"
 CDC_PREFIX = f"{RAW_PREFIX}web_sales_cdc/"
-PARTITION_COLUMN = "ws_sold_date"
+#: The name in each fact folder (`ws_sold_date=YYYY-MM-DD`): the sold date, not the table's
+#: partition source column (`schema.PARTITION_COLUMN`, the date's surrogate key).
+DAY_FOLDER_COLUMN = "ws_sold_date"
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 FACT_KEY = ("ws_item_sk", "ws_order_number")
 DELIMITER = "|"
@@ -32,9 +34,13 @@ def dimension_key(table: str) -> str:
     return f"{RAW_PREFIX}{table}/{table}{EXTENSION}"
 
 
-def fact_key(sold_date: dt.date | None, part: int = 0) -> str:
+def fact_folder(sold_date: dt.date | None) -> str:
     value = sold_date.isoformat() if sold_date else DEFAULT_PARTITION
-    return f"{FACT_PREFIX}{PARTITION_COLUMN}={value}/part-{part:05d}{EXTENSION}"
+    return f"{FACT_PREFIX}{DAY_FOLDER_COLUMN}={value}/"
+
+
+def fact_key(sold_date: dt.date | None, part: int = 0) -> str:
+    return f"{fact_folder(sold_date)}part-{part:05d}{EXTENSION}"
 
 
 def cdc_key(at: dt.datetime) -> str:

@@ -20,6 +20,8 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 
+from lake_assets.tpcds import raw_contract
+
 
 class TpcdsTable(StrEnum):
     WEB_SALES = "web_sales"
@@ -135,43 +137,37 @@ def qualified(table: str) -> str:
     return f"{NAMESPACE}.{table}"
 
 
-def ddl_columns(table: str) -> str:
-    return ", ".join(f"{name} {sql_type}" for name, sql_type in table_columns(table))
-
-
-def create_table_sql(table: str) -> str:
-    partition = f" PARTITIONED BY (truncate({PARTITION_COLUMN}, {PARTITION_DAYS}))" if table == TpcdsTable.WEB_SALES else ""
-    return f"CREATE TABLE IF NOT EXISTS {qualified(table)} ({ddl_columns(table)}) USING iceberg{partition}"
-
-
 @dataclass(frozen=True)
 class RawLayout:
-    """Where the raw zone holds each table's objects (the generator's contract)."""
+    """Where the raw zone holds each table's objects, as the loader reads them.
 
-    root: str = "raw/tpcds/"
+    Every name comes from the generator's contract (`raw_contract`), the one description.
+    """
+
+    root: str = raw_contract.RAW_PREFIX
 
     def dimension_key(self, table: str) -> str:
-        return f"{self.root}{table}/{table}.dat"
+        return raw_contract.dimension_key(table)
 
     @property
     def facts(self) -> str:
-        return f"{self.root}web_sales/"
+        return raw_contract.FACT_PREFIX
 
     @property
     def corrections(self) -> str:
-        return f"{self.root}web_sales_cdc/"
+        return raw_contract.CDC_PREFIX
 
     def table_of(self, key: str) -> str | None:
         """The table an object under the raw root feeds (`tpcds.web_sales` for facts and corrections)."""
         folder = key[len(self.root):].split("/", 1)[0] if key.startswith(self.root) else ""
-        if folder in (TpcdsTable.WEB_SALES, "web_sales_cdc"):
+        if folder in (TpcdsTable.WEB_SALES, raw_contract.CDC_PREFIX[len(self.root):].rstrip("/")):
             return qualified(TpcdsTable.WEB_SALES)
         return qualified(folder) if folder in KEYS else None
 
     def fact_folder(self, day: dt.date | None) -> str:
-        return f"{self.facts}ws_sold_date={day.isoformat() if day else NULL_PARTITION}/"
+        return raw_contract.fact_folder(day)
 
 
 #: Hive's name for the partition of rows whose partition value is NULL.
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NULL_PARTITION = raw_contract.DEFAULT_PARTITION
 RAW = RawLayout()

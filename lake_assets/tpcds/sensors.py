@@ -25,11 +25,11 @@ from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.sensors.raw_files import Cursor, Zone, discover, object_id
 from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.jobs import load_tpcds_job, pending_run_request
-from lake_assets.tpcds.raw_contract import EXTENSION, PARTITION_COLUMN
+from lake_assets.tpcds.raw_contract import DAY_FOLDER_COLUMN, EXTENSION
 from lake_assets.tpcds.schema import DIMENSIONS, RAW
 
 TPCDS_ZONE = Zone(
-    prefixes=(*(f"{RAW.root}{name}/" for name in DIMENSIONS), f"{RAW.facts}{PARTITION_COLUMN}=", RAW.corrections),
+    prefixes=(*(f"{RAW.root}{name}/" for name in DIMENSIONS), f"{RAW.facts}{DAY_FOLDER_COLUMN}=", RAW.corrections),
     is_data=lambda key: key.endswith(EXTENSION),
 )
 

@@ -106,7 +106,7 @@ def test_upload_reports_its_progress_object_by_object(storage, tmp_path) -> None
     from lake_assets.tpcds.generate import upload_tree
 
     for day in ("1998-01-02", "1998-01-03", "1998-01-04"):
-        folder = tmp_path / contract.FACT_PREFIX / f"{contract.PARTITION_COLUMN}={day}"
+        folder = tmp_path / contract.FACT_PREFIX / f"{contract.DAY_FOLDER_COLUMN}={day}"
         folder.mkdir(parents=True)
         (folder / "part-0.dat").write_text("1|2|3\n")
     recorder = RecordingProgress()
