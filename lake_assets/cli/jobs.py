@@ -27,7 +27,9 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     Dagster's and the engine's own logs go to the run's event log (see the Dagster UI), not to
     the terminal: the command prints its own summary and one line per failure. The run is
     tagged with this process, so `reap_dead_runs` can fail it if the command is killed.
-    `config` is the run config of the job's ops (`{"ops": {...}}`).
+    `config` is the run config of the job's ops (`{"ops": {...}}`). Ctrl-C or SIGTERM during
+    a step ends the step (Dagster turns it into a step failure) and then the command: it
+    raises KeyboardInterrupt, so no further run starts.
     """
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     run_id = str(uuid.uuid4())
@@ -38,9 +40,19 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
 
         job = build_definitions(lake.settings).resolve_job_def(job_name)
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
-        return job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(), raise_on_error=False,
-                                      tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()},
-                                      run_id=run_id, **options)
+        result = job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(),
+                                        raise_on_error=False, run_id=run_id, **options,
+                                        tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()})
+    if _interrupted(result):
+        raise KeyboardInterrupt
+    return result
+
+
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """True if a step of the run failed because the command was told to stop."""
+    return any(event.is_step_failure and event.step_failure_data.error is not None
+               and event.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+               for event in result.all_events)
 
 
 #: The events that say which step of a run is executing.
