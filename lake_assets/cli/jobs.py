@@ -2,6 +2,7 @@
 only by the commands that run jobs)."""
 
 import contextlib
+import functools
 import logging
 import threading
 import uuid
@@ -17,6 +18,7 @@ from lake_assets.cli.session import LakeSession
 from lake_assets.core.ledger import REJECTED
 from lake_assets.insurance.contract import TABLE
 from lake_assets.runs import process_tags, reap_dead_runs
+from lake_assets.settings import LakeSettings
 from lake_assets.core.progress import Progress
 
 
@@ -36,9 +38,7 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     from lake_assets.cli.progress import step_progress
 
     with _quiet_loggers(), step_progress() as progress, showing_steps(lake.instance(), run_id, job_name, progress):
-        from lake_assets.definitions import build_definitions
-
-        job = build_definitions(lake.settings).resolve_job_def(job_name)
+        job = _definitions(lake.settings).resolve_job_def(job_name)
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
         result = job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(),
                                         raise_on_error=False, run_id=run_id, **options,
@@ -53,6 +53,14 @@ def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
     return any(event.is_step_failure and event.step_failure_data.error is not None
                and event.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
                for event in result.all_events)
+
+
+@functools.lru_cache(maxsize=2)
+def _definitions(settings: LakeSettings) -> dg.Definitions:
+    """The code location's definitions, built once per command (`lake run` runs three jobs)."""
+    from lake_assets.definitions import build_definitions
+
+    return build_definitions(settings)
 
 
 #: The events that say which step of a run is executing.

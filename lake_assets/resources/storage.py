@@ -9,6 +9,9 @@ place, `settings.s3_credentials`, when a client is built.
 """
 
 import contextlib
+import functools
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +24,26 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
 from lake_assets.settings import LakeSettings, S3Credentials, embedded_reader_credentials, s3_credentials
+
+
+_client_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=32)
+def _client_unlocked(endpoint: str, key: str, secret: str, region: str, pid: int):  # pid: part of the key
+    return boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret, region_name=region,
+        config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=60,
+                      retries={"max_attempts": 2, "mode": "standard"}),
+    )
+
+
+def _client(endpoint: str, key: str, secret: str, region: str, pid: int):
+    """One client per (endpoint, key pair, region) and process: a forked run worker never
+    shares its parent's pooled connections. Made under a lock: boto3's default session is
+    not thread-safe while it builds a client."""
+    with _client_lock:
+        return _client_unlocked(endpoint, key, secret, region, pid)
 
 
 class LakeStorage(BaseModel):
@@ -114,13 +137,9 @@ class LakeStorage(BaseModel):
         return resolved
 
     def get_client(self):  # boto3's client type is generated at run time
+        """The process's S3 client for this endpoint and key pair (made once; boto3 clients are thread-safe)."""
         key, secret = self.credentials()
-        return boto3.client(
-            "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,
-            region_name=self.region,
-            config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=60,
-                          retries={"max_attempts": 2, "mode": "standard"}),
-        )
+        return _client(self.endpoint_url, key, secret, self.region, os.getpid())
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

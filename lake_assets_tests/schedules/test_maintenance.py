@@ -28,8 +28,8 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
     before = open_table(storage, INSURANCE)
     files_before = len(before.file_uris())
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    context = dg.build_op_context(resources={"storage": resource})
-    compact_and_vacuum(context)
+    with dg.build_op_context(resources={"storage": resource}) as context:
+        compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
     assert len(after.file_uris()) < files_before
     assert sorted(r["policy_id"] for r in spark.read.format("delta").load(uri).collect()) == list(range(50))
@@ -39,8 +39,8 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
 def test_maintenance_waits_for_the_writer_of_the_table(storage: LakeStorage, spark) -> None:
     spark.range(0, 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta").save(INSURANCE.uri(storage))
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    context = dg.build_op_context(resources={"storage": resource}, op_config={"lock_wait_seconds": 1})
-    with table_lock(storage, "insurance", owner=LockOwner("apply-run", 1, "elsewhere")):
+    with dg.build_op_context(resources={"storage": resource}, op_config={"lock_wait_seconds": 1}) as context, \
+            table_lock(storage, "insurance", owner=LockOwner("apply-run", 1, "elsewhere")):
         with pytest.raises(TableLocked, match="apply-run"):
             compact_and_vacuum(context)
         assert len(open_table(storage, INSURANCE).history()) == 1  # nothing compacted under the writer
@@ -73,11 +73,12 @@ def test_vacuum_keeps_the_time_travel_window(storage: LakeStorage, spark, monkey
     monkeypatch.setenv("LAKE_TIME_TRAVEL_HOURS", "1")
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
 
-    with pytest.raises(UsageError, match="below the time-travel window LAKE_TIME_TRAVEL_HOURS=1 h"):
-        compact_and_vacuum(dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0}))
-    context = dg.build_op_context(resources={"storage": resource})
-    compact_and_vacuum(context)
-    metadata = context.get_output_metadata("result")["insurance"]
+    with pytest.raises(UsageError, match="below the time-travel window LAKE_TIME_TRAVEL_HOURS=1 h"), \
+            dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0}) as refused:
+        compact_and_vacuum(refused)
+    with dg.build_op_context(resources={"storage": resource}) as context:
+        compact_and_vacuum(context)
+        metadata = context.get_output_metadata("result")["insurance"]
     assert metadata["before"]["stored_files"] > metadata["after"]["stored_files"]  # versions 0 and 1 went
     assert metadata["after"]["oldest_readable_version"] == 2  # (vacuum itself commits: VACUUM START, END)
 
@@ -112,8 +113,8 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
         spark.range(start, start + 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta") \
             .mode("append").save(uri)
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    context = dg.build_op_context(resources={"storage": resource})
-    compact_and_vacuum(context)
+    with dg.build_op_context(resources={"storage": resource}) as context:
+        compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
     mins, maxs, _ = file_ranges(after, "policy_id")
     order = mins.argsort()
@@ -122,7 +123,8 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
     assert len(optimized) == 1
     assert sorted(r["policy_id"] for r in spark.read.format("delta").load(uri).collect()) == \
         sorted(list(range(0, 40)) + list(range(5, 15)))
-    compact_and_vacuum(context)  # clustered and compact already: nothing to do
+    with dg.build_op_context(resources={"storage": resource}) as again:
+        compact_and_vacuum(again)  # clustered and compact already: nothing to do
     assert [h for h in open_table(storage, INSURANCE).history() if h["operation"] == "OPTIMIZE"] == optimized
 
 

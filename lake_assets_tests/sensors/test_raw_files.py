@@ -22,8 +22,8 @@ CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 
 def _tick(storage: LakeStorage, cursor: str | None):
     resource = StorageResource(bucket=storage.bucket, home=storage.home)  # embedded: found via LAKE_HOME
-    context = dg.build_sensor_context(cursor=cursor, resources={"storage": resource})
-    return raw_insurance_sensor(context)
+    with dg.build_sensor_context(cursor=cursor, resources={"storage": resource}) as context:
+        return raw_insurance_sensor(context)
 
 
 def _requests(result) -> list[dg.RunRequest]:
@@ -97,7 +97,8 @@ def test_directory_placeholder_keys_are_ignored(storage: LakeStorage) -> None:
 
 def test_skips_when_the_embedded_server_is_not_running(tmp_path: Path) -> None:
     resource = StorageResource(bucket="lake", home=str(tmp_path))
-    result = raw_insurance_sensor(dg.build_sensor_context(resources={"storage": resource}))
+    with dg.build_sensor_context(resources={"storage": resource}) as context:
+        result = raw_insurance_sensor(context)
     assert isinstance(result, dg.SkipReason) and "not running" in result.skip_message
 
 

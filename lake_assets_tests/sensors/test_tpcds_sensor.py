@@ -17,7 +17,8 @@ from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions
 
 def _tick(storage: LakeStorage, cursor: str | None) -> dg.SensorResult:
     resource = StorageResource(bucket=storage.bucket, home=storage.home)  # embedded: found via LAKE_HOME
-    result = raw_tpcds_sensor(dg.build_sensor_context(cursor=cursor, resources={"storage": resource}))
+    with dg.build_sensor_context(cursor=cursor, resources={"storage": resource}) as context:
+        result = raw_tpcds_sensor(context)
     assert isinstance(result, dg.SensorResult)
     return result
 

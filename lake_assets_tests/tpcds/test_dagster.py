@@ -21,7 +21,8 @@ from lake_assets_tests.helpers.tpcds import generated, land_dimensions, land_fac
 
 def _tick(storage: LakeStorage, cursor: str | None):
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    return raw_tpcds_sensor(dg.build_sensor_context(cursor=cursor, resources={"storage": resource}))
+    with dg.build_sensor_context(cursor=cursor, resources={"storage": resource}) as context:
+        return raw_tpcds_sensor(context)
 
 
 def _run(storage: LakeStorage, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:

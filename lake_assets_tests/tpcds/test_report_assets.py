@@ -68,10 +68,10 @@ def test_maintenance_shrinks_the_star_and_reports_still_equal_duckdb(raw_star, s
     web_sales = table("tpcds.web_sales")
     before = maintenance.table_stats(storage, iceberg.open_table(storage, web_sales))
     totals = star_engine.sql("SELECT count(*), sum(ws_net_profit) FROM tpcds.web_sales").collect()[0]
-    context = dg.build_op_context(
-        resources={"storage": resource, "engine": SparkEngine()},
-        op_config={"snapshot_retention_hours": 0, "orphan_grace_hours": 0, "compact_min_files": 2})
-    maintain_iceberg(context)
+    with dg.build_op_context(
+            resources={"storage": resource, "engine": SparkEngine()},
+            op_config={"snapshot_retention_hours": 0, "orphan_grace_hours": 0, "compact_min_files": 2}) as context:
+        maintain_iceberg(context)
     after = maintenance.table_stats(storage, iceberg.open_table(storage, web_sales))
     assert after.snapshots == 1 < before.snapshots
     assert after.data_files <= before.data_files and after.objects < before.objects
