@@ -18,6 +18,7 @@ beside it.
 """
 
 import contextlib
+import functools
 import json
 import os
 import threading
@@ -129,21 +130,15 @@ class LakeCatalog:
     # --- clients -----------------------------------------------------------------
 
     def pyiceberg(self):  # pyiceberg is imported lazily (slow import)
-        """A pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog."""
-        from pyiceberg.catalog.rest import RestCatalog
+        """The process's pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog.
 
+        Made once per catalog, S3 endpoint, key pair and process (each a token request and a
+        config call); pyiceberg fetches a new token itself when the server answers 401.
+        """
         key, secret = self.storage.credentials()
-        return RestCatalog(
-            CATALOG_NAME, uri=self.uri, warehouse=self.warehouse_uri, credential=f"{key}:{secret}",
-            **{
-                "oauth2-server-uri": f"{self.uri}/v1/oauth/tokens",
-                "s3.endpoint": self.storage.endpoint_url,
-                "s3.access-key-id": key,
-                "s3.secret-access-key": secret,
-                "s3.region": self.storage.region,
-                "s3.force-virtual-addressing": "false",
-            },
-        )
+        with _clients_lock:
+            return _rest_catalog(self.uri, self.warehouse_uri, self.storage.endpoint_url, key, secret,
+                                 self.storage.region, os.getpid())
 
     def drop_namespace(self, namespace: str) -> None:
         """Drop every table in `namespace`, purging its files (`lake demo --fresh`, tests)."""
@@ -200,6 +195,29 @@ class LakeCatalog:
         )
 
 
+_clients_lock = threading.Lock()
+#: (home, catalog URI, table bucket) whose table bucket this process made sure of.
+_ensured: set[tuple[str, str, str]] = set()
+
+
+@functools.lru_cache(maxsize=16)
+def _rest_catalog(uri: str, warehouse_uri: str, endpoint: str, key: str, secret: str, region: str,
+                  pid: int):  # pid: part of the key, so a forked run worker makes its own
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return RestCatalog(
+        CATALOG_NAME, uri=uri, warehouse=warehouse_uri, credential=f"{key}:{secret}",
+        **{
+            "oauth2-server-uri": f"{uri}/v1/oauth/tokens",
+            "s3.endpoint": endpoint,
+            "s3.access-key-id": key,
+            "s3.secret-access-key": secret,
+            "s3.region": region,
+            "s3.force-virtual-addressing": "false",
+        },
+    )
+
+
 def catalog_uri(storage: LakeStorage) -> str:
     """The configured REST catalog URI, else the embedded server's ("" when there is none)."""
     if storage.catalog_uri:
@@ -227,5 +245,8 @@ def lake_catalog(storage: LakeStorage) -> LakeCatalog:
         raise CatalogUnavailable(
             "no Iceberg REST catalog: the embedded S3 server is not running and LAKE_ICEBERG_URI is not set"
         )
-    catalog.ensure_warehouse()
+    ensured = (storage.home, catalog.uri, catalog.warehouse)
+    if ensured not in _ensured:  # the table bucket, once per process (it lives as long as the server's data)
+        catalog.ensure_warehouse()
+        _ensured.add(ensured)
     return catalog
