@@ -23,7 +23,6 @@ from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
-from lake_assets.schedules.maintenance import WRITE_LOCK
 
 #: Bookkeeping that goes back with its table, never on its own.
 NOT_RESTORABLE = {INSURANCE_TOMBSTONES.name: "it is restored with insurance",
@@ -81,7 +80,7 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
     record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
     entry = restorable(config.table)
     with storage.running() as running, \
-            table_lock(running, WRITE_LOCK.get(entry.name, entry.name), owner=LockOwner.current(context.run_id)) as lease:
+            table_lock(running, entry.write_lock, owner=LockOwner.current(context.run_id)) as lease:
         target = target_version(running, entry, config.version, config.as_of)
         lease.check()
         if entry.format is TableFormat.ICEBERG:

@@ -14,13 +14,12 @@ def restore_now(name: str, version: int | None, as_of: str | None, launched_by: 
     from lake_assets.cli.jobs import execute, failure_messages
     from lake_assets.jobs import TABLE_TAG
     from lake_assets.restore import restorable, target_version
-    from lake_assets.schedules.maintenance import WRITE_LOCK
 
     entry = restorable(name)
     with lake_session() as lake:
         target = target_version(lake.storage, entry, version, as_of)
         result = execute(lake, "restore_table_job", launched_by,
-                         tags={TABLE_TAG: WRITE_LOCK.get(entry.name, entry.name)},
+                         tags={TABLE_TAG: entry.write_lock},
                          config={"ops": {"restore_table": {"config": {"table": entry.name, "version": target}}}})
     if not result.success:
         for message in failure_messages(result):

@@ -31,6 +31,14 @@ class LakeTable:
     description: str
     format: TableFormat = TableFormat.DELTA
     domain: Domain = Domain.INSURANCE
+    #: The write lock (core/lock.py) of the run that writes this table, when another table's
+    #: run writes it too; empty: the table's own name (the ledger's: delta-rs's optimistic
+    #: appends retry on conflict). Maintenance and restore take it.
+    written_under: str = ""
+
+    @property
+    def write_lock(self) -> str:
+        return self.written_under or self.name
 
     def uri(self, storage: LakeStorage) -> str:
         if self.format is not TableFormat.DELTA:
@@ -46,22 +54,25 @@ class LakeTable:
 
 INSURANCE = LakeTable("insurance", "curated/insurance", "curated insurance policies (full load + CDC)")
 INSURANCE_QUARANTINE = LakeTable(
-    "insurance_quarantine", "curated/insurance_quarantine", "raw rows that could not be applied, with the reason"
+    "insurance_quarantine", "curated/insurance_quarantine", "raw rows that could not be applied, with the reason",
+    written_under="insurance",
 )
 INSURANCE_TOMBSTONES = LakeTable(
     "insurance_tombstones", "curated/insurance_tombstones",
     "deleted policy keys and the sequence of their delete, kept for the retention window",
-    domain=Domain.INSURANCE,
+    written_under="insurance",
 )
 INSURANCE_CHANGES = LakeTable(
     "insurance_changes", "curated/insurance_changes",
     "change feed of insurance: one row per insert, update pre/post image or delete, per table version "
     "(_change_type, _commit_version, _commit_timestamp), derived from the Delta log",
+    written_under="insurance",
 )
 INSURANCE_HISTORY = LakeTable(
     "insurance_history", "curated/insurance_history",
     "SCD type 2 history of insurance on the source sequence: one row per policy version, _sequence to "
     "valid_to_sequence (valid_from/valid_to their times), deletes as _operation D rows, is_current",
+    written_under="insurance",
 )
 LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run",
                    domain=Domain.LAKE)

@@ -28,8 +28,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
-from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
-                                     INSURANCE_TOMBSTONES, TABLES, LakeTable, TableFormat)
+from lake_assets.core.tables import INSURANCE, TABLES, LakeTable, TableFormat
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import KEY
 from lake_assets.jobs import TABLE_TAG
@@ -40,11 +39,6 @@ from lake_assets.runs import record_process
 from lake_assets.settings import LakeSettings
 
 SNAPSHOT_RETENTION_HOURS = 168
-#: The write lock each table is maintained under: the lock of the run that writes it.
-#: Tables not listed have their own (the ledger is appended to by delta-rs, whose
-#: optimistic commits retry on conflict).
-WRITE_LOCK = {table.name: INSURANCE.name for table in (INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES,
-                                                       INSURANCE_CHANGES, INSURANCE_HISTORY)}
 #: Tables kept clustered by a key, and the size of the files their writers aim at.
 CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES)}
 
@@ -85,7 +79,7 @@ def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage
     owner = LockOwner.current(context.run_id)
     metadata = {}
     for table in (t for t in TABLES.values() if t.format is TableFormat.DELTA):
-        with table_lock(storage, WRITE_LOCK.get(table.name, table.name), owner=owner,
+        with table_lock(storage, table.write_lock, owner=owner,
                         wait_seconds=config.lock_wait_seconds):
             maintained = _maintain_table(context, storage, table, retention_hours)
         if maintained:
