@@ -22,7 +22,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from lake_assets.core.lock import pid_alive
+from lake_assets.core.processes import pid_alive
 
 #: Run tags under this prefix are stored and filterable but left out of Dagster's UI (its
 #: GraphQL API drops them). Written out, not imported from Dagster's private modules; the UI

@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_assets.core.errors import LakeError
+from lake_assets.core.processes import pid_alive
 from lake_assets.resources.storage import LakeStorage
 
 LOCK_PREFIX = "_lake/locks/"
@@ -267,16 +268,6 @@ def table_lock(storage: LakeStorage, table: str, owner: LockOwner | None = None,
             lease.release()
         raise
     lease.release()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
 
 
 def _put(storage: LakeStorage, client, key: str, body: bytes, **condition: str) -> str | None:

@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 
+from lake_assets.core.processes import group_members
+
 #: How long the group gets to stop cleanly before SIGKILL, unless --grace says otherwise.
 GRACE_SECONDS = 20.0
 
@@ -54,23 +56,6 @@ def _stop_group(child: subprocess.Popen, grace: float) -> None:
         except ProcessLookupError:
             pass
     child.poll()
-
-
-def group_members(group: int) -> list[int]:
-    """Live processes of process group `group` other than this one (from /proc)."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == group and state != "Z":
-            members.append(int(entry))
-    return members
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lake_assets.core.private_home import tighten
+from lake_assets.core.processes import command_line, pid_alive
 
 LOCK_FILE = "s3-server.lock"
 LEASE_DIR = "s3-leases"
@@ -115,24 +116,6 @@ def live_leases(home: Path) -> list[Path]:
 
 
 # --- processes -------------------------------------------------------------------------
-
-def pid_alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie counts as gone); reaps it if it is our child."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
 
 def supervisors_of(home: Path) -> list[int]:
     """The live supervisors started for `home` (found by their module and working directory).

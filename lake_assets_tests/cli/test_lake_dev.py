@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lake_assets.resources.embedded_s3 import free_port, running_server
-from lake_assets.resources.s3_supervisor import command_line, pid_alive
+from lake_assets.core.processes import command_line, pid_alive
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.permissions import open_to_others
 

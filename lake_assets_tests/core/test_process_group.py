@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lake_assets.core.process_group import group_members
+from lake_assets.core.processes import group_members
 
 pytestmark = pytest.mark.integration  # starts processes
 

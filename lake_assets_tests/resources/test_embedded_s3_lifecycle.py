@@ -14,7 +14,8 @@ import pytest
 
 import lake_assets.resources.embedded_s3 as embedded_s3_module
 from lake_assets.resources.embedded_s3 import EmbeddedS3, embedded_s3, free_port, running_server
-from lake_assets.resources.s3_supervisor import STATE_FILE, pid_alive, server_lock
+from lake_assets.core.processes import pid_alive
+from lake_assets.resources.s3_supervisor import STATE_FILE, server_lock
 from lake_assets.settings import embedded_credentials
 
 pytestmark = pytest.mark.integration  # each test starts embedded S3 servers
