@@ -29,13 +29,21 @@ CREDENTIALS_FILE = "s3-credentials.json"
 #: The embedded server's second identity, allowed only to read and list (`lake query --engine duckdb`).
 READER_CREDENTIALS_FILE = "s3-reader-credentials.json"
 
+#: The object store's defaults, described once: the settings, `LakeStorage` and its Dagster
+#: resource take them from here.
+DEFAULT_HOME = ".lake"
+DEFAULT_BUCKET = "lake"
+DEFAULT_REGION = "us-east-1"
+DEFAULT_S3_PORT = 8333
+DEFAULT_WAREHOUSE = "warehouse"
+
 ENV_VARS: dict[str, str] = {
-    "LAKE_HOME": "state directory: embedded S3 data, Dagster instance, server files (default ./.lake)",
+    "LAKE_HOME": f"state directory: embedded S3 data, Dagster instance, server files (default ./{DEFAULT_HOME})",
     "LAKE_S3_ENDPOINT": "S3 endpoint URL; unset means the embedded SeaweedFS server",
-    "LAKE_S3_BUCKET": "bucket holding raw/, staging/ and curated/ (default lake)",
-    "LAKE_S3_REGION": "S3 region (default us-east-1)",
-    "LAKE_S3_PORT": "port of the embedded S3 server (default 8333, or a free port when 8333 is taken; "
-                    "a port set here is used or the start fails)",
+    "LAKE_S3_BUCKET": f"bucket holding raw/, staging/ and curated/ (default {DEFAULT_BUCKET})",
+    "LAKE_S3_REGION": f"S3 region (default {DEFAULT_REGION})",
+    "LAKE_S3_PORT": f"port of the embedded S3 server (default {DEFAULT_S3_PORT}, or a free port when "
+                    f"{DEFAULT_S3_PORT} is taken; a port set here is used or the start fails)",
     "AWS_ACCESS_KEY_ID": "S3 access key (embedded server: generated per lake unless set)",
     "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded server: generated per lake unless set)",
     "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL) or local (JVM Spark)",
@@ -79,7 +87,7 @@ class LakeSettings:
     tombstone_retention_days: float = 7.0
     time_travel_hours: int = 168
     iceberg_uri: str = ""
-    iceberg_warehouse: str = "warehouse"
+    iceberg_warehouse: str = DEFAULT_WAREHOUSE
     tpcds_report_checks: bool = False
     warm_runs: bool = True
     #: LAKE_S3_PORT / LAKE_WEB_PORT were set: that port or a failure, no fallback to a free one
@@ -92,11 +100,11 @@ class LakeSettings:
         env = os.environ
         remote = env.get("LAKE_SPARK_REMOTE", "")
         return cls(
-            home=Path(env.get("LAKE_HOME") or ".lake").resolve(),
+            home=Path(env.get("LAKE_HOME") or DEFAULT_HOME).resolve(),
             s3_endpoint=env.get("LAKE_S3_ENDPOINT", ""),
-            s3_bucket=env.get("LAKE_S3_BUCKET") or "lake",
-            s3_region=env.get("LAKE_S3_REGION") or "us-east-1",
-            s3_port=_port("LAKE_S3_PORT", 8333),
+            s3_bucket=env.get("LAKE_S3_BUCKET") or DEFAULT_BUCKET,
+            s3_region=env.get("LAKE_S3_REGION") or DEFAULT_REGION,
+            s3_port=_port("LAKE_S3_PORT", DEFAULT_S3_PORT),
             engine=_choice("LAKE_ENGINE", ENGINES, "remote" if remote else "sail"),
             spark_remote=remote,
             spark_jars=env.get("LAKE_SPARK_JARS", ""),
@@ -108,7 +116,7 @@ class LakeSettings:
             tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0),
             time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", 168),
             iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
-            iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or "warehouse",
+            iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or DEFAULT_WAREHOUSE,
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
             warm_runs=_flag("LAKE_WARM_RUNS", True),
             s3_port_explicit=bool(env.get("LAKE_S3_PORT", "").strip()),

@@ -23,7 +23,17 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
-from lake_assets.settings import LakeSettings, S3Credentials, embedded_reader_credentials, s3_credentials
+from lake_assets.settings import (
+    DEFAULT_BUCKET,
+    DEFAULT_HOME,
+    DEFAULT_REGION,
+    DEFAULT_S3_PORT,
+    DEFAULT_WAREHOUSE,
+    LakeSettings,
+    S3Credentials,
+    embedded_reader_credentials,
+    s3_credentials,
+)
 
 
 _client_lock = threading.Lock()
@@ -52,15 +62,15 @@ class LakeStorage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     endpoint: str = ""
-    bucket: str = "lake"
-    region: str = "us-east-1"
-    home: str = ".lake"
-    embedded_port: int = 8333
+    bucket: str = DEFAULT_BUCKET
+    region: str = DEFAULT_REGION
+    home: str = DEFAULT_HOME
+    embedded_port: int = DEFAULT_S3_PORT
     #: True: if `embedded_port` is taken, the embedded server starts on a free port instead (and says so)
     embedded_port_fallback: bool = True
     #: Iceberg REST catalog: empty means the one the embedded server serves (see resources/catalog.py).
     catalog_uri: str = ""
-    warehouse: str = "warehouse"
+    warehouse: str = DEFAULT_WAREHOUSE
     _resolved_endpoint: str = PrivateAttr(default="")
     #: True: clients use the embedded server's read-only pair (see `reading_only`)
     _read_only: bool = PrivateAttr(default=False)

@@ -14,6 +14,7 @@ when the run's execution ends. Sensors call `attached()`, which never starts any
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 from pydantic import PrivateAttr
@@ -22,17 +23,22 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
 
+def _default(name: str) -> Any:
+    """`LakeStorage`'s default for field `name`: the resource copies its fields, not their values."""
+    return LakeStorage.model_fields[name].default
+
+
 class StorageResource(dg.ConfigurableResource):
     """The lake's object store (see `LakeStorage` for what each field means)."""
 
-    endpoint: str = ""
-    bucket: str = "lake"
-    region: str = "us-east-1"
-    home: str = ".lake"
-    embedded_port: int = 8333
-    embedded_port_fallback: bool = True
-    catalog_uri: str = ""
-    warehouse: str = "warehouse"
+    endpoint: str = _default("endpoint")
+    bucket: str = _default("bucket")
+    region: str = _default("region")
+    home: str = _default("home")
+    embedded_port: int = _default("embedded_port")
+    embedded_port_fallback: bool = _default("embedded_port_fallback")
+    catalog_uri: str = _default("catalog_uri")
+    warehouse: str = _default("warehouse")
     _run_scope: contextlib.ExitStack | None = PrivateAttr(default=None)
     _running: LakeStorage | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
