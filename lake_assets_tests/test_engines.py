@@ -17,6 +17,7 @@ as the local lake's, read by delta-rs (Delta) and pyiceberg (Iceberg), not by th
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -152,6 +153,12 @@ def test_local_cluster_gives_the_local_tables(local_lake: Lake, other_lake: Lake
 
 def test_a_sail_server_started_by_lake_engine_serve_runs_the_lake(local_lake: Lake, other_lake: Lake) -> None:
     _land_inputs(other_lake.storage)
+    with socket.socket() as taken:  # a port someone else holds: one line, no traceback
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        refused = other_lake.lake("engine", "serve", "--port", str(taken.getsockname()[1]))
+    assert refused.returncode != 0 and "could not listen" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
     server = subprocess.Popen([LAKE, "engine", "serve", "--port", "0"], env=other_lake.env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -40,7 +40,7 @@ def serve(
         sail = lake.settings.sail
         try:
             server = start_sail_server(lake.storage, sail, ip=ip, port=port)
-        except RuntimeError as error:  # pysail: the address is taken or cannot be bound
+        except OSError as error:  # pysail: the address is taken or cannot be bound
             raise EngineUnavailable(f"the Sail server could not listen on {ip}:{port}: {error}") from None
         host, bound = server.listening_address
         workers = f", {sail.workers or 'Sail default'} workers" if sail.mode != "local" else ""

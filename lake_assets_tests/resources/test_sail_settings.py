@@ -1,12 +1,15 @@
 """Sail's own settings (`SAIL_MODE`, worker counts): typed in settings.py, carried by the engine resource."""
 
 import dataclasses
+import socket
+import time
 
 import pytest
 
-from lake_assets.core.errors import UsageError
+from lake_assets.core.errors import EngineUnavailable, UsageError
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.spark import SparkConfig
+from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import ENV_VARS, LakeSettings, SailSettings
 
 SAIL_VARIABLES = ("SAIL_MODE", "SAIL_CLUSTER__WORKER_INITIAL_COUNT", "SAIL_CLUSTER__WORKER_MAX_COUNT",
@@ -61,3 +64,18 @@ def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch: pytest.MonkeyP
 
 def test_every_sail_variable_is_documented() -> None:
     assert set(SAIL_VARIABLES) <= set(ENV_VARS)
+
+
+def test_a_remote_engine_that_is_not_there_fails_in_seconds_in_one_line() -> None:
+    """PySpark alone would retry for minutes; the lake says at once that nothing listens there."""
+    with socket.socket() as holder:  # a port that was free a moment ago and has no listener
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+    storage = LakeStorage().with_endpoint("http://127.0.0.1:1")
+    started = time.monotonic()
+    with pytest.raises(EngineUnavailable, match=f"no Spark Connect server at 127.0.0.1:{port}") as raised:
+        SparkConfig(engine="remote", remote=f"sc://127.0.0.1:{port}/;token=do-not-print").session(storage)
+    assert time.monotonic() - started < 10
+    assert "do-not-print" not in str(raised.value) and "lake engine serve" in str(raised.value)
+    with pytest.raises(EngineUnavailable, match="is not sc://host:port"):
+        SparkConfig(engine="remote", remote="sc://127.0.0.1:port").session(storage)
