@@ -1,4 +1,4 @@
-"""The Spark engine: one PySpark session per process, on one of three back ends.
+"""The Spark engine: one PySpark session per process (and configuration), on one of three back ends.
 
 - `sail` (default): the Sail Spark Connect server, embedded in this process (no JVM), in
   Sail's `local` mode or its distributed runtime, `local-cluster` (a driver and workers

@@ -130,6 +130,7 @@ def test_no_secret_is_shipped(documents: list[dict], by_kind: dict) -> None:
     assert "--from-env-file" in MANIFEST.read_text()
 
 
-def test_the_image_carries_the_locked_pysail() -> None:
+def test_the_image_carries_the_locked_pysail_and_pyspark() -> None:
     dockerfile = (K8S / "Dockerfile").read_text()
     assert f'"pysail=={importlib.metadata.version("pysail")}"' in dockerfile
+    assert f'"pyspark[connect]=={importlib.metadata.version("pyspark")}"' in dockerfile
