@@ -14,7 +14,7 @@ import json
 import os
 import secrets
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,6 +23,10 @@ from lake_assets.core.private_home import private_home
 
 #: The Spark engines LAKE_ENGINE names (resources/spark.py builds each).
 ENGINES = ("sail", "remote", "local")
+
+#: Sail's run modes the lake's own Sail server (embedded, or `lake engine serve`) runs in. Sail's third,
+#: `kubernetes-cluster`, runs in Sail's own pods (the Kubernetes manifests), reached as LAKE_ENGINE=remote.
+SAIL_MODES = ("local", "local-cluster")
 
 #: File under LAKE_HOME holding the embedded server's generated credentials (mode 0600).
 CREDENTIALS_FILE = "s3-credentials.json"
@@ -50,6 +54,13 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SPARK_REMOTE": "Spark Connect URL sc://host:port; setting it selects the remote engine",
     "LAKE_SPARK_JARS": "directory of Delta/Iceberg/hadoop-aws jars for the local JVM engine",
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
+    "SAIL_MODE": "Sail's run mode for the lake's Sail server: local (default, one process, threads) or local-cluster "
+                 "(a driver and workers exchanging data over gRPC, Sail's distributed runtime in one process)",
+    "SAIL_CLUSTER__WORKER_INITIAL_COUNT": "local-cluster: workers started with the driver (Sail's default 4)",
+    "SAIL_CLUSTER__WORKER_MAX_COUNT": "local-cluster: most workers Sail may run (Sail's default 0: no limit)",
+    "SAIL_CLUSTER__WORKER_TASK_SLOTS": "local-cluster: tasks one worker runs at once (Sail's default 8)",
+    "SAIL_EXECUTION__DEFAULT_PARALLELISM": "partitions a plan is split into (Sail's default 0: the CPU count); set it "
+                                           "in cluster mode, where the driver's cores are not the workers'",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors tick (default 1)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
@@ -67,6 +78,44 @@ ENV_VARS: dict[str, str] = {
     "LAKE_RUN_CONSOLE": "1 (default): runs the daemon launches print Dagster's log lines to its terminal; 0: to "
                         "DAGSTER_HOME/run-console.log (`lake dev` sets 0 unless --verbose; the UI has every line)",
 }
+
+
+@dataclass(frozen=True)
+class SailSettings:
+    """Sail's own settings the lake's Sail server runs with (Sail's variable names, validated here).
+
+    0 means "Sail's default". Any other `SAIL_*` variable in the environment reaches the
+    embedded server too (Sail reads its configuration from the process environment); these
+    are the ones the lake types, checks and shows in the engine resource's configuration.
+    """
+
+    mode: str = "local"
+    workers: int = 0
+    max_workers: int = 0
+    worker_task_slots: int = 0
+    parallelism: int = 0
+
+    @classmethod
+    def from_env(cls) -> "SailSettings":
+        return cls(
+            mode=_choice("SAIL_MODE", SAIL_MODES, "local", hint="kubernetes-cluster runs in Sail's own pods "
+                         "(the Kubernetes manifests): point the lake at it with LAKE_SPARK_REMOTE"),
+            workers=_count("SAIL_CLUSTER__WORKER_INITIAL_COUNT"),
+            max_workers=_count("SAIL_CLUSTER__WORKER_MAX_COUNT"),
+            worker_task_slots=_count("SAIL_CLUSTER__WORKER_TASK_SLOTS"),
+            parallelism=_count("SAIL_EXECUTION__DEFAULT_PARALLELISM"),
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The variables a Sail server reads for these settings (those left at 0 are not set)."""
+        env = {"SAIL_MODE": self.mode}
+        for name, value in (("SAIL_CLUSTER__WORKER_INITIAL_COUNT", self.workers),
+                            ("SAIL_CLUSTER__WORKER_MAX_COUNT", self.max_workers),
+                            ("SAIL_CLUSTER__WORKER_TASK_SLOTS", self.worker_task_slots),
+                            ("SAIL_EXECUTION__DEFAULT_PARALLELISM", self.parallelism)):
+            if value:
+                env[name] = str(value)
+        return env
 
 
 @dataclass(frozen=True)
@@ -94,6 +143,7 @@ class LakeSettings:
     s3_port_explicit: bool = False
     web_port_explicit: bool = False
     run_console: bool = True
+    sail: SailSettings = field(default_factory=SailSettings)
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
@@ -122,11 +172,20 @@ class LakeSettings:
             s3_port_explicit=bool(env.get("LAKE_S3_PORT", "").strip()),
             web_port_explicit=bool(env.get("LAKE_WEB_PORT", "").strip()),
             run_console=_flag("LAKE_RUN_CONSOLE", True),
+            sail=SailSettings.from_env(),
         )
 
     @property
     def embedded(self) -> bool:
         return not self.s3_endpoint
+
+
+def _count(name: str) -> int:
+    """A whole number >= 0 (0, or unset: Sail's default)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw or raw == "0":
+        return 0
+    return _positive_int(name, 0)
 
 
 def _positive_int(name: str, default: int) -> int:
@@ -142,12 +201,12 @@ def _positive_int(name: str, default: int) -> int:
     return value
 
 
-def _choice(name: str, allowed: tuple[str, ...], default: str) -> str:
+def _choice(name: str, allowed: tuple[str, ...], default: str, hint: str = "") -> str:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     if raw.lower() not in allowed:
-        raise UsageError(f"{name}={raw!r} is not one of {', '.join(allowed)}")
+        raise UsageError(f"{name}={raw!r} is not one of {', '.join(allowed)}" + (f" ({hint})" if hint else ""))
     return raw.lower()
 
 

@@ -159,12 +159,7 @@ class LakeCatalog:
 
     def sail_environment(self) -> dict[str, str]:
         """Environment that makes this catalog Sail's default catalog (read when Sail starts)."""
-        token = self.token_file()
-        catalogs = (
-            f'[{{type="iceberg-rest", name="{CATALOG_NAME}", uri="{self.uri}", '
-            f'warehouse="{self.warehouse_uri}", bearer_access_token_file="{token}"}}]'
-        )
-        return {"SAIL_CATALOG__LIST": catalogs, "SAIL_CATALOG__DEFAULT_CATALOG": CATALOG_NAME}
+        return sail_catalog_environment(self.uri, self.warehouse_uri, self.token_file())
 
     def attach_duckdb(self, con, read_only: bool = False) -> None:  # a duckdb connection
         """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`.
@@ -216,6 +211,14 @@ def _rest_catalog(uri: str, warehouse_uri: str, endpoint: str, key: str, secret:
             "s3.force-virtual-addressing": "false",
         },
     )
+
+
+def sail_catalog_environment(uri: str, warehouse_uri: str, token_file: Path | str) -> dict[str, str]:
+    """Sail's variables for the REST catalog at `uri` as its default catalog, named `lake`, its
+    bearer token read from `token_file` (the Kubernetes manifests in resources/k8s/ set the same)."""
+    catalogs = (f'[{{type="iceberg-rest", name="{CATALOG_NAME}", uri="{uri}", '
+                f'warehouse="{warehouse_uri}", bearer_access_token_file="{token_file}"}}]')
+    return {"SAIL_CATALOG__LIST": catalogs, "SAIL_CATALOG__DEFAULT_CATALOG": CATALOG_NAME}
 
 
 def catalog_uri(storage: LakeStorage) -> str:

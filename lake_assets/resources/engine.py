@@ -18,6 +18,11 @@ class SparkEngine(dg.ConfigurableResource):
     remote: str = ""
     jars_dir: str = ""
     packages: str = ""
+    sail_mode: str = "local"
+    sail_workers: int = 0
+    sail_max_workers: int = 0
+    sail_worker_task_slots: int = 0
+    sail_parallelism: int = 0
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "SparkEngine":

@@ -1,8 +1,11 @@
-"""The Spark engine: one PySpark session per process, on one of three back ends.
+"""The Spark engine: one PySpark session per process (and configuration), on one of three back ends.
 
-- `sail` (default): the Sail Spark Connect server, embedded in this process (no JVM).
-- `remote`: any Spark Connect server (`LAKE_SPARK_REMOTE=sc://host:15002`), e.g. a cluster
-  with Delta and Iceberg on its classpath.
+- `sail` (default): the Sail Spark Connect server, embedded in this process (no JVM), in
+  Sail's `local` mode or its distributed runtime, `local-cluster` (a driver and workers
+  exchanging data over gRPC), as `SAIL_MODE` says (settings.SailSettings).
+- `remote`: any Spark Connect server (`LAKE_SPARK_REMOTE=sc://host:15002`): a Sail server
+  started by `lake engine serve` (cli/engine.py) or on Kubernetes (resources/k8s/), or a
+  JVM cluster with Delta and Iceberg on its classpath.
 - `local`: a local JVM Spark whose Delta/Iceberg/S3A jars come from `LAKE_SPARK_JARS` (a
   directory) or `LAKE_SPARK_PACKAGES` (Maven coordinates, online machines only).
 
@@ -14,7 +17,9 @@ Dagster resource wrapping it is `SparkEngine` (resources/engine.py).
 import contextlib
 import logging
 import os
+import socket
 import threading
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +30,7 @@ from pyspark.sql import SparkSession
 from lake_assets.core.errors import EngineUnavailable
 from lake_assets.resources.catalog import find_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import ENGINES, LakeSettings
+from lake_assets.settings import ENGINES, LakeSettings, SailSettings
 
 #: Jars the local JVM engine needs, by file-name prefix, and what each one is for.
 REQUIRED_JARS = {
@@ -36,8 +41,8 @@ REQUIRED_JARS = {
 }
 DEFAULT_PACKAGES = "io.delta:delta-spark_2.12:3.3.2,org.apache.hadoop:hadoop-aws:3.3.4"
 
-_sessions: dict[tuple[str, str], SparkSession] = {}
-_sail_servers: dict[str, Any] = {}  # endpoint -> pysail's SparkConnectServer (untyped)
+_sessions: dict[tuple["SparkConfig", str], SparkSession] = {}
+_sail_servers: dict[tuple[SailSettings, str], Any] = {}  # (settings, endpoint) -> pysail's SparkConnectServer
 _lock = threading.Lock()
 
 
@@ -50,18 +55,32 @@ class SparkConfig(BaseModel):
     remote: str = ""
     jars_dir: str = ""
     packages: str = ""
+    #: the embedded Sail server's SAIL_MODE and cluster sizes (settings.SailSettings; 0: Sail's default)
+    sail_mode: str = "local"
+    sail_workers: int = 0
+    sail_max_workers: int = 0
+    sail_worker_task_slots: int = 0
+    sail_parallelism: int = 0
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "SparkConfig":
+        sail = settings.sail
         return cls(engine=settings.engine, remote=settings.spark_remote,
-                   jars_dir=settings.spark_jars, packages=settings.spark_packages)
+                   jars_dir=settings.spark_jars, packages=settings.spark_packages,
+                   sail_mode=sail.mode, sail_workers=sail.workers, sail_max_workers=sail.max_workers,
+                   sail_worker_task_slots=sail.worker_task_slots, sail_parallelism=sail.parallelism)
+
+    @property
+    def sail(self) -> SailSettings:
+        return SailSettings(mode=self.sail_mode, workers=self.sail_workers, max_workers=self.sail_max_workers,
+                            worker_task_slots=self.sail_worker_task_slots, parallelism=self.sail_parallelism)
 
     def session(self, storage: LakeStorage) -> SparkSession:
         """The process's session for this engine, able to read and write `storage`."""
         _quiet_connect_client_log()
         if self.engine not in ENGINES:
             raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
-        cache_key = (self.engine, storage.endpoint_url)
+        cache_key = (self, storage.endpoint_url)
         with _lock:
             cached = _sessions.get(cache_key)
             if cached is None or not _alive(cached):
@@ -73,12 +92,13 @@ class SparkConfig(BaseModel):
         # session whatever server it is on (another endpoint's, or one that was dropped).
         if self.engine == "sail":
             # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
-            return (SparkSession.builder.remote(_sail_url(storage))
+            return (SparkSession.builder.remote(_sail_url(storage, self.sail))
                     .config("spark.sql.session.timeZone", "UTC").create())
         if self.engine == "remote":
             if not self.remote.startswith("sc://"):
                 raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
-            return SparkSession.builder.remote(self.remote).create()
+            _check_reachable(self.remote)
+            return SparkSession.builder.remote(self.remote).config("spark.sql.session.timeZone", "UTC").create()
         return self._build_local_jvm(storage)
 
     def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
@@ -135,6 +155,28 @@ def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str
     return builder
 
 
+#: How long a remote Spark Connect server gets to accept a connection before the lake says it is not there.
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
+def _check_reachable(url: str) -> None:
+    """Raise `EngineUnavailable` at once when nothing listens at the Spark Connect URL.
+
+    PySpark's client retries an unreachable server with backoff for many minutes (over 300 s
+    measured here) before it fails; a TCP connect tells the user in seconds.
+    """
+    parsed = urllib.parse.urlparse(url)
+    try:
+        host, port = parsed.hostname or "", parsed.port or 15002
+    except ValueError:  # a port that is not a number; the URL may carry a token: not repeated
+        raise EngineUnavailable("LAKE_SPARK_REMOTE is not sc://host:port") from None
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_SECONDS).close()
+    except OSError as error:
+        raise EngineUnavailable(f"no Spark Connect server at {host}:{port} (LAKE_SPARK_REMOTE): {error}; start one "
+                                "with `lake engine serve`, or unset LAKE_SPARK_REMOTE for the embedded engine") from None
+
+
 def _alive(session: SparkSession) -> bool:
     """Whether the server still runs this session (one small RPC on Spark Connect).
 
@@ -174,22 +216,50 @@ def local_jars(jars_dir: Path) -> list[Path]:
     return jars
 
 
-def _sail_url(storage: LakeStorage) -> str:
-    """Start (once per process and endpoint) an embedded Sail server that reaches `storage`."""
-    endpoint = storage.endpoint_url
-    if endpoint not in _sail_servers:
-        from pysail.spark import SparkConnectServer
+def sail_server_environment(storage: LakeStorage, sail: SailSettings) -> dict[str, str]:
+    """What a Sail server reads to serve this lake: S3, the Iceberg REST catalog, its mode.
 
-        # Sail's object store reads its S3 settings from the process environment, and its
-        # catalogs too: the Iceberg REST catalog (if there is one) becomes its default catalog.
-        os.environ.update(storage.engine_environment())
-        catalog = find_catalog(storage)
-        if catalog is not None:
-            catalog.ensure_warehouse()
-            os.environ.update(catalog.sail_environment())
-        os.environ.setdefault("RUST_LOG", "error")  # engine warnings are not for the terminal
-        server = SparkConnectServer(ip="127.0.0.1", port=0)
+    Holds the S3 secret: it goes into a server's environment, never onto a command line or
+    into a log. The catalog's token file is written now and kept fresh by a thread of this
+    process (resources/catalog.py), so the server must run as long as this process does.
+    """
+    env = {**storage.engine_environment(), **sail.environment()}
+    catalog = find_catalog(storage)
+    if catalog is not None:
+        catalog.ensure_warehouse()
+        env.update(catalog.sail_environment())
+    env.setdefault("RUST_LOG", os.environ.get("RUST_LOG", "error"))  # engine warnings are not for the terminal
+    return env
+
+
+def start_sail_server(storage: LakeStorage, sail: SailSettings, ip: str = "127.0.0.1", port: int = 0) -> Any:
+    """A running pysail `SparkConnectServer` (in this process) configured for `storage`.
+
+    Sail reads its configuration from the process environment when the server is created:
+    the lake's variables are set for that moment and the ones it replaced put back, except
+    S3 and the catalog's, which stay (the embedded server's object store may read them later).
+    """
+    from pysail.spark import SparkConnectServer
+
+    env = sail_server_environment(storage, sail)
+    transient = {name: os.environ.get(name) for name in sail.environment()}
+    os.environ.update(env)
+    try:
+        server = SparkConnectServer(ip=ip, port=port)
         server.start(background=True)
-        _sail_servers[endpoint] = server
-    host, port = _sail_servers[endpoint].listening_address
+    finally:
+        for name, value in transient.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return server
+
+
+def _sail_url(storage: LakeStorage, sail: SailSettings) -> str:
+    """Start (once per process, settings and endpoint) an embedded Sail server that reaches `storage`."""
+    key = (sail, storage.endpoint_url)
+    if key not in _sail_servers:
+        _sail_servers[key] = start_sail_server(storage, sail)
+    host, port = _sail_servers[key].listening_address
     return f"sc://{host}:{port}"

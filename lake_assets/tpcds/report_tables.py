@@ -6,6 +6,9 @@ to overwrite a table with required columns) and refreshed with an overwrite of e
 `writeTo(name).overwrite(lit(True))`: one atomic Iceberg `overwrite` snapshot per refresh, so
 readers see the old or the new report, never a mix, and time travel keeps older reports.
 A report whose columns changed (its SQL was edited) gets its table dropped and created again.
+A report is a page of rows, written as one file (one partition): that exchange is also what
+lets Sail's distributed runtime (`SAIL_MODE=local-cluster`, Kubernetes) write an ungrouped
+`sum` (q92): without it, Sail 0.7.2 there fails with `ExtendedAggregateUdf: no UDF found for sum`.
 """
 
 import time
@@ -58,7 +61,7 @@ def refresh_report(spark: SparkSession, report: Report) -> ReportRefresh:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {NAMESPACE}")
         spark.sql(f"CREATE TABLE {report.table} ({_ddl(frame.schema)}) USING iceberg")
         created = True
-    frame.writeTo(report.table).overwrite(F.lit(True))
+    frame.repartition(1).writeTo(report.table).overwrite(F.lit(True))
     rows = int(spark.table(report.table).count())  # Spark Connect returns a numpy integer
     return ReportRefresh(table=report.table, rows=rows, columns=frame.columns, created=created,
                          seconds=round(time.perf_counter() - started, 3))
