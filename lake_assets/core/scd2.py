@@ -26,6 +26,10 @@ source as of S, with every change known now, late ones included.
 A write replaces exactly the touched keys' rows: it reads their existing rows, merges the
 new changes (a change already recorded, same key and sequence, is replaced: a rerun after a
 crash converges), recomputes their intervals and writes them back in one delta-rs commit.
+The history is clustered by key, as the table is (insurance/merge.py): rows are written in
+key order into files of about `TARGET_FILE_BYTES`, so the files' key ranges (the log's
+statistics) are narrow and a small batch reads and rewrites only the few files holding its
+keys, not the whole history; the nightly compaction keeps it so (schedules/maintenance.py).
 """
 
 from collections.abc import Callable
@@ -52,6 +56,10 @@ VALIDITY = pa.schema([(VALID_TO_SEQUENCE, pa.string()), (VALID_FROM, _TIME), (VA
 ARRIVAL_PART = "900000"
 #: Up to this many touched keys a write names them; beyond, it replaces their key range.
 LISTED_KEYS = 10_000
+#: Size of the history's files (delta-rs's target, Parquet bytes): ~120k rows. A small
+#: batch rewrites the one or two files holding its keys (measured at 2M rows: 0.24 s
+#: against 5.4 s for the single file delta-rs writes by default).
+TARGET_FILE_BYTES = 2 << 20
 
 
 @dataclass
@@ -74,7 +82,8 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     delta = open_table(storage, history)
     if delta is None:
         rows = intervals(changes, key)
-        write_deltalake(history.uri(storage), rows, mode="append", storage_options=storage.delta_storage_options())
+        write_deltalake(history.uri(storage), rows, mode="append", storage_options=storage.delta_storage_options(),
+                        target_file_size=TARGET_FILE_BYTES)
         return HistoryReport(changes.num_rows, _distinct(rows[key]), version=0)
     changes = changes.cast(pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
                                       for f in changes.schema]))  # to meet the stored rows' plain types
@@ -99,7 +108,7 @@ def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callab
     rows = table()
     rows = rows.append_column(COMMIT_VERSION, pa.repeat(pa.scalar(commit_version, pa.int64()), rows.num_rows))
     write_deltalake(history.uri(storage), intervals(rows, key), mode="overwrite", schema_mode="overwrite",
-                    storage_options=storage.delta_storage_options())
+                    storage_options=storage.delta_storage_options(), target_file_size=TARGET_FILE_BYTES)
     return True
 
 
@@ -169,15 +178,14 @@ def _matches(rows: pa.Table, files: list[tuple[str, str]]) -> pa.ChunkedArray:
 
 
 def intervals(changes: pa.Table, key: str) -> pa.Table:
-    """Each change with its validity: a version (an upsert) is valid until the key's next
-    change; a delete is valid at no point (its interval ends where it starts)."""
+    """Each change with its validity, in key order (the history's clustering): a version
+    (an upsert) is valid until the key's next change; a delete is valid at no point (its
+    interval ends where it starts)."""
     keys = changes[key].to_numpy()
-    if len(keys) and len(np.unique(keys)) != len(keys):  # several changes of a key: order them
+    if not _increasing(keys):  # several changes of a key, or keys out of order: order them
         changes = changes.sort_by([(key, "ascending"), (SEQUENCE, "ascending")])
         keys = changes[key].to_numpy()
-        has_next = np.append(keys[1:] == keys[:-1], False)
-    else:
-        has_next = np.zeros(len(keys), bool)
+    has_next = np.append(keys[1:] == keys[:-1], False) if len(keys) else np.zeros(0, bool)
     sequences = changes[SEQUENCE].combine_chunks()
     deleted = pc.fill_null(pc.equal(changes[OPERATION], DELETE), False).combine_chunks()
     nulls = pa.nulls(1, pa.string())
@@ -246,7 +254,8 @@ def _replace(storage: LakeStorage, history: LakeTable, delta: DeltaTable, key: s
     else:
         write_deltalake(history.uri(storage), rows, mode="overwrite", predicate=predicate,
                         schema_mode="merge" if set(rows.schema.names) - set(known.names) else None,
-                        storage_options=storage.delta_storage_options(), commit_properties=_properties(metadata))
+                        storage_options=storage.delta_storage_options(), commit_properties=_properties(metadata),
+                        target_file_size=TARGET_FILE_BYTES)
     delta.update_incremental()
     return delta.version()
 
@@ -260,8 +269,14 @@ def _pair(rows: pa.Table, key: str) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(pc.cast(rows[key], pa.string()), pc.fill_null(rows[SEQUENCE], ""), "|")
 
 
+def _increasing(keys: np.ndarray) -> bool:
+    """Keys strictly increasing (a full load in key order): nothing to sort."""
+    return bool(np.all(keys[1:] > keys[:-1]))
+
+
 def _distinct(keys: pa.ChunkedArray) -> int:
-    return len(np.unique(keys.to_numpy()))
+    values = keys.to_numpy()
+    return len(values) if _increasing(values) else len(np.unique(values))
 
 
 def current_rows(storage: LakeStorage, history: LakeTable) -> pa.Table | None:

@@ -3,7 +3,9 @@ raw files on the real S3 server -> Sail commits -> feed and history derived from
 read back by delta-rs."""
 
 import datetime as dt
+import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -11,7 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core import change_feed, scd2
-from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
 from lake_assets.insurance import changes, merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
@@ -252,4 +254,24 @@ def test_a_history_on_the_commit_axis_is_started_again_from_the_table(storage: L
     assert "valid_from_version" not in to_arrow(open_table(storage, INSURANCE_HISTORY)).column_names
     assert [(k, current, data["insured_value"]) for k, _, _, current, data in history_versions(storage)] == [
         (1, False, 100), (1, True, 111), (2, True, 200)]
+    assert_history_invariants(storage)
+
+
+def test_a_small_batch_rewrites_only_the_history_files_holding_its_keys(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history is clustered by key, as the table is: its files hold disjoint key ranges,
+    so a one-key batch replaces the one file holding that key and leaves the rest."""
+    monkeypatch.setattr(scd2, "TARGET_FILE_BYTES", 32 << 10)
+    keys = [k for k in range(1, 30_001) if k % 7]  # some keys absent
+    random.Random(7).shuffle(keys)  # a file out of key order: the history is written sorted by key
+    put(storage, FULL, full_load(*(row(k, k) for k in keys)))
+    run(storage, spark)
+    written = open_table(storage, INSURANCE_HISTORY)
+    mins, maxs, _ = file_ranges(written, "policy_id")
+    order = np.argsort(mins)
+    assert len(mins) >= 4 and bool(np.all(mins[order][1:] > maxs[order][:-1]))  # disjoint key ranges
+    put(storage, CDC_1, cdc(f"U,{row(15_000, 1)}"))
+    run(storage, spark)
+    commit = open_table(storage, INSURANCE_HISTORY).history(1)[0]
+    assert commit["operationMetrics"]["num_removed_files"] == 1, commit
     assert_history_invariants(storage)
