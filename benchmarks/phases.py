@@ -21,7 +21,8 @@ PHASES = [
     ("lake_assets.insurance.pipeline", "_record_tombstones", "tombstones"),
     ("lake_assets.insurance.pipeline", "_history_changes", "history rows"),
     ("lake_assets.core.scd2", "record", "history write"),
-    ("lake_assets.core.change_feed", "write_inserts", "change feed (first commit, from its rows)"),
+    ("lake_assets.insurance.pipeline", "_table_rows", "table rows read (keys; the feed's old rows)"),
+    ("lake_assets.core.change_feed", "write_version", "change feed (the run's commit, from its rows)"),
     ("lake_assets.insurance.changes", "catch_up", "change feed (from the log)"),
     ("lake_assets.core.ledger", "Ledger.record", "ledger"),
 ]

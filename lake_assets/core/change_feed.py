@@ -135,10 +135,11 @@ def _feed_schema(schema: pa.Schema) -> pa.Schema:
 
 def _change_rows(removed: pa.Table, added: pa.Table, key: str, commit: Commit, schema: pa.Schema) -> pa.Table:
     """The change rows of `commit`, which replaced the rows `removed` by the rows `added`
-    (both in the table's `schema`; a row on both sides, equal, was carried over), unordered."""
-    before, after = _changed(removed, added, schema.names, key)
-    if not before.num_rows:  # only inserts (a table's first commit): no lookup, no copy
-        return _label(after, ChangeType.INSERT, commit).cast(_feed_schema(schema))
+    (both in the table's `schema`, `added` perhaps with dictionary columns of its types;
+    a row on both sides, equal, was carried over), unordered."""
+    if not removed.num_rows:  # only inserts (a table's first commit): no lookup, no copy
+        return _label(added, ChangeType.INSERT, commit)
+    before, after = _changed(removed, added.cast(schema), schema.names, key)
     updated = pc.is_in(before[key], value_set=after[key])
     updated_after = pc.is_in(after[key], value_set=before[key])
     parts = [
@@ -147,7 +148,7 @@ def _change_rows(removed: pa.Table, added: pa.Table, key: str, commit: Commit, s
         _label(after.filter(updated_after), ChangeType.UPDATE_POSTIMAGE, commit),
         _label(after.filter(pc.invert(updated_after)), ChangeType.INSERT, commit),
     ]
-    return pa.concat_tables(parts).cast(_feed_schema(schema))
+    return pa.concat_tables(parts)
 
 
 def _rows(dataset: ds.Dataset, paths: list[str], version: int, table: LakeTable) -> pa.Table:
@@ -258,8 +259,7 @@ def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
     written in one feed commit that replaces the version's rows (so a rerun converges)."""
     commit = read_commit(storage, table, version)
     schema = open_table(storage, table).to_pyarrow_dataset().schema
-    removed, added = (rows.select(schema.names).cast(schema) for rows in (removed, added))
-    rows = _change_rows(removed, added, key, commit, schema)
+    rows = _change_rows(removed.select(schema.names).cast(schema), _conformed(added, schema), key, commit, schema)
     report = FeedReport(covered_through=version)
     for change, count in zip(*pc.value_counts(rows[CHANGE_TYPE]).flatten()):
         report.rows[change.as_py()] += count.as_py()
@@ -267,6 +267,16 @@ def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
         report.versions.append(version)
         _write(storage, feed, rows, version, version)
     return report
+
+
+def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`rows` in `schema`'s columns and types, but a dictionary column of the right value
+    type stays one: delta-rs stores its values, and no string per row is made (a full
+    load's `_source_file`)."""
+    def kept(field: pa.Field) -> pa.Field:
+        given = rows.schema.field(field.name)
+        return given if pa.types.is_dictionary(given.type) and given.type.value_type == field.type else field
+    return rows.select(schema.names).cast(pa.schema([kept(f) for f in schema]))
 
 
 def _write(storage: LakeStorage, feed: LakeTable, rows: pa.Table, start: int, end: int) -> None:

@@ -188,10 +188,12 @@ def intervals(changes: pa.Table, key: str) -> pa.Table:
     has_next = np.append(keys[1:] == keys[:-1], False) if len(keys) else np.zeros(0, bool)
     sequences = changes[SEQUENCE].combine_chunks()
     deleted = pc.fill_null(pc.equal(changes[OPERATION], DELETE), False).combine_chunks()
-    nulls = pa.nulls(1, pa.string())
-    following = pa.concat_arrays([sequences.slice(1), nulls]) if len(keys) else sequences
     closed = pa.array(has_next)
-    valid_to = pc.if_else(deleted, sequences, pc.if_else(closed, following, pa.scalar(None, pa.string())))
+    if has_next.any() or pc.any(deleted).as_py():
+        following = pa.concat_arrays([sequences.slice(1), pa.nulls(1, pa.string())])
+        valid_to = pc.if_else(deleted, sequences, pc.if_else(closed, following, pa.scalar(None, pa.string())))
+    else:  # every change its key's only one, and live (a first load): no copy of the sequences
+        valid_to = pa.nulls(len(keys), pa.string())
     current = pc.and_(pc.invert(closed), pc.invert(deleted))
     rows = changes.drop_columns([COMMIT_VERSION])
     return pa.table({
