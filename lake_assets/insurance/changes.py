@@ -1,7 +1,7 @@
 """The insurance table's change feed (`insurance_changes`) and SCD2 history (`insurance_history`).
 
 A run's own commit writes its feed from the rows the apply replaced and wrote
-(pipeline.py, `change_feed.write_version`), after the ledger. Any other version is derived
+(pipeline.py, `change_feed.write_version`), beside its history. Any other version is derived
 from the table's Delta log (core/change_feed.py), which stays the source of truth: a run
 catches up at its start (a commit made since, e.g. by `lake restore`, or a run killed
 between its table commit and its feed write) and after its own commit. So the feed of

@@ -2,9 +2,10 @@
 
 raw object -> parse (parse.py) -> validate (validate.py) -> sequenced changes
 -> quarantine (delta-rs) -> guard full loads -> resolve per key -> one table commit
-(merge.py, on the engine) -> tombstones -> SCD2 history -> ledger -> change feed. The
-history and the feed are written from the rows the apply resolved and committed (the
-table's old rows of the keys it changed are read before its commit), not read back.
+(merge.py, on the engine) -> tombstones, SCD2 history, ledger (and beside them the change
+feed). The history and the feed are written from the rows the apply resolved and
+committed (the table's old rows of the keys it changed are read before its commit), not
+read back.
 
 Ordering is per key, the way `APPLY CHANGES ... SEQUENCE BY` orders it: every change
 carries a sequence (core/sequence.py: the file's DMS timestamp from its name or date folders,
@@ -27,13 +28,16 @@ Writes happen in an order that makes a rerun converge after a failure at any poi
 quarantine rows are inserted only if absent, the table commit is one Delta commit of
 changes that are idempotent (a change equal to the key's sequence re-applies), tombstones
 are upserts, the history replaces the (key, sequence) pairs it records, and the ledger
-is written after them. The feed of the run's commit comes after the ledger: killed
-before it, the next run applies nothing again and derives that version's feed from the
-Delta log (the same rows), as it does for any version the feed lacks.
+is written after them. The feed of the run's commit is written beside the history (a
+thread: delta-rs releases the GIL) and its failure is raised only once the ledger is
+written: the next run applies nothing again and derives that version's feed from the
+Delta log (the same rows), as it does for any version the feed lacks (a run killed
+anywhere after its table commit).
 """
 
 import datetime as dt
 import functools
+from concurrent.futures import Future, ThreadPoolExecutor
 import operator
 import re
 import time
@@ -301,25 +305,28 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
 
     versions: dict[str, int] = {}
     staging = f"{STAGING}{run_id}/"
-    published: Published | None = None
-    try:
-        if plan.touches_table:
-            published = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
-                                 "full load" if newest else "merge")
-            versions.update({b.obj.key: published.version for b in sources})
-        _record_tombstones(storage, batches, plan, newest, applied_at)
-        committed = report.commits[-1].version if report.commits else report.version_before
-        report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
-                                             _history_changes(batches, plan, newest, applied_at), committed)
-        report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
-        ledger.record(report.files)
-    except BaseException as error:
-        _clean_up(storage, staging, error)
-        raise
-    _clean_up(storage, staging, None)
-    if published is not None:  # the commit's feed from the rows it replaced and wrote (killed before: the catch-up's)
-        report.derived.feed = change_feed.write_version(storage, INSURANCE, INSURANCE_CHANGES, KEY, published.removed,
-                                                        published.added, published.version)
+    with ThreadPoolExecutor(max_workers=1) as beside:  # delta-rs writes without holding the GIL
+        feed_written: Future[change_feed.FeedReport] | None = None
+        try:
+            if plan.touches_table:
+                published = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
+                                     "full load" if newest else "merge")
+                versions.update({b.obj.key: published.version for b in sources})
+                # the commit's feed, from the rows it replaced and wrote, while the history is written
+                feed_written = beside.submit(change_feed.write_version, storage, INSURANCE, INSURANCE_CHANGES, KEY,
+                                             published.removed, published.added, published.version)
+            _record_tombstones(storage, batches, plan, newest, applied_at)
+            committed = report.commits[-1].version if report.commits else report.version_before
+            report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
+                                                 _history_changes(batches, plan, newest, applied_at), committed)
+            report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
+            ledger.record(report.files)
+        except BaseException as error:
+            _clean_up(storage, staging, error)
+            raise
+        _clean_up(storage, staging, None)
+        if feed_written is not None:  # its failure surfaces once the ledger is written: the rerun only catches up
+            report.derived.feed = feed_written.result()
     report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # versions still missing
     last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
     report.version_after = last.version if last else report.version_before
