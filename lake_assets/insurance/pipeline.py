@@ -51,7 +51,7 @@ from deltalake.schema import PrimitiveType
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
+from lake_assets.core.formats.delta import file_ranges, key_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core import change_feed, scd2
 from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
@@ -650,7 +650,7 @@ def _table_rows(delta: DeltaTable, keys: np.ndarray | None, columns: list[str] |
     dataset = delta.to_pyarrow_dataset()
     if keys is None:
         return dataset.to_table(columns=columns)
-    ranges = merge.key_ranges(keys, *file_ranges(delta, KEY)[:2])
+    ranges = key_ranges(keys, *file_ranges(delta, KEY)[:2])
     if not ranges:
         return dataset.schema.empty_table().select(columns or dataset.schema.names)
     within = functools.reduce(operator.or_, [(pc.field(KEY) >= low) & (pc.field(KEY) <= high)
@@ -700,7 +700,7 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
     keys = np.unique(rows[KEY].to_numpy()).astype(np.int64)
     removed = _table_rows(delta, keys[np.isin(keys, current[KEY].to_numpy())])
     mins, maxs, files_rows = file_ranges(delta, KEY)
-    ranges = merge.key_ranges(keys, mins, maxs)
+    ranges = key_ranges(keys, mins, maxs)
     strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
     if strategy is merge.Strategy.REWRITE:
         version = _commit(storage, report, operation, strategy, counts,
