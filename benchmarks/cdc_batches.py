@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from figures import Figure, render
+from phases import restore_phases, time_phases
 from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job  # re-exported for other benchmarks
 
 BATCHES = (1_000, 10_000, 100_000, 1_000_000)
@@ -171,7 +172,10 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
     for index, (batch_rows, spread) in enumerate(plan, start=1):
         batch = cdc_batch(rng, keys, batch_rows, spread)
         storage.put_bytes(f"raw/cdcload/20260101-{index:06d}000.csv", batch["csv"])
+        phases = time_phases()
         ours = _run_job(definitions)
+        restore_phases()
+        breakdown = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items() if seconds >= 0.005)
         delta = open_table(storage, INSURANCE)
         history = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
         files_after = len(delta.file_uris())
@@ -188,9 +192,9 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
             "bare-engine MERGE", ours["gib"], target, met,
             f"job wall {ours['wall_s']:.2f} s; {ours['strategy']}: {history.get('numRemovedFiles', '?')} files "
             f"replaced by {history.get('numAddedFiles', '?')}, {files_after} files after; "
-            f"baseline peak {bare['gib']:.2f} GiB", rows=batch_rows if spread == "recent" else None))
+            f"baseline peak {bare['gib']:.2f} GiB; {breakdown}", rows=batch_rows if spread == "recent" else None))
         print(f"{figures[-1].work}: ours {ours['asset_s']:.2f} s ({ours['strategy']}, "
-              f"{history.get('numRemovedFiles', '?')} files replaced), bare MERGE {bare['seconds']:.2f} s", flush=True)
+              f"{history.get('numRemovedFiles', '?')} files replaced), bare MERGE {bare['seconds']:.2f} s; {breakdown}", flush=True)
 
     ours_rows = row_count(open_table(storage, INSURANCE))
     fingerprint = "SELECT count(*) AS n, sum(insured_value) AS v, count(DISTINCT policy_id) AS k FROM delta.`{}`"

@@ -19,7 +19,6 @@ One process (Sail is embedded, so peak RSS covers the engine) and one embedded S
 """
 
 import argparse
-import functools
 import os
 import shutil
 import sys
@@ -33,6 +32,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from figures import Figure, render  # noqa: E402
+from phases import restore_phases, time_phases  # noqa: E402
 from policy_data import RssSampler, full_load_csv, run_apply_job  # noqa: E402
 
 TARGET_RATIO, TARGET_GIB = 1.5, 4.0
@@ -103,9 +103,9 @@ def _measure(rows: int, csv: bytes, home: Path, endpoint: str) -> list[Figure]:
           f"boto3 PUT {put_s:.2f} s, GET {get_s:.2f} s of {len(csv) / 1e6:.0f} MB", flush=True)
 
     storage.put_bytes("raw/fullload/policies_full.csv", csv)
-    phases = _time_phases()
+    phases = time_phases()
     ours = _run_job(build_definitions(settings))
-    _restore_phases()
+    restore_phases()
     # the engine again, after ours: on a shared machine the load changes during a run, so
     # the baseline is the mean of the runs before and after ours (both are reported)
     again = _bare_engine(spark, base.uri("base/full.csv"), base.uri("base/policies"))
@@ -154,61 +154,6 @@ def _run_job(definitions) -> dict:  # dg.Definitions
     metadata, wall, gib = run_apply_job(definitions)
     return {"asset_s": float(metadata["duration_seconds"].value), "wall_s": wall, "gib": gib,
             "rows_after": int(metadata["rows_after"].value)}
-
-
-# --- where the time goes ----------------------------------------------------------------
-
-#: (module, function, phase): timers around the pipeline's steps while ours runs.
-PHASES = [
-    ("lake_assets.resources.storage", "LakeStorage.get_bytes", "S3 GET raw"),
-    ("lake_assets.insurance.pipeline", "parse_csv", "parse"),
-    ("lake_assets.insurance.pipeline", "validate", "validate"),
-    ("lake_assets.insurance.pipeline", "_current_sequences", "table keys"),
-    ("lake_assets.insurance.pipeline", "_events", "sequence"),
-    ("lake_assets.insurance.pipeline", "resolve", "latest per key"),
-    ("lake_assets.insurance.pipeline", "_with_audit", "audit columns"),
-    ("lake_assets.insurance.merge", "stage", "staging (Parquet + PUT)"),
-    ("lake_assets.resources.storage", "LakeStorage.put_bytes", "S3 PUT"),
-    ("lake_assets.insurance.pipeline", "_commit", "engine commit"),
-    ("lake_assets.insurance.pipeline", "_record_tombstones", "tombstones"),
-    ("lake_assets.insurance.pipeline", "_history_changes", "history rows"),
-    ("lake_assets.core.scd2", "record", "history write"),
-    ("lake_assets.core.change_feed", "write_inserts", "change feed (first commit, from its rows)"),
-    ("lake_assets.insurance.changes", "catch_up", "change feed (from the log)"),
-    ("lake_assets.core.ledger", "Ledger.record", "ledger"),
-]
-_originals: list[tuple[object, str, object]] = []
-
-
-def _time_phases() -> dict[str, float]:
-    import importlib
-
-    totals: dict[str, float] = {}
-    for module_name, path, phase in PHASES:
-        owner = importlib.import_module(module_name)
-        *parents, name = path.split(".")
-        for parent in parents:
-            owner = getattr(owner, parent)
-        if not hasattr(owner, name):
-            continue
-        original = getattr(owner, name)
-        _originals.append((owner, name, original))
-        totals[phase] = 0.0
-
-        def timed(*args, __original=original, __phase=phase, **kwargs):
-            started = time.perf_counter()
-            try:
-                return __original(*args, **kwargs)
-            finally:
-                totals[__phase] += time.perf_counter() - started
-        setattr(owner, name, functools.wraps(original)(timed))
-    return totals
-
-
-def _restore_phases() -> None:
-    while _originals:
-        owner, name, original = _originals.pop()
-        setattr(owner, name, original)
 
 
 def main() -> None:

@@ -8,10 +8,11 @@ copy-on-write carry-over, not a change. Per key (unique in the table): only remo
 `delete`, only added -> `insert`, both -> `update_preimage` + `update_postimage`.
 
 So the feed is a pure function of the log: every data-changing commit gets its feed,
-whichever strategy made it (MERGE, rewrite, full load, a delta-rs restore). A table's first
-commit only inserts: its writer can hand the feed the rows it committed (`write_inserts`),
-which are what the log would give, without reading them back. The cost of a
-version is the files it touched. The feed table holds the table's columns plus
+whichever strategy made it (MERGE, rewrite, full load, a delta-rs restore). A writer that
+knows what it committed (the rows it replaced and the rows it wrote) can hand the feed
+those instead (`write_version`): the same change rows, without reading the commit's files
+back, so the cost follows the batch; the log stays the source of truth a catch-up derives
+from. The cost of a derived version is the files it touched. The feed table holds the table's columns plus
 `_change_type`, `_commit_version` and `_commit_timestamp` (Delta CDF semantics); writing a
 range of versions replaces exactly that range, so a catch-up after a failure converges.
 """
@@ -121,12 +122,24 @@ def derive(storage: LakeStorage, table: LakeTable, key: str, version: int,
     after `version` read as NULL.
     """
     dataset = dataset or open_table(storage, table).to_pyarrow_dataset()
-    schema = pa.schema(list(dataset.schema) + list(FEED_COLUMNS))
     commit = read_commit(storage, table, version)
     if not commit.added and not commit.removed:
-        return schema.empty_table()
+        return _feed_schema(dataset.schema).empty_table()
     removed, added = (_rows(dataset, paths, version, table) for paths in (commit.removed, commit.added))
-    before, after = _changed(removed, added, dataset.schema.names, key)
+    return _ordered(_change_rows(removed, added, key, commit, dataset.schema), [key])
+
+
+def _feed_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema(list(schema) + list(FEED_COLUMNS))
+
+
+def _change_rows(removed: pa.Table, added: pa.Table, key: str, commit: Commit, schema: pa.Schema) -> pa.Table:
+    """The change rows of `commit`, which replaced the rows `removed` by the rows `added`
+    (both in the table's `schema`, `added` perhaps with dictionary columns of its types;
+    a row on both sides, equal, was carried over), unordered."""
+    if not removed.num_rows:  # only inserts (a table's first commit): no lookup, no copy
+        return _label(added, ChangeType.INSERT, commit)
+    before, after = _changed(removed, added.cast(schema), schema.names, key)
     updated = pc.is_in(before[key], value_set=after[key])
     updated_after = pc.is_in(after[key], value_set=before[key])
     parts = [
@@ -135,7 +148,7 @@ def derive(storage: LakeStorage, table: LakeTable, key: str, version: int,
         _label(after.filter(updated_after), ChangeType.UPDATE_POSTIMAGE, commit),
         _label(after.filter(pc.invert(updated_after)), ChangeType.INSERT, commit),
     ]
-    return _ordered(pa.concat_tables(parts).cast(schema), [key])
+    return pa.concat_tables(parts)
 
 
 def _rows(dataset: ds.Dataset, paths: list[str], version: int, table: LakeTable) -> pa.Table:
@@ -236,18 +249,34 @@ def catch_up(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) 
     return report
 
 
-def write_inserts(storage: LakeStorage, table: LakeTable, feed: LakeTable, rows: pa.Table,
-                  version: int) -> FeedReport:
-    """Write the feed of a version that only inserted `rows` (a table's first commit) from
-    the rows the writer committed, instead of reading its files back: the same rows the log
-    gives (every row an `insert`), conformed to the table's schema, in one feed commit."""
+def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str, removed: pa.Table,
+                  added: pa.Table, version: int) -> FeedReport:
+    """Write the feed of `version` from what its writer knows, instead of reading the
+    commit's files back: `removed`, the rows it replaced (at least those of the keys it
+    changed, as they were), and `added`, the rows it wrote for them (a table's first
+    commit: every row, nothing removed). The change rows are those derive() gets from the
+    log (rows carried over unchanged drop out either way), conformed to the table's schema,
+    written in one feed commit that replaces the version's rows (so a rerun converges)."""
     commit = read_commit(storage, table, version)
     schema = open_table(storage, table).to_pyarrow_dataset().schema
-    rows = rows.select(schema.names).cast(schema)
-    _write(storage, feed, _label(rows, ChangeType.INSERT, commit), version, version)
-    report = FeedReport([version], covered_through=version)
-    report.rows[ChangeType.INSERT.value] = rows.num_rows
+    rows = _change_rows(removed.select(schema.names).cast(schema), _conformed(added, schema), key, commit, schema)
+    report = FeedReport(covered_through=version)
+    for change, count in zip(*pc.value_counts(rows[CHANGE_TYPE]).flatten()):
+        report.rows[change.as_py()] += count.as_py()
+    if rows.num_rows:
+        report.versions.append(version)
+        _write(storage, feed, rows, version, version)
     return report
+
+
+def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`rows` in `schema`'s columns and types, but a dictionary column of the right value
+    type stays one: delta-rs stores its values, and no string per row is made (a full
+    load's `_source_file`)."""
+    def kept(field: pa.Field) -> pa.Field:
+        given = rows.schema.field(field.name)
+        return given if pa.types.is_dictionary(given.type) and given.type.value_type == field.type else field
+    return rows.select(schema.names).cast(pa.schema([kept(f) for f in schema]))
 
 
 def _write(storage: LakeStorage, feed: LakeTable, rows: pa.Table, start: int, end: int) -> None:

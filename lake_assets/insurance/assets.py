@@ -74,7 +74,8 @@ class ApplyConfig(dg.Config):
             INSURANCE_CHANGES.name, deps=[TABLE], group_name="insurance", owners=OWNERS, kinds={"delta", "s3"},
             description="Change feed of `insurance` (Delta CDF semantics): the table's columns plus `_change_type` "
                         "(insert, update_preimage, update_postimage, delete), `_commit_version`, "
-                        "`_commit_timestamp`; derived from the Delta log for every data-changing commit. "
+                        "`_commit_timestamp`; a run's commit writes it from the rows the apply replaced and wrote, "
+                        "any other data-changing commit has it derived from the Delta log. "
                         "Read it with `lake changes insurance --from-version N`.",
         ),
         dg.AssetSpec(

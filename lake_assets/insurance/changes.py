@@ -1,9 +1,12 @@
 """The insurance table's change feed (`insurance_changes`) and SCD2 history (`insurance_history`).
 
-The feed is derived from the table's Delta log (core/change_feed.py), so a run brings it up
-to date at its start (a commit made since, e.g. by `lake restore`, or a run that failed
-after its table commit) and after its own commit: the feed of version V exists exactly when
-V does, once a run has passed.
+A run's own commit writes its feed from the rows the apply replaced and wrote
+(pipeline.py, `change_feed.write_version`), beside its history. Any other version is derived
+from the table's Delta log (core/change_feed.py), which stays the source of truth: a run
+catches up at its start (a commit made since, e.g. by `lake restore`, or a run killed
+between its table commit and its feed write) and after its own commit. So the feed of
+version V exists exactly when V does, once a run has passed, and holds the same rows
+whichever way it was written.
 
 The history is written by the apply itself, from the run's sequenced changes (core/scd2.py,
 pipeline.py), and by `lake restore` (insurance/restore.py): it is on the source's sequence

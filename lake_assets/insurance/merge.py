@@ -14,7 +14,8 @@ sorted and split so each of the engine's scan partitions is one contiguous key r
 `stage_sorted`; rewritten rows are sorted within each writer partition), into files of
 about `TARGET_FILE_BYTES`; the nightly compaction restores a total order
 (schedules/maintenance.py). So each file holds a narrow key range, and the Delta log's
-per-file min/max of `policy_id` says which files a batch can touch (`key_ranges`).
+per-file min/max of `policy_id` says which files a batch can touch (`key_ranges`,
+core/formats/delta.py).
 
 Why a narrow batch is a `replaceWhere` over key ranges and not a MERGE (measured with
 Sail 0.7.2 on 2 cores, 2M-row table in 32 clustered files, 1,000 changed keys in one file):
@@ -28,7 +29,7 @@ Sail 0.7.2 on 2 cores, 2M-row table in 32 clustered files, 1,000 changed keys in
 - `replaceWhere "k IN (...1,000 keys...)"`: 12 s (no pruning; slow per-row evaluation), so
   the predicate is a few ranges, never a key list.
 The ranges are the key ranges of the files holding the batch's keys (plus the keys no
-file holds, e.g. new policies), merged, at most `MAX_RANGES` of them.
+file holds, e.g. new policies), merged, at most `MAX_RANGES` of them (core/formats/delta.py).
 
 When those files hold `REWRITE_FRACTION` of the table or more (a wide batch, or keys
 spread over every file), the whole table is rewritten instead: the same plan without a
@@ -58,9 +59,6 @@ def _data_and_audit() -> list[str]:
 #: enough that a narrow batch rewrites little, large enough that a 10M-row table is a few
 #: dozen files (the log and every scan stay cheap).
 TARGET_FILE_BYTES = 4 << 20
-#: At most this many key ranges in a `replaceWhere` predicate (more are merged across the
-#: narrowest gaps: correct, only wider).
-MAX_RANGES = 64
 #: A batch whose files hold at least this share of the table's rows rewrites the table.
 REWRITE_FRACTION = 0.5
 
@@ -130,38 +128,6 @@ def create_from(spark: SparkSession, table_uri: str, staged_uri: str, label: str
 
 
 # --- which files a batch touches -------------------------------------------------------------
-
-def key_ranges(keys: np.ndarray, mins: np.ndarray, maxs: np.ndarray,
-               max_ranges: int = MAX_RANGES) -> list[tuple[int, int]]:
-    """Closed key ranges covering `keys` (sorted, unique) and every file that may hold one.
-
-    `mins`/`maxs` are the files' key statistics from the Delta log. A range is the union of
-    the ranges of the files holding a key, or the key itself where no file's range holds it
-    (a new key); overlapping and adjacent ranges are merged, then the narrowest gaps until
-    at most `max_ranges` remain.
-    """
-    if len(keys) == 0:
-        return []
-    touched = np.searchsorted(keys, mins, "left") < np.searchsorted(keys, maxs, "right")
-    lows, highs = mins[touched].astype(np.int64), maxs[touched].astype(np.int64)
-    covered = np.zeros(len(keys), bool)
-    for low, high in zip(lows, highs):
-        covered[np.searchsorted(keys, low, "left"):np.searchsorted(keys, high, "right")] = True
-    lows = np.concatenate([lows, keys[~covered]])
-    highs = np.concatenate([highs, keys[~covered]])
-    order = np.argsort(lows, kind="stable")
-    lows, highs = lows[order], highs[order]
-    reach = np.maximum.accumulate(highs)  # a range starts where no earlier one reaches
-    starts = np.concatenate([[True], lows[1:] > reach[:-1] + 1])
-    first = np.flatnonzero(starts)
-    merged_lows, merged_highs = lows[first], np.maximum.reduceat(highs, first)
-    if len(first) > max_ranges:  # keep the widest gaps as boundaries
-        gaps = merged_lows[1:] - merged_highs[:-1]
-        cut = np.sort(np.argsort(gaps, kind="stable")[len(gaps) - (max_ranges - 1):])
-        merged_lows = np.concatenate([merged_lows[:1], merged_lows[cut + 1]])
-        merged_highs = np.concatenate([merged_highs[cut], merged_highs[-1:]])
-    return [(int(low), int(high)) for low, high in zip(merged_lows, merged_highs)]
-
 
 def rows_within(ranges: list[tuple[int, int]], mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray) -> int:
     """Rows of the files whose key range meets one of `ranges` (the rows a replace rewrites)."""

@@ -2,7 +2,10 @@
 
 raw object -> parse (parse.py) -> validate (validate.py) -> sequenced changes
 -> quarantine (delta-rs) -> guard full loads -> resolve per key -> one table commit
-(merge.py, on the engine) -> tombstones -> ledger.
+(merge.py, on the engine) -> tombstones, SCD2 history, ledger (and beside them the change
+feed). The history and the feed are written from the rows the apply resolved and
+committed (the table's old rows of the keys it changed are read before its commit), not
+read back.
 
 Ordering is per key, the way `APPLY CHANGES ... SEQUENCE BY` orders it: every change
 carries a sequence (core/sequence.py: the file's DMS timestamp from its name or date folders,
@@ -24,11 +27,17 @@ run, the newest decides (the older ones' rows are superseded).
 Writes happen in an order that makes a rerun converge after a failure at any point:
 quarantine rows are inserted only if absent, the table commit is one Delta commit of
 changes that are idempotent (a change equal to the key's sequence re-applies), tombstones
-are upserts, and the ledger is written last.
+are upserts, the history replaces the (key, sequence) pairs it records, and the ledger
+is written after them. The feed of the run's commit is written beside the history (a
+thread: delta-rs releases the GIL) and its failure is raised only once the ledger is
+written: the next run applies nothing again and derives that version's feed from the
+Delta log (the same rows), as it does for any version the feed lacks (a run killed
+anywhere after its table commit).
 """
 
 import datetime as dt
 import functools
+from concurrent.futures import Future, ThreadPoolExecutor
 import operator
 import re
 import time
@@ -42,7 +51,7 @@ from deltalake.schema import PrimitiveType
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.delta import file_ranges, open_table, row_count, to_arrow
+from lake_assets.core.formats.delta import file_ranges, key_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core import change_feed, scd2
 from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
@@ -281,9 +290,9 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     for snapshot in snapshots:
         if not snapshot.approved:
             _guard(snapshot, current, rules.max_shrink)
-    published = [s for s in snapshots if s.batches[0].held is None]
-    newest = max(published, key=lambda s: s.floor, default=None)
-    for snapshot in published:
+    to_publish = [s for s in snapshots if s.batches[0].held is None]
+    newest = max(to_publish, key=lambda s: s.floor, default=None)
+    for snapshot in to_publish:
         if snapshot is not newest:  # an older snapshot of the same run: the newest decides
             for batch in snapshot.batches:
                 batch.superseded = batch.valid.num_rows
@@ -296,22 +305,29 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
 
     versions: dict[str, int] = {}
     staging = f"{STAGING}{run_id}/"
-    try:
-        if plan.touches_table:
-            version = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
-                               "full load" if newest else "merge")
-            versions.update({b.obj.key: version for b in sources})
-        _record_tombstones(storage, batches, plan, newest, applied_at)
-        committed = report.commits[-1].version if report.commits else report.version_before
-        report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
-                                             _history_changes(batches, plan, newest, applied_at), committed)
-        report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
-        ledger.record(report.files)
-    except BaseException as error:
-        _clean_up(storage, staging, error)
-        raise
-    _clean_up(storage, staging, None)
-    report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # this run's commit's
+    with ThreadPoolExecutor(max_workers=1) as beside:  # delta-rs writes without holding the GIL
+        feed_written: Future[change_feed.FeedReport] | None = None
+        try:
+            if plan.touches_table:
+                published = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
+                                     "full load" if newest else "merge")
+                versions.update({b.obj.key: published.version for b in sources})
+                # the commit's feed, from the rows it replaced and wrote, while the history is written
+                feed_written = beside.submit(change_feed.write_version, storage, INSURANCE, INSURANCE_CHANGES, KEY,
+                                             published.removed, published.added, published.version)
+            _record_tombstones(storage, batches, plan, newest, applied_at)
+            committed = report.commits[-1].version if report.commits else report.version_before
+            report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
+                                                 _history_changes(batches, plan, newest, applied_at), committed)
+            report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
+            ledger.record(report.files)
+        except BaseException as error:
+            _clean_up(storage, staging, error)
+            raise
+        _clean_up(storage, staging, None)
+        if feed_written is not None:  # its failure surfaces once the ledger is written: the rerun only catches up
+            report.derived.feed = feed_written.result()
+    report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # versions still missing
     last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
     report.version_after = last.version if last else report.version_before
     report.rows_after = last.rows_after if last else report.rows_before
@@ -618,36 +634,51 @@ def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
 
 def _current_sequences(delta: DeltaTable | None, keys: np.ndarray | None) -> pa.Table:
     """(KEY, SEQUENCE) of the table's rows (`delta`, as the run found it): all of them, or
-    those of `keys`, reading only the files whose key range (the log's statistics) holds one."""
+    those of `keys`."""
     if delta is None:
         return _KEYED.empty_table()
-    dataset = delta.to_pyarrow_dataset()
-    columns = [KEY, SEQUENCE] if SEQUENCE in dataset.schema.names else [KEY]
-    where = None
-    if keys is not None:
-        ranges = merge.key_ranges(keys, *file_ranges(delta, KEY)[:2])
-        if not ranges:
-            return _KEYED.empty_table()
-        within = functools.reduce(operator.or_, [(pc.field(KEY) >= low) & (pc.field(KEY) <= high)
-                                                 for low, high in ranges])
-        where = within & pc.field(KEY).isin(pa.array(keys, pa.int32()))  # the ranges prune files
-    rows = dataset.to_table(columns=columns, filter=where)
+    rows = _table_rows(delta, keys, [KEY, SEQUENCE] if SEQUENCE in delta.schema().to_arrow().names else [KEY])
     if SEQUENCE not in rows.column_names:  # a table written before rows carried a sequence
         rows = rows.append_column(SEQUENCE, pa.nulls(rows.num_rows, pa.string()))
     rows = rows.set_column(1, SEQUENCE, pc.fill_null(rows[SEQUENCE], ""))  # no sequence: older than any
     return rows.cast(_KEYED)
 
 
+def _table_rows(delta: DeltaTable, keys: np.ndarray | None, columns: list[str] | None = None) -> pa.Table:
+    """The rows of `keys` (sorted, unique; all rows when None) in the table `delta`, reading
+    only the files whose key range (the log's statistics) holds one of them."""
+    dataset = delta.to_pyarrow_dataset()
+    if keys is None:
+        return dataset.to_table(columns=columns)
+    ranges = key_ranges(keys, *file_ranges(delta, KEY)[:2])
+    if not ranges:
+        return dataset.schema.empty_table().select(columns or dataset.schema.names)
+    within = functools.reduce(operator.or_, [(pc.field(KEY) >= low) & (pc.field(KEY) <= high)
+                                             for low, high in ranges])
+    return dataset.to_table(columns=columns, filter=within & pc.field(KEY).isin(pa.array(keys, pa.int32())))
+
+
 # --- writing -------------------------------------------------------------------------------
+
+@dataclass
+class Published:
+    """A table commit, and what its change feed is made of: the rows it replaced (those of
+    the keys it changed, as the run found them) and the rows it wrote for them."""
+
+    version: int
+    removed: pa.Table
+    added: pa.Table
+
 
 def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, delta: DeltaTable | None,
              batches: list[FileBatch], plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str,
-             operation: str) -> int:
+             operation: str) -> Published:
     """Stage the run's changes and commit them to the table in one Delta commit: the first
-    commit (its change feed written from the same rows), a narrow replace of the files
-    holding the batch's keys, or a rewrite (merge.py).
+    commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
     `delta` is the table as the run found it (the run holds its write lock); `current` holds
-    (KEY, SEQUENCE) of its rows for at least the batch's keys."""
+    (KEY, SEQUENCE) of its rows for at least the batch's keys. Every staged row is newer
+    than its key's row (resolve), so the commit replaces the rows of the staged keys the
+    table holds by the staged upserts: read here, before it, for its change feed."""
     rows = _with_audit(batches, plan.winners, applied_at)
     if len(plan.row_deletes):
         deleting = pa.array(plan.row_deletes, pa.int64())
@@ -660,21 +691,24 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
     counts = _row_counts(rows, current)
     staged = merge.stage_sorted(storage, f"{staging}changes/", rows)
     uri = INSURANCE.uri(storage)
+    upserting = pc.not_equal(rows["_operation"], "D")
+    added = rows if pc.all(upserting).as_py() else rows.filter(upserting)  # no copy for a load without deletes
     if delta is None:
         version = _commit(storage, report, operation, merge.Strategy.CREATE, counts,
                           lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
-        # the first commit's feed from the rows it wrote (the catch-up after the run then reads nothing back)
-        created = rows.filter(pc.not_equal(rows["_operation"], "D"))
-        report.derived.feed = change_feed.write_inserts(storage, INSURANCE, INSURANCE_CHANGES, created, version)
-        return version
+        return Published(version, rows.schema.empty_table(), added)
+    keys = np.unique(rows[KEY].to_numpy()).astype(np.int64)
+    removed = _table_rows(delta, keys[np.isin(keys, current[KEY].to_numpy())])
     mins, maxs, files_rows = file_ranges(delta, KEY)
-    ranges = merge.key_ranges(np.unique(rows[KEY].to_numpy()).astype(np.int64), mins, maxs)
+    ranges = key_ranges(keys, mins, maxs)
     strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
     if strategy is merge.Strategy.REWRITE:
-        return _commit(storage, report, operation, strategy, counts,
-                       lambda: merge.rewrite_changes(spark, uri, staged, _label(operation, strategy)))
-    return _commit(storage, report, operation, strategy, counts,
-                   lambda: merge.replace_changes(spark, uri, staged, ranges, _label(operation, strategy)))
+        version = _commit(storage, report, operation, strategy, counts,
+                          lambda: merge.rewrite_changes(spark, uri, staged, _label(operation, strategy)))
+    else:
+        version = _commit(storage, report, operation, strategy, counts,
+                          lambda: merge.replace_changes(spark, uri, staged, ranges, _label(operation, strategy)))
+    return Published(version, removed, added)
 
 
 def _label(operation: str, strategy: merge.Strategy) -> str:

@@ -1,8 +1,8 @@
 """Nightly maintenance of every registered table, dispatching on its format.
 
 - Delta (delta-rs): compact small files, then vacuum old ones. A table clustered by a key
-  (`CLUSTER_BY`: `insurance` by `policy_id`, so a CDC batch rewrites only the files holding
-  its keys, see insurance/merge.py) is compacted by sorting on that key (`z_order` of one
+  (`CLUSTER_BY`: `insurance` and `insurance_history` by `policy_id`, so a CDC batch rewrites
+  only the files holding its keys, see insurance/merge.py and core/scd2.py) is compacted by sorting on that key (`z_order` of one
   column is a sort) into files of the writer's target size, and only when its files' key
   ranges overlap or small files piled up; otherwise it is left as it is. Vacuum's
   retention is the time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every
@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from lake_assets.core import scd2
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
@@ -40,7 +41,7 @@ from lake_assets.settings import LakeSettings
 
 SNAPSHOT_RETENTION_HOURS = 168
 #: Tables kept clustered by a key, and the size of the files their writers aim at.
-CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES)}
+CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES), INSURANCE_HISTORY.name: (KEY, scd2.TARGET_FILE_BYTES)}
 
 
 class MaintenanceConfig(dg.Config):

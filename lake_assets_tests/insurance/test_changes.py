@@ -3,7 +3,9 @@ raw files on the real S3 server -> Sail commits -> feed and history derived from
 read back by delta-rs."""
 
 import datetime as dt
+import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -11,7 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core import change_feed, scd2
-from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
 from lake_assets.insurance import changes, merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
@@ -31,17 +33,19 @@ def feed(storage: LakeStorage) -> list[tuple]:
 
 @pytest.fixture(params=["narrow", "rewrite"])
 def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both commit strategies: the feed comes from the log, whichever one made the commit."""
+    """Both commit strategies: the feed is the same, whichever one made the commit."""
     monkeypatch.setattr(merge, "REWRITE_FRACTION", 0.0 if request.param == "rewrite" else float("inf"))
     return request.param
 
 
 def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
-        storage: LakeStorage, spark: SparkSession, strategy: str) -> None:
+        storage: LakeStorage, spark: SparkSession, strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(change_feed, "_rows", _fail)  # a run reads none of its commits' files back for the feed
     put(storage, FULL, full_load(row(1, 100), row(2, 200), row(3, 300)))
     run(storage, spark)
     put(storage, CDC_1, cdc(f"I,{row(4, 400)}", f"U,{row(2, 222, flood='Y')}", "D,3,,,,,,,,"))
     report = run(storage, spark)
+    monkeypatch.setattr(change_feed, "_rows", _rows)
 
     assert feed(storage) == [
         ("insert", 0, 1, 100, "N"), ("insert", 0, 2, 200, "N"), ("insert", 0, 3, 300, "N"),
@@ -56,9 +60,10 @@ def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
     commits = {h["version"]: h["timestamp"] for h in open_table(storage, INSURANCE).history()}
     for version, stamp in zip(stored["_commit_version"].to_pylist(), stored["_commit_timestamp"].to_pylist()):
         assert stamp == dt.datetime.fromtimestamp(commits[version] / 1000, dt.timezone.utc)
-    # the first commit's feed, written from the rows the run committed, is what the log gives
-    derived = change_feed.derive(storage, INSURANCE, "policy_id", 0)
-    assert stored.filter(pc.equal(stored["_commit_version"], 0)).sort_by("policy_id").equals(derived)
+    # each commit's feed, written from the rows the run replaced and wrote, is what the log gives
+    for version in (0, 1):
+        written = change_feed.read(storage, INSURANCE, INSURANCE_CHANGES, "policy_id", version, version)
+        assert written.num_rows and written.equals(change_feed.derive(storage, INSURANCE, "policy_id", version))
     # the feed's rows carry the table's columns, audit columns included
     preimage = stored.filter(pc.equal(stored["_change_type"], "update_preimage")).to_pylist()[0]
     assert preimage["_source_file"] == FULL and preimage["_sequence"] is not None
@@ -132,6 +137,9 @@ def test_a_failure_before_the_history_write_converges_on_rerun(storage: LakeStor
 
 def _fail(*args, **kwargs) -> None:
     raise RuntimeError("killed before the history write")
+
+
+_rows = change_feed._rows
 
 
 def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, spark: SparkSession) -> None:
@@ -246,4 +254,24 @@ def test_a_history_on_the_commit_axis_is_started_again_from_the_table(storage: L
     assert "valid_from_version" not in to_arrow(open_table(storage, INSURANCE_HISTORY)).column_names
     assert [(k, current, data["insured_value"]) for k, _, _, current, data in history_versions(storage)] == [
         (1, False, 100), (1, True, 111), (2, True, 200)]
+    assert_history_invariants(storage)
+
+
+def test_a_small_batch_rewrites_only_the_history_files_holding_its_keys(
+        storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history is clustered by key, as the table is: its files hold disjoint key ranges,
+    so a one-key batch replaces the one file holding that key and leaves the rest."""
+    monkeypatch.setattr(scd2, "TARGET_FILE_BYTES", 32 << 10)
+    keys = [k for k in range(1, 30_001) if k % 7]  # some keys absent
+    random.Random(7).shuffle(keys)  # a file out of key order: the history is written sorted by key
+    put(storage, FULL, full_load(*(row(k, k) for k in keys)))
+    run(storage, spark)
+    written = open_table(storage, INSURANCE_HISTORY)
+    mins, maxs, _ = file_ranges(written, "policy_id")
+    order = np.argsort(mins)
+    assert len(mins) >= 4 and bool(np.all(mins[order][1:] > maxs[order][:-1]))  # disjoint key ranges
+    put(storage, CDC_1, cdc(f"U,{row(15_000, 1)}"))
+    run(storage, spark)
+    commit = open_table(storage, INSURANCE_HISTORY).history(1)[0]
+    assert commit["operationMetrics"]["num_removed_files"] == 1, commit
     assert_history_invariants(storage)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
+from lake_assets.core.formats.delta import file_ranges, key_ranges, open_table, to_arrow
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import table_schema
 from lake_assets.insurance.pipeline import apply_pending
@@ -98,12 +98,12 @@ def test_key_ranges_cover_the_keys_and_the_files_holding_them() -> None:
     mins, maxs = np.array([1, 101, 201, 301]), np.array([100, 200, 300, 400])
     keys = np.array([5, 150, 151, 500, 501, 502, 700])
     # files 1 and 2 hold 5 and 150/151 (adjacent: one range); 500-502 and 700 are new keys
-    assert merge.key_ranges(keys, mins, maxs) == [(1, 200), (500, 502), (700, 700)]
-    assert merge.key_ranges(keys, mins, maxs, max_ranges=2) == [(1, 200), (500, 700)]  # the narrowest gap goes
-    assert merge.key_ranges(np.array([], np.int64), mins, maxs) == []
+    assert key_ranges(keys, mins, maxs) == [(1, 200), (500, 502), (700, 700)]
+    assert key_ranges(keys, mins, maxs, max_ranges=2) == [(1, 200), (500, 700)]  # the narrowest gap goes
+    assert key_ranges(np.array([], np.int64), mins, maxs) == []
     assert merge.rows_within([(1, 200), (500, 700)], mins, maxs, np.array([10, 20, 30, 40])) == 30
     unbounded = np.iinfo(np.int64)  # a file without statistics may hold any key
-    assert merge.key_ranges(np.array([7]), np.array([unbounded.min]), np.array([unbounded.max])) == \
+    assert key_ranges(np.array([7]), np.array([unbounded.min]), np.array([unbounded.max])) == \
         [(unbounded.min, unbounded.max)]
     assert merge.predicate([(1, 200), (7, 7)]) == "(policy_id BETWEEN 1 AND 200) OR (policy_id BETWEEN 7 AND 7)"
 
@@ -119,7 +119,7 @@ def test_a_narrow_batch_rewrites_only_the_files_holding_its_keys(storage: LakeSt
     mins, maxs, counts = file_ranges(before, "policy_id")
     assert len(mins) == 4 and counts.sum() == 200
     batch = _rows([(210, "U", "b", -1), (220, "D", "b", None), (1000, "I", "b", 7)])
-    ranges = merge.key_ranges(np.array([210, 220, 1000]), mins, maxs)
+    ranges = key_ranges(np.array([210, 220, 1000]), mins, maxs)
     assert ranges == [(201, 250), (1000, 1000)]
     merge.replace_changes(spark, uri, merge.stage(storage, "staging/t/b.parquet", batch), ranges)
     after = open_table(storage, INSURANCE)
