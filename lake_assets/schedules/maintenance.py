@@ -29,7 +29,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
-from lake_assets.core.tables import INSURANCE, TABLES, LakeTable, TableFormat
+from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, TABLES, LakeTable, TableFormat
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import KEY
 from lake_assets.jobs import TABLE_TAG
