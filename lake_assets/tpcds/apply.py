@@ -2,10 +2,12 @@
 
 A key takes a change only if it is at least as new as its row (`_sequence`; a row without
 one is older than any change; a change from the object that wrote the row, loaded again,
-always re-applies: the engine numbers an object's lines per read, so only the object part
-of two sequences is compared then) and its tombstone (the sequence of its last delete,
-`tpcds_tombstones`), as `APPLY CHANGES ... SEQUENCE BY` does. Within a run the newest
-change per key is the candidate; the others are superseded (counted, not lost). A day
+always re-applies: only the object part of two sequences is compared then, as rows loaded
+before day objects' rows shared one sequence carry their line number) and its tombstone
+(the sequence of its last delete, `tpcds_tombstones`), as `APPLY CHANGES ... SEQUENCE BY`
+does. Within a run the newest change per key is the candidate (a window ranks them only
+when the caller could not rule out a key with several changes); the others are superseded
+(counted, not lost). A day
 object is a snapshot of its day as of its floor (the base of its sequence): its rows are
 upserts, and the day's keys in the table older than the floor that it does not hold are
 deleted (`implied` deletes, tombstoned at the floor so re-loading an older object of that
@@ -15,7 +17,8 @@ The resolved changes (one row per key: its operation, its full row, its sequence
 staged once as Parquet; then, in an order that makes a rerun converge: tombstones
 (upserts keeping the newest delete), the table (ONE `MERGE INTO` guarded by the sequence,
 so equal sequences re-apply), and the caller's ledger entries last. Into an empty table
-with no deletes the winners are appended (no MERGE, no staging).
+day objects are appended (no MERGE, no staging: nothing to delete), filtered by the
+tombstones only if one is newer than the oldest object of the run.
 
 Tombstones are a Delta table beside `tpcds_quarantine` (path-addressed, written by the
 engine and read whole by every load, small: one row per deleted key), not an Iceberg
@@ -63,26 +66,42 @@ class Floor:
 
 def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame, objects: dict[str, RawObject],
                   floors: dict[str, Floor], table_empty: bool,
-                  staging: Callable[[DataFrame], AbstractContextManager[DataFrame]], at: dt.datetime) -> dict[str, int]:
+                  staging: Callable[[DataFrame], AbstractContextManager[DataFrame]], at: dt.datetime, *,
+                  counts: dict[str, int] | None = None, tie: str | None = None) -> dict[str, int]:
     """Apply `changes` (SOURCE, OPERATION, the table's columns with SEQUENCE; valid rows only)
     and the snapshots of `floors` (by SOURCE: a day load's; none for corrections); return the
     changes applied per SOURCE. `table_empty`: the table had no rows when the run began.
 
     `objects` maps each SOURCE to its raw object (named in tombstones); `staging(frame)` is
     a context manager that writes a frame once and yields it read back (load.staged_parse).
+    `counts`: the changes per SOURCE when the caller knows every key has one change (so no
+    window ranks them, and an append that no tombstone can touch applies them all without
+    counting again). `tie`: a column of `changes` that orders two changes of a key with one
+    sequence (a day object's line: its rows share one sequence); it is dropped.
     """
-    order = Window.partitionBy(*KEY_COLUMNS).orderBy(F.col(SEQUENCE).desc())
-    winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+    winners = changes
+    if counts is None:  # a key may have several changes: the newest (then the last line) wins
+        order = Window.partitionBy(*KEY_COLUMNS).orderBy(
+            F.col(SEQUENCE).desc(), *([F.col(tie).desc()] if tie is not None else []))
+        winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+    if tie is not None:
+        winners = winners.drop(tie)
     current = iceberg.open_table(storage, table(WEB_SALES))
     if current is None:  # the loaders create it first (load.ensure_table)
         raise LakeError(f"{WEB_SALES} does not exist: nothing to apply changes to")
     table_uuid = str(current.metadata.table_uuid)
     tombstones = _tombstones(storage, spark, table_uuid)
+    if tombstones is not None and table_empty and floors:  # only a delete newer than a row can refuse it
+        tombstones = tombstones.where(F.col(SEQUENCE) > min(f.floor for f in floors.values()))
+        if not tombstones.limit(1).count():
+            tombstones = None
     if tombstones is not None:
         winners = (winners.join(tombstones.select(*KEY_COLUMNS, F.col(SEQUENCE).alias("_tomb")), KEY_COLUMNS, "left")
                    .where(F.col("_tomb").isNull() | (F.col(SEQUENCE) >= F.col("_tomb"))).drop("_tomb"))
     if table_empty and floors:  # day objects into an empty table: only upserts, nothing to delete
         winners.select(*COLUMNS).writeTo(WEB_SALES).append()
+        if counts is not None and tombstones is None:  # every change applied: nothing to count again
+            return counts
         return _per_source(winners)
 
     # per key, its newest row: a key duplicated behind the loader's back (the key check fails
