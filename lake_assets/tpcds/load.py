@@ -51,7 +51,7 @@ from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes
+from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes, days_hold_rows
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import fact_layout, fact_objects
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
@@ -183,7 +183,11 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         return _parse_facts(numbered(lines) if number else lines)
 
     with report.step("survey"):
-        counts, duplicated = survey(parsed_facts(folders))
+        # appending is right when the days hold no rows and no key is in the table yet (a key
+        # may move between days): that is checked in the survey, against the table's keys
+        empty_days = report.rows_before == 0 or not days_hold_rows(spark, floors)
+        against = spark.table(name) if empty_days and report.rows_before else None
+        counts, duplicated, held = survey(parsed_facts(folders), against)
     at = dt.datetime.now(dt.timezone.utc)
     with report.step("quarantine"):
         rejects = {folder: obj for folder, obj in folders.items() if counts.get(folder, (0, 0))[1] < counts.get(folder, (0, 0))[0]}
@@ -193,7 +197,7 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         parsed = parsed_facts(folders, number=duplicated)
         changes = (with_row_sequences(parsed.where(F.col(REASON).isNull()), row_sequences, SOURCE, SEQUENCE)
                    .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
-        applied = apply_changes(storage, spark, changes, folders, floors, report.rows_before == 0,
+        applied = apply_changes(storage, spark, changes, folders, floors, empty_days and not held,
                                 lambda frame: staged_parse(storage, spark, frame, run_id), at,
                                 counts=None if duplicated else {s: valid for s, (_, valid) in counts.items()},
                                 tie=LINE if duplicated else None)
@@ -215,21 +219,29 @@ def _parse_facts(lines: DataFrame) -> DataFrame:
                                              F.col(_FOLDER), F.lit(")")))]).drop(_FOLDER)
 
 
-def survey(parsed: DataFrame) -> tuple[dict[str, tuple[int, int]], bool]:
-    """(lines, valid lines) per SOURCE, and whether any key has more than one valid line in
-    `parsed` (one object or several): ONE aggregate over the parse (grouping sets), nothing
-    staged; what the Dagster process receives is one row per object."""
+def survey(parsed: DataFrame, table_keys: DataFrame | None = None) -> tuple[dict[str, tuple[int, int]], bool, bool]:
+    """(lines, valid lines) per SOURCE; whether any key has more than one valid line in
+    `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
+    frame with the key columns, e.g. the table; None: not asked). ONE aggregate over the
+    parse (grouping sets), nothing staged; the Dagster process receives one row per object."""
     k1, k2 = KEYS[TpcdsTable.WEB_SALES]
-    view = "lake_tpcds_survey"
-    parsed.createOrReplaceTempView(view)
-    rows = parsed.sparkSession.sql(
+    spark = parsed.sparkSession
+    parsed.createOrReplaceTempView("lake_tpcds_survey")
+    source = "lake_tpcds_survey"
+    if table_keys is not None:
+        table_keys.createOrReplaceTempView("lake_tpcds_survey_keys")
+        source = (f"(SELECT p.*, e.{k1} IS NOT NULL AS _held FROM lake_tpcds_survey p LEFT JOIN (SELECT DISTINCT "
+                  f"{k1}, {k2} FROM lake_tpcds_survey_keys) e ON p.{k1} = e.{k1} AND p.{k2} = e.{k2})")
+    held = "_held" if table_keys is not None else "FALSE"
+    rows = spark.sql(
         f"SELECT CASE WHEN by_key = 0 THEN {SOURCE} END AS source, sum(CASE WHEN by_key = 0 THEN lines END) AS lines, "
-        f"sum(CASE WHEN by_key = 0 THEN valid END) AS valid, count_if(by_key = 1 AND valid > 1) AS duplicated "
-        f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, "
-        f"count_if({REASON} IS NULL) AS valid FROM {view} GROUP BY GROUPING SETS (({SOURCE}), ({k1}, {k2}))) "
+        f"sum(CASE WHEN by_key = 0 THEN valid END) AS valid, sum(CASE WHEN by_key = 0 THEN held END) AS held, "
+        f"count_if(by_key = 1 AND valid > 1) AS duplicated "
+        f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, count_if({REASON} IS NULL) AS valid, "
+        f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} GROUP BY GROUPING SETS (({SOURCE}), ({k1}, {k2}))) "
         f"GROUP BY 1").collect()
     counts = {r["source"]: (int(r["lines"]), int(r["valid"] or 0)) for r in rows if r["source"] is not None}
-    return counts, any(r["duplicated"] for r in rows)
+    return counts, any(r["duplicated"] for r in rows), any(r["held"] for r in rows)
 
 
 def _accounted(counts: tuple[int, int], applied: int) -> tuple[int, int, int]:
