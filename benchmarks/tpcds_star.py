@@ -1,68 +1,192 @@
-"""TPC-DS web_sales star: raw -> Iceberg through the assets, vs. DuckDB's load of the same files into
-Parquet; a 1% correction batch; every report on Sail, on DuckDB over Iceberg, on DuckDB over Parquet.
+"""TPC-DS web_sales star: raw -> Iceberg through the assets vs the bare engine on the same objects;
+DuckDB's load of the same objects into Parquet; a 1% correction batch; every report on Sail, on
+DuckDB over Iceberg, on DuckDB over Parquet.
 
     uv run python benchmarks/tpcds_star.py --scale 1
 
-Not a test: prints figures and ratios. Uses a fresh embedded S3 server under a temporary LAKE_HOME.
+Not a test: prints figures and ratios. One process (Sail is embedded, so its CPU time and RSS
+are this process's) and one embedded S3 server under a temporary LAKE_HOME. Measured:
+
+- through the assets: the pending TPC-DS run (dimensions, every sold day, checks) with
+  `dg.materialize`; wall, CPU (this process plus the S3 server) and peak RSS, and where the
+  time went: every Dagster step (from the run's event log) and the web_sales load's own steps;
+- bare engine: Sail reading the same raw objects (`spark.read.csv`, the contract's schema,
+  hive-style discovery of the day folders) and appending each table to a new Iceberg table in
+  the same catalog: no validation, no sequences, no ledger, no checks; run before and after
+  ours (the reference is their mean: the load of a shared machine changes during a run);
+- DuckDB: the same raw objects into local Parquet.
 """
 
 import argparse
+import os
+import resource
+import shutil
+import sys
 import tempfile
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
-import dagster as dg
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-from lake_assets.resources.catalog import lake_catalog
-from lake_assets.resources.duckdb_reader import connect, lake_connection
-from lake_assets.resources.embedded_s3 import free_port, start_server, stop_server
-from lake_assets.resources.engine import SparkEngine
-from lake_assets.resources.storage import LakeStorage
-from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.settings import EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY
-from lake_assets.tpcds import raw_contract as contract
-from lake_assets.tpcds.assets import TPCDS_ASSETS
-from lake_assets.tpcds.checks import TPCDS_CHECKS
-from lake_assets.tpcds.correction_batch import land_corrections
-from lake_assets.tpcds.jobs import pending_run_request
-from lake_assets.tpcds.raw_duckdb import create_raw_views
-from lake_assets.tpcds.reports import REPORTS
+from policy_data import RssSampler  # noqa: E402
+
+TARGET_RATIO, TARGET_GIB = 1.5, 6.0
 
 
-def timed(work) -> tuple[float, object]:
-    started = time.perf_counter()
-    result = work()
-    return time.perf_counter() - started, result
+class Measured:
+    """Wall seconds, CPU seconds (this process and the S3 server) and peak RSS of one piece of work."""
+
+    def __init__(self, server_pid: int, work: Callable[[], object]) -> None:
+        cpu = _cpu(server_pid)
+        with RssSampler() as rss:
+            started = time.perf_counter()
+            self.result = work()
+            self.wall = time.perf_counter() - started
+        self.cpu = _cpu(server_pid) - cpu
+        self.gib = rss.peak_gib
+
+    def row(self, name: str) -> str:
+        return f"| {name} | {self.wall:.2f} | {self.cpu:.2f} | {self.gib:.2f} |"
 
 
-def run_pending(storage: LakeStorage, instance: dg.DagsterInstance) -> None:
+def _cpu(server_pid: int) -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with open(f"/proc/{server_pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return usage.ru_utime + usage.ru_stime + server
+
+
+def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterInstance
+    """Materialize the pending TPC-DS run; return seconds per Dagster step."""
+    import dagster as dg
+
+    from lake_assets.resources.engine import SparkEngine
+    from lake_assets.resources.storage_resource import StorageResource
+    from lake_assets.tpcds.assets import TPCDS_ASSETS
+    from lake_assets.tpcds.checks import TPCDS_CHECKS
+    from lake_assets.tpcds.jobs import pending_run_request
+
     request = pending_run_request(storage)
     if request is None:
-        return
+        return {}
     resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
     result = dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
                             selection=request.asset_selection, tags=request.tags, raise_on_error=True)
     assert result.success
+    started: dict[str, float] = {}
+    steps: dict[str, float] = {}
+    for entry in instance.all_logs(result.run_id):
+        event = entry.dagster_event
+        if event is None or event.step_key is None:
+            continue
+        if event.event_type_value == "STEP_START":
+            started[event.step_key] = entry.timestamp
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in started:
+            steps[event.step_key] = entry.timestamp - started[event.step_key]
+    return steps
+
+
+def bare_engine(spark, storage) -> None:  # SparkSession, LakeStorage
+    """Each star table read from its raw objects and appended to a new Iceberg table (namespace `bare`)."""
+    from lake_assets.resources.catalog import lake_catalog
+    from lake_assets.tpcds.schema import COLUMNS, RAW, TpcdsTable
+
+    client = lake_catalog(storage).pyiceberg()
+    client.create_namespace_if_not_exists("bare")
+    for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM,
+                 TpcdsTable.WEB_SALES):
+        if client.table_exists(("bare", name)):
+            client.purge_table(("bare", name))
+        schema = ", ".join(f"{c} {t}" for c, t in COLUMNS[name])
+        source = storage.uri(RAW.facts if name == TpcdsTable.WEB_SALES else RAW.dimension_key(name))
+        frame = spark.read.csv(source, schema=schema, sep="|", header=False)
+        if name == TpcdsTable.WEB_SALES:
+            frame = frame.drop("ws_sold_date")  # the hive folder column
+        frame.writeTo(f"bare.{name}").using("iceberg").create()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--load-only", action="store_true", help="stop after the raw -> Iceberg comparison")
     args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="lake-bench-"))
-    server = start_server(home, free_port(), EMBEDDED_ACCESS_KEY_ID, EMBEDDED_SECRET_ACCESS_KEY)
-    figures: dict[str, float] = {}
-    try:
-        storage = LakeStorage(home=str(home), bucket="bench").with_endpoint(server.endpoint)
-        storage.ensure_bucket()
-        lake_catalog(storage)
-        from lake_assets.tpcds.generate import generate
-        figures["generate + land raw"], generated = timed(lambda: generate(storage, args.scale))
-        print(f"SF{args.scale:g}: {generated.rows}")
-        instance = dg.DagsterInstance.ephemeral()
-        SparkEngine().session(storage)  # start the engine outside the timings
-        figures["raw -> Iceberg (assets, Sail)"], _ = timed(lambda: run_pending(storage, instance))
+    warnings.filterwarnings("ignore")
 
+    from lake_assets.resources.embedded_s3 import embedded_s3, free_port
+    from lake_assets.settings import embedded_credentials
+
+    home = Path(tempfile.mkdtemp(prefix="lake-bench-"))
+    saved = {name: os.environ.pop(name, None) for name in
+             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "LAKE_SPARK_REMOTE", "LAKE_ENGINE",
+              "LAKE_S3_BUCKET", "LAKE_HOME", "LAKE_S3_PORT")}
+    port = free_port()
+    try:
+        with embedded_s3(home, port, embedded_credentials(home)) as server:
+            os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": "bench"})
+            _measure(args.scale, args.load_only, home, server)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # EmbeddedS3
+    import dagster as dg
+
+    from lake_assets.resources.catalog import lake_catalog
+    from lake_assets.resources.duckdb_reader import connect, lake_connection
+    from lake_assets.resources.engine import SparkEngine
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets.settings import LakeSettings
+    from lake_assets.tpcds import load
+    from lake_assets.tpcds import raw_contract as contract
+    from lake_assets.tpcds.correction_batch import land_corrections
+    from lake_assets.tpcds.generate import generate
+    from lake_assets.tpcds.raw_duckdb import create_raw_views
+    from lake_assets.tpcds.reports import REPORTS
+
+    settings = LakeSettings.from_env()
+    storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
+    storage.ensure_bucket()
+    lake_catalog(storage)
+    started = time.perf_counter()
+    generated = generate(storage, scale)
+    print(f"SF{scale:g}: generated and landed in {time.perf_counter() - started:.0f} s: {generated.rows}", flush=True)
+    spark = SparkEngine.from_settings(settings).session(storage)
+    spark.sql("SELECT 1").collect()  # the engine's start is not what we measure
+
+    measured: dict[str, Measured] = {}
+    measured["bare Sail, before ours"] = Measured(server.pid, lambda: bare_engine(spark, storage))
+    print(measured["bare Sail, before ours"].row("bare"), flush=True)
+
+    load_steps: dict[str, float] = {}
+    original = load.finish_report
+
+    def finish_report(storage, report, started):  # the load's own steps, as it timed them
+        if report.table.endswith("web_sales"):
+            load_steps.update({k: load_steps.get(k, 0.0) + v for k, v in report.steps.items()})
+            load_steps["load_fact_days (total)"] = load_steps.get("load_fact_days (total)", 0.0) + \
+                time.perf_counter() - started
+        return original(storage, report, started)
+    load.finish_report = finish_report
+    instance = dg.DagsterInstance.ephemeral()
+    ours = measured["raw -> Iceberg through the assets (with checks)"] = Measured(
+        server.pid, lambda: run_pending(storage, instance))
+    load.finish_report = original
+    print(ours.row("ours"), flush=True)
+    measured["bare Sail, after ours"] = Measured(server.pid, lambda: bare_engine(spark, storage))
+    before, after = measured["bare Sail, before ours"], measured["bare Sail, after ours"]
+    bare_wall, bare_cpu = (before.wall + after.wall) / 2, (before.cpu + after.cpu) / 2
+
+    seconds: dict[str, float] = {}
+    if not load_only:
         parquet = home / "parquet"
         parquet.mkdir()
         duck = connect(":memory:")
@@ -71,13 +195,12 @@ def main() -> None:
         def duckdb_load() -> None:
             for table in contract.STAR_TABLES:
                 duck.execute(f"COPY raw.{table} TO '{parquet / table}.parquet' (FORMAT parquet)")
-        figures["raw -> Parquet (DuckDB)"], _ = timed(duckdb_load)
-
+        measured["raw -> Parquet (DuckDB)"] = Measured(server.pid, duckdb_load)
         count = max(1, generated.rows[contract.FACT] // 100)
-        figures["land 1% corrections"], _ = timed(lambda: land_corrections(storage, count))
-        figures["apply 1% corrections (MERGE)"], _ = timed(lambda: run_pending(storage, instance))
+        land_corrections(storage, count)
+        measured["apply 1% corrections (through the assets)"] = Measured(
+            server.pid, lambda: run_pending(storage, instance))
 
-        spark = SparkEngine().session(storage)
         on_iceberg = lake_connection(storage)
         on_parquet = connect(":memory:")
         on_parquet.execute("CREATE SCHEMA tpcds")
@@ -88,19 +211,26 @@ def main() -> None:
                             ("DuckDB on Parquet", lambda sql: on_parquet.execute(sql).fetchall())):
             total = 0.0
             for report in REPORTS:
-                seconds, _ = timed(lambda: run(report.sql))  # noqa: B023 - called here, in this iteration
-                total += seconds
-            figures[f"all {len(REPORTS)} reports, {engine}"] = total
-    finally:
-        stop_server(home, server)
-    print(f"\n| step (SF{args.scale:g}) | seconds |\n|---|---|")
-    for step, seconds in figures.items():
-        print(f"| {step} | {seconds:.2f} |")
-    load, reference = figures["raw -> Iceberg (assets, Sail)"], figures["raw -> Parquet (DuckDB)"]
-    print(f"\ningestion / DuckDB load: {load / reference:.2f}x (target 1.5x)")
-    print(f"1% corrections / full load: {figures['apply 1% corrections (MERGE)'] / load:.2f}x (target 0.2x)")
-    bi = figures[f"all {len(REPORTS)} reports, DuckDB on Iceberg"] / figures[f"all {len(REPORTS)} reports, DuckDB on Parquet"]
-    print(f"BI path (DuckDB on Iceberg) / DuckDB on Parquet: {bi:.2f}x (target 1.2x)")
+                started = time.perf_counter()
+                run(report.sql)
+                total += time.perf_counter() - started
+            seconds[f"all {len(REPORTS)} reports, {engine}"] = total
+
+    print(f"\n| work (SF{scale:g}, {os.cpu_count()} cores) | wall s | CPU s | peak RSS GiB |\n|---|---|---|---|")
+    for name, figure in measured.items():
+        print(figure.row(name))
+    print(f"\nthrough the assets / bare Sail (mean of before and after): wall {ours.wall / bare_wall:.2f}x, "
+          f"CPU {ours.cpu / bare_cpu:.2f}x (target {TARGET_RATIO}x each, peak <= {TARGET_GIB:g} GiB: "
+          f"{ours.gib:.2f})")
+    print("\nwhere the time went (Dagster steps, seconds):")
+    for step, spent in sorted(ours.result.items(), key=lambda item: -item[1]):  # type: ignore[union-attr]
+        print(f"  {step}: {spent:.2f}")
+    print("web_sales load steps (seconds): " + ", ".join(f"{k} {v:.2f}" for k, v in load_steps.items()))
+    if "apply 1% corrections (through the assets)" in measured:
+        print(f"1% corrections / full load: {measured['apply 1% corrections (through the assets)'].wall / ours.wall:.2f}x"
+              " (target 0.1x)")
+    for name, spent in seconds.items():
+        print(f"{name}: {spent:.2f} s")
 
 
 if __name__ == "__main__":

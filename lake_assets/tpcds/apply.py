@@ -2,10 +2,12 @@
 
 A key takes a change only if it is at least as new as its row (`_sequence`; a row without
 one is older than any change; a change from the object that wrote the row, loaded again,
-always re-applies: the engine numbers an object's lines per read, so only the object part
-of two sequences is compared then) and its tombstone (the sequence of its last delete,
-`tpcds_tombstones`), as `APPLY CHANGES ... SEQUENCE BY` does. Within a run the newest
-change per key is the candidate; the others are superseded (counted, not lost). A day
+always re-applies: only the object part of two sequences is compared then, as rows loaded
+before day objects' rows shared one sequence carry their line number) and its tombstone
+(the sequence of its last delete, `tpcds_tombstones`), as `APPLY CHANGES ... SEQUENCE BY`
+does. Within a run the newest change per key is the candidate (a window ranks them only
+when the caller could not rule out a key with several changes); the others are superseded
+(counted, not lost). A day
 object is a snapshot of its day as of its floor (the base of its sequence): its rows are
 upserts, and the day's keys in the table older than the floor that it does not hold are
 deleted (`implied` deletes, tombstoned at the floor so re-loading an older object of that
@@ -14,8 +16,10 @@ day cannot bring them back).
 The resolved changes (one row per key: its operation, its full row, its sequence) are
 staged once as Parquet; then, in an order that makes a rerun converge: tombstones
 (upserts keeping the newest delete), the table (ONE `MERGE INTO` guarded by the sequence,
-so equal sequences re-apply), and the caller's ledger entries last. Into an empty table
-with no deletes the winners are appended (no MERGE, no staging).
+so equal sequences re-apply), and the caller's ledger entries last. Day objects whose days
+hold no rows and whose keys are nowhere in the table (an empty table, or new days of keys
+not seen before) are appended instead (no MERGE, no staging: nothing to update or delete),
+filtered by the tombstones only if one is newer than the oldest object of the run.
 
 Tombstones are a Delta table beside `tpcds_quarantine` (path-addressed, written by the
 engine and read whole by every load, small: one row per deleted key), not an Iceberg
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -62,27 +66,44 @@ class Floor:
 
 
 def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame, objects: dict[str, RawObject],
-                  floors: dict[str, Floor], table_empty: bool,
-                  staging: Callable[[DataFrame], AbstractContextManager[DataFrame]], at: dt.datetime) -> dict[str, int]:
+                  floors: dict[str, Floor], into_empty: bool,
+                  staging: Callable[[DataFrame], AbstractContextManager[DataFrame]], at: dt.datetime, *,
+                  counts: dict[str, int] | None = None, tie: str | None = None) -> dict[str, int]:
     """Apply `changes` (SOURCE, OPERATION, the table's columns with SEQUENCE; valid rows only)
     and the snapshots of `floors` (by SOURCE: a day load's; none for corrections); return the
-    changes applied per SOURCE. `table_empty`: the table had no rows when the run began.
+    changes applied per SOURCE. `into_empty`: the days of `floors` hold no rows and no key of
+    `changes` is in the table (e.g. the table had no rows when the run began).
 
     `objects` maps each SOURCE to its raw object (named in tombstones); `staging(frame)` is
     a context manager that writes a frame once and yields it read back (load.staged_parse).
+    `counts`: the changes per SOURCE when the caller knows every key has one change (so no
+    window ranks them, and an append that no tombstone can touch applies them all without
+    counting again). `tie`: a column of `changes` that orders two changes of a key with one
+    sequence (a day object's line: its rows share one sequence); it is dropped.
     """
-    order = Window.partitionBy(*KEY_COLUMNS).orderBy(F.col(SEQUENCE).desc())
-    winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+    winners = changes
+    if counts is None:  # a key may have several changes: the newest (then the last line) wins
+        order = Window.partitionBy(*KEY_COLUMNS).orderBy(
+            F.col(SEQUENCE).desc(), *([F.col(tie).desc()] if tie is not None else []))
+        winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+    if tie is not None:
+        winners = winners.drop(tie)
     current = iceberg.open_table(storage, table(WEB_SALES))
     if current is None:  # the loaders create it first (load.ensure_table)
         raise LakeError(f"{WEB_SALES} does not exist: nothing to apply changes to")
     table_uuid = str(current.metadata.table_uuid)
     tombstones = _tombstones(storage, spark, table_uuid)
+    if tombstones is not None and into_empty and floors:  # only a delete newer than a row can refuse it
+        tombstones = tombstones.where(F.col(SEQUENCE) > min(f.floor for f in floors.values()))
+        if not tombstones.limit(1).count():
+            tombstones = None
     if tombstones is not None:
         winners = (winners.join(tombstones.select(*KEY_COLUMNS, F.col(SEQUENCE).alias("_tomb")), KEY_COLUMNS, "left")
                    .where(F.col("_tomb").isNull() | (F.col(SEQUENCE) >= F.col("_tomb"))).drop("_tomb"))
-    if table_empty and floors:  # day objects into an empty table: only upserts, nothing to delete
+    if into_empty and floors:  # day objects into empty days, keys new: only inserts, nothing to delete
         winners.select(*COLUMNS).writeTo(WEB_SALES).append()
+        if counts is not None and tombstones is None:  # every change applied: nothing to count again
+            return counts
         return _per_source(winners)
 
     # per key, its newest row: a key duplicated behind the loader's back (the key check fails
@@ -94,7 +115,7 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
             .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row")) | same_object).drop("_row")
             .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
     resolved = kept
-    if floors and not table_empty:
+    if floors and not into_empty:
         resolved = kept.unionByName(_implied_deletes(spark, kept, floors))
     with staging(resolved) as staged:
         _record_tombstones(storage, spark, staged, objects, at, table_uuid)
@@ -106,15 +127,24 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         return _per_source(staged.where(F.col(SOURCE).isNotNull()))
 
 
-def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Floor]) -> DataFrame:
-    """Rows of the snapshots' days older than their floor that the run does not upsert: deletes at the floor."""
-    days = spark.createDataFrame([(source, f.day_sk, f.floor) for source, f in floors.items()],
-                                 "_snapshot STRING, _floor_day BIGINT, _floor STRING")
+def days_hold_rows(spark: SparkSession, floors: dict[str, Floor]) -> bool:
+    """Whether the table holds a row in one of the days of `floors` (reads those partitions only)."""
+    return bool(spark.table(WEB_SALES).where(_within(floors)).select(PARTITION_COLUMN).limit(1).count())
+
+
+def _within(floors: dict[str, Floor]) -> Column:
     sks = [f.day_sk for f in floors.values() if f.day_sk is not None]
     within = F.col(PARTITION_COLUMN).isin(sks) if sks else F.lit(False)
     if any(f.day_sk is None for f in floors.values()):
         within = within | F.col(PARTITION_COLUMN).isNull()
-    candidates = (spark.table(WEB_SALES).where(within).select(  # the loaded days only: other partitions pruned
+    return within
+
+
+def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Floor]) -> DataFrame:
+    """Rows of the snapshots' days older than their floor that the run does not upsert: deletes at the floor."""
+    days = spark.createDataFrame([(source, f.day_sk, f.floor) for source, f in floors.items()],
+                                 "_snapshot STRING, _floor_day BIGINT, _floor STRING")
+    candidates = (spark.table(WEB_SALES).where(_within(floors)).select(  # the loaded days only: other partitions pruned
         *KEY_COLUMNS, F.col(PARTITION_COLUMN).alias("_day"), F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
         .groupBy(*KEY_COLUMNS, "_day").agg(F.max("_row").alias("_row")))  # one delete per key, as above
     doomed = (candidates.join(F.broadcast(days), candidates["_day"].eqNullSafe(days["_floor_day"]))

@@ -145,9 +145,9 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
     key=WEB_SALES_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, *DIMENSION_KEYS],
     partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
     description="Iceberg table `tpcds.web_sales`, partitioned by truncate(ws_sold_date_sk, 30): each day's raw "
-                "object is a snapshot of its day as of its sequence (one MERGE commit per run, any range of "
-                "days): newer corrections survive a re-load. Rows without a sold date land too, whenever their "
-                "object is pending.",
+                "object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
+                "append of new keys into days that hold no rows, else one MERGE): newer corrections survive a "
+                "re-load. Rows without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
 def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,

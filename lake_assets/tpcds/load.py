@@ -1,8 +1,8 @@
 """Load raw TPC-DS objects into the Iceberg star, in the engine. Data flows one way:
 
-raw objects -> engine reads and numbers lines -> parse.py (typed + `_reason`) -> staged
-Parquet (one read of the raw data) -> quarantine (insert-if-absent) -> table commit ->
-ledger (one entry per object, through the shared `Ledger`).
+raw objects -> engine reads lines -> parse.py (typed + `_reason`) -> quarantine
+(insert-if-absent) -> table commit -> ledger (one entry per object, through the shared
+`Ledger`).
 
 The Dagster process lists objects and receives per-object counts; it never holds a row.
 
@@ -14,7 +14,12 @@ The Dagster process lists objects and receives per-object counts; it never holds
   as its row and its tombstone (tpcds/apply.py, shared with the corrections). So a
   backfill never undoes a newer correction, and a key in two days ends in the newer one.
   Loading a set of days reads those folders with hive-style discovery (Sail has no
-  `input_file_name()`) and commits ONE `MERGE INTO`. A row whose `ws_sold_date_sk` is
+  `input_file_name()`): first one aggregate over the parse (`survey`: lines and valid
+  lines per object, and whether any key has two valid lines), then, only for the objects
+  that had rejects, a re-read with line numbers for the quarantine, then the commit
+  straight from the raw objects (no staged copy): an append into an empty table, else ONE
+  `MERGE INTO`. Valid lines are numbered only when a key has two of them (the last line of
+  an object wins); otherwise no window ranks the changes. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
   write its own day. A folder that is not a sold date, or a day folder holding more than
   one object, is refused by its layout (`fact_layout`): listed with a reason by `lake
@@ -46,7 +51,7 @@ from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes
+from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes, days_hold_rows
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import fact_layout, fact_objects
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
@@ -65,7 +70,7 @@ from lake_assets.tpcds.schema import (
     qualified,
     table_columns,
 )
-from lake_assets.tpcds.sequencing import object_sequences, with_sequences
+from lake_assets.tpcds.sequencing import SNAPSHOT_ROW, object_sequences, with_row_sequences
 
 STAGING = "staging/tpcds/"
 DAILY, SNAPSHOT, CDC = "daily", "snapshot", "cdc"
@@ -169,36 +174,79 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
     folders = {(NULL_PARTITION if day is None else day.isoformat()): obj for day, obj in selected.items()}
     ledger = Ledger(storage)
     sequences = object_sequences(ledger.entries(name).to_pylist(), list(folders.values()))
-    lines = _fact_lines(storage, spark, folders, bool(layout.refused))
-    day_sk = F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
-        (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
-    wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(day_sk)
-    parsed = parse(numbered(lines), COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
-                   extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
-                                               F.col(_FOLDER), F.lit(")")))])
-    parsed = with_sequences(parsed, {folder: sequences[obj.key].prefix for folder, obj in folders.items()},
-                            SOURCE, LINE, SEQUENCE)
+    row_sequences = {folder: sequences[obj.key].prefix + SNAPSHOT_ROW for folder, obj in folders.items()}
     floors = {folder: Floor(None if day is None else date_sk(day), sequences[obj.key].base)
               for (day, obj), folder in zip(selected.items(), folders)}
 
-    with contextlib.ExitStack() as stack:
-        with report.step("parse_and_stage"):
-            staged = stack.enter_context(staged_parse(storage, spark, parsed.drop(_FOLDER), run_id))
-        at = dt.datetime.now(dt.timezone.utc)
-        with report.step("quarantine"):
-            quarantine_rejected(storage, staged, folders, run_id, at)
-        changes = staged.where(F.col(REASON).isNull()).select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS)
-        with report.step("commit"):
-            applied = apply_changes(storage, spark, changes, folders, floors, report.rows_before == 0,
-                                    lambda frame: staged_parse(storage, spark, frame, run_id), at)
-        with report.step("count"):
-            counts = counts_per_source(staged)
-        counts = {s: (lines, valid, valid - applied.get(s, 0)) for s, (lines, valid, _) in counts.items()}
+    def parsed_facts(objects: dict[str, RawObject], number: bool = False) -> DataFrame:
+        lines = _fact_lines(storage, spark, objects, bool(layout.refused))
+        return _parse_facts(numbered(lines) if number else lines)
+
+    with report.step("survey"):
+        # appending is right when the days hold no rows and no key is in the table yet (a key
+        # may move between days): that is checked in the survey, against the table's keys
+        empty_days = report.rows_before == 0 or not days_hold_rows(spark, floors)
+        against = spark.table(name) if empty_days and report.rows_before else None
+        counts, duplicated, held = survey(parsed_facts(folders), against)
+    at = dt.datetime.now(dt.timezone.utc)
+    with report.step("quarantine"):
+        rejects = {folder: obj for folder, obj in folders.items() if counts.get(folder, (0, 0))[1] < counts.get(folder, (0, 0))[0]}
+        if rejects:  # only the objects that have rejects are read again, with line numbers
+            quarantine_rejected(storage, parsed_facts(rejects, number=True), rejects, run_id, at)
+    with report.step("commit"):
+        parsed = parsed_facts(folders, number=duplicated)
+        changes = (with_row_sequences(parsed.where(F.col(REASON).isNull()), row_sequences, SOURCE, SEQUENCE)
+                   .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
+        applied = apply_changes(storage, spark, changes, folders, floors, empty_days and not held,
+                                lambda frame: staged_parse(storage, spark, frame, run_id), at,
+                                counts=None if duplicated else {s: valid for s, (_, valid) in counts.items()},
+                                tie=LINE if duplicated else None)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
-    report.files = [ledger_entry(name, obj, DAILY, counts.get(folder, (0, 0, 0)), snapshot, run_id, at,
-                                 sequences[obj.key].base) for folder, obj in folders.items()]
+    report.files = [ledger_entry(name, obj, DAILY, _accounted(counts.get(folder, (0, 0)), applied.get(folder, 0)),
+                                 snapshot, run_id, at, sequences[obj.key].base) for folder, obj in folders.items()]
     ledger.record(report.files)
     return finish_report(storage, report, started)
+
+
+def _parse_facts(lines: DataFrame) -> DataFrame:
+    """The parse of fact lines (`value`, the folder as `ws_sold_date`, SOURCE; LINE if numbered):
+    a row whose sold date is not its object's day is `wrong_partition`."""
+    day_sk = F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
+        (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
+    wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(day_sk)
+    return parse(lines, COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
+                 extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
+                                             F.col(_FOLDER), F.lit(")")))]).drop(_FOLDER)
+
+
+def survey(parsed: DataFrame, table_keys: DataFrame | None = None) -> tuple[dict[str, tuple[int, int]], bool, bool]:
+    """(lines, valid lines) per SOURCE; whether any key has more than one valid line in
+    `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
+    frame with the key columns, e.g. the table; None: not asked). ONE aggregate over the
+    parse (grouping sets), nothing staged; the Dagster process receives one row per object."""
+    k1, k2 = KEYS[TpcdsTable.WEB_SALES]
+    spark = parsed.sparkSession
+    parsed.createOrReplaceTempView("lake_tpcds_survey")
+    source = "lake_tpcds_survey"
+    if table_keys is not None:
+        table_keys.createOrReplaceTempView("lake_tpcds_survey_keys")
+        source = (f"(SELECT p.*, e.{k1} IS NOT NULL AS _held FROM lake_tpcds_survey p LEFT JOIN (SELECT DISTINCT "
+                  f"{k1}, {k2} FROM lake_tpcds_survey_keys) e ON p.{k1} = e.{k1} AND p.{k2} = e.{k2})")
+    held = "_held" if table_keys is not None else "FALSE"
+    rows = spark.sql(
+        f"SELECT CASE WHEN by_key = 0 THEN {SOURCE} END AS source, sum(CASE WHEN by_key = 0 THEN lines END) AS lines, "
+        f"sum(CASE WHEN by_key = 0 THEN valid END) AS valid, sum(CASE WHEN by_key = 0 THEN held END) AS held, "
+        f"count_if(by_key = 1 AND valid > 1) AS duplicated "
+        f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, count_if({REASON} IS NULL) AS valid, "
+        f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} GROUP BY GROUPING SETS (({SOURCE}), ({k1}, {k2}))) "
+        f"GROUP BY 1").collect()
+    counts = {r["source"]: (int(r["lines"]), int(r["valid"] or 0)) for r in rows if r["source"] is not None}
+    return counts, any(r["duplicated"] for r in rows), any(r["held"] for r in rows)
+
+
+def _accounted(counts: tuple[int, int], applied: int) -> tuple[int, int, int]:
+    lines, valid = counts
+    return lines, valid, valid - applied
 
 
 def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject], odd: bool) -> DataFrame:

@@ -1,7 +1,8 @@
 """Parse raw TPC-DS lines IN THE ENGINE: split, cast with try_cast rules, and say what is wrong.
 
-Input: a DataFrame of raw lines (`value`) with the object each came from (`_source`) and
-its 1-based line number (`_line`). Output: the same rows with every column typed, plus
+Input: a DataFrame of raw lines (`value`) with the object each came from (`_source`) and,
+when the caller needs it (quarantine, ranking several lines of one key), its 1-based line
+number (`_line`, `numbered`). Output: the same rows with every column typed, plus
 `_reason` (NULL for a valid row, else a `Reason`), `_detail` and `_raw`. Nothing is
 filtered out here: the caller writes valid rows to the table and the rest to quarantine,
 so every raw line is accounted for.
@@ -61,7 +62,8 @@ def parse(lines: DataFrame, columns: Sequence[tuple[str, str]], keys: Sequence[s
     """
     offset = 1 if with_operation else 0
     expected = len(columns) + offset
-    split = lines.select(SOURCE, LINE, F.col("value").alias(RAW_TEXT),
+    position = [LINE] if LINE in lines.columns else []
+    split = lines.select(SOURCE, *position, F.col("value").alias(RAW_TEXT),
                          F.split(F.col("value"), r"\|", -1).alias(_FIELDS), *_passthrough(lines))
     texts = {name: F.expr(f"nullif(get({_FIELDS}, {i + offset}), '')") for i, (name, _) in enumerate(columns)}
     typed = [

@@ -13,8 +13,12 @@ Day objects and corrections feed one table, so they share one sequence axis:
   (days by date, then the undated rows), one part number apart.
 
 The delivery number counts the contents seen under an object key (1 for the first), so a
-re-delivered DMS-named correction is newer than its first delivery. A row's sequence is
-its object's base with its line number (`with_sequences`).
+re-delivered DMS-named correction is newer than its first delivery. A correction's row
+sequence is its object's base with its line number (`with_sequences`: several changes of
+a key in one file apply in line order). A day object is a snapshot of its day at one
+point: all its rows carry its prefix with row number `SNAPSHOT_ROW` (`with_row_sequences`),
+whatever order the engine reads them in, so its valid lines are never numbered (a key
+listed twice in one object is ranked by line only then, and its last line wins).
 """
 
 from collections.abc import Sequence
@@ -29,6 +33,8 @@ from lake_assets.core.sequence import ARRIVAL_PART, ROW_DIGITS, FileStamp, arriv
 
 #: Width of the part of a row's sequence that is its object's (time, part, delivery).
 PREFIX_WIDTH = len(FileStamp("0" * 17).base()) - ROW_DIGITS
+#: The row part of every row of a day object (after its base, which is row 0).
+SNAPSHOT_ROW = f"{1:0{ROW_DIGITS}d}"
 #: Statuses whose objects' sequences a new arrival must follow: reverted ones arrived before too,
 #: and a rejected day object (every line bad) still applied its snapshot (its day's rows went).
 _SEEN = (APPLIED, REJECTED, HELD, APPROVED, REVERTED)
@@ -90,3 +96,10 @@ def with_sequences(lines: DataFrame, prefixes: dict[str, str], source: str, line
             .withColumn(sequence, F.concat(F.col("_prefix"), F.lpad(F.col(line).cast("string"), ROW_DIGITS, "0")))
             .drop("_prefix"))
 
+
+
+def with_row_sequences(rows: DataFrame, sequences: dict[str, str], source: str, sequence: str) -> DataFrame:
+    """`rows` with `sequence`: the one sequence of its object (by the `source` column), by a
+    join with the small table of them, as `with_sequences`."""
+    table = rows.sparkSession.createDataFrame(list(sequences.items()), f"{source} STRING, {sequence} STRING")
+    return rows.join(F.broadcast(table), source)

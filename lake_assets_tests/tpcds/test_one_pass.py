@@ -1,0 +1,91 @@
+"""Day loads in one pass: no line numbers or staged copy for valid rows, yet every line accounted for.
+
+Valid lines carry their object's one sequence (whatever order the engine reads them in); a key
+listed twice is ranked by line only when the survey finds one, and its last line wins; the
+quarantine keeps the true line numbers of rejects.
+"""
+
+from pyiceberg.table.snapshots import Operation
+from pyspark.sql import SparkSession
+
+from lake_assets.core.formats import iceberg
+from lake_assets.core.tables import table as lake_table
+
+from lake_assets.resources.catalog import LakeCatalog
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.checks import evaluate_rows_accounted, evaluate_rows_match_raw
+from lake_assets.tpcds.load import load_fact_days, survey
+from lake_assets.tpcds.parse import REASON, SOURCE
+from lake_assets.tpcds.schema import SEQUENCE, TpcdsTable, date_sk, qualified
+from lake_assets.tpcds.sequencing import PREFIX_WIDTH, SNAPSHOT_ROW
+from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
+from lake_assets_tests.helpers.tpcds_model import key_of
+from lake_assets_tests.tpcds.test_load import quarantine
+from lake_assets_tests.tpcds.test_sequenced import QUANTITY, day_lines, entries, put_lines, rows_by_key
+
+WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+
+
+def test_survey_counts_lines_and_valid_lines_and_finds_keys_listed_twice_or_held(spark: SparkSession) -> None:
+    schema = f"{SOURCE} STRING, ws_item_sk BIGINT, ws_order_number BIGINT, {REASON} STRING"
+    unique = [("a", 1, 1, None), ("a", 1, 2, None), ("b", 2, 1, None), ("b", 1, 1, "bad_value"),
+              ("b", None, None, "missing_key"), ("b", None, None, "wrong_field_count")]
+    counts = {"a": (2, 2), "b": (4, 1)}
+    assert survey(spark.createDataFrame(unique, schema)) == (counts, False, False)
+    within = [*unique, ("a", 1, 2, None)]
+    assert survey(spark.createDataFrame(within, schema)) == ({"a": (3, 3), "b": (4, 1)}, True, False)
+    across = [*unique, ("b", 1, 2, None)]
+    assert survey(spark.createDataFrame(across, schema)) == ({"a": (2, 2), "b": (5, 2)}, True, False)
+    keys = "ws_item_sk BIGINT, ws_order_number BIGINT"
+    assert survey(spark.createDataFrame(unique, schema), spark.createDataFrame([(9, 9), (9, 9)], keys)) == \
+        (counts, False, False)
+    assert survey(spark.createDataFrame(unique, schema), spark.createDataFrame([(2, 1), (2, 1)], keys)) == \
+        (counts, False, True)
+    # a key held only by a rejected line is not applied, so it does not count
+    assert survey(spark.createDataFrame(unique, schema), spark.createDataFrame([(None, None)], keys)) == \
+        (counts, False, False)
+
+
+def test_a_key_twice_in_one_day_object_takes_its_last_line(storage: LakeStorage, catalog: LakeCatalog,
+                                                          spark: SparkSession) -> None:
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:2]
+    land_facts(storage, oracle, days)
+    lines = day_lines(storage, days[0])
+    again = lines[0].split("|")
+    again[QUANTITY] = "77"
+    put_lines(storage, fact_key(days[0]), [*lines, "1|2|3", "|".join(again)])  # a reject, then the key again
+    engine = SparkEngine()
+
+    load_fact_days(storage, spark, days, "run-empty")  # into the empty table: appended
+    assert rows_by_key(catalog)[key_of(again)] == again
+    latest = {e["source_file"]: e for e in entries(storage)}
+    day = latest[fact_key(days[0])]
+    assert (day["rows_in_file"], day["rows_applied"], day["rows_superseded"], day["rows_quarantined"]) == \
+        (len(lines) + 2, len(lines), 1, 1)
+    assert [(r["line_number"], r["reason"]) for r in quarantine(storage)] == [(len(lines) + 1, "wrong_field_count")]
+    assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
+    sequences = {r[SEQUENCE] for r in spark.table("tpcds.web_sales").where(f"ws_sold_date_sk = {date_sk(days[0])}")
+                 .select(SEQUENCE).collect()}
+    assert sequences == {day["source_sequence"][:PREFIX_WIDTH] + SNAPSHOT_ROW}  # one sequence, not line numbers
+
+    again[QUANTITY] = "78"  # a new delivery into the loaded table: MERGEd, the last line wins again
+    put_lines(storage, fact_key(days[0]), [*lines, "|".join(again)])
+    load_fact_days(storage, spark, [days[0]], "run-merge")
+    table = rows_by_key(catalog)
+    assert table[key_of(again)] == again
+    assert len(table) == len(lines) + len(day_lines(storage, days[1]))
+    day = {e["source_file"]: e for e in entries(storage)}[fact_key(days[0])]
+    assert (day["rows_in_file"], day["rows_applied"], day["rows_superseded"], day["rows_quarantined"]) == \
+        (len(lines) + 1, len(lines), 1, 0)
+    assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
+
+    # a new day of new keys into the loaded table: appended, not MERGEd
+    third = sold_dates(oracle)[2]
+    land_facts(storage, oracle, [third])
+    load_fact_days(storage, spark, [third], "run-new-day")
+    current = iceberg.open_table(storage, lake_table(WEB_SALES))
+    assert current.current_snapshot().summary.operation == Operation.APPEND
+    assert len(rows_by_key(catalog)) == len(table) + len(day_lines(storage, third))
+    assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
