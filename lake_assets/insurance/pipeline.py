@@ -73,7 +73,7 @@ from lake_assets.insurance.contract import (
     table_schema,
 )
 from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
-from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, RawObject, raw_objects
+from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, InsuranceFile, raw_objects
 from lake_assets.core.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
 from lake_assets.insurance.validate import validate
 from lake_assets.core.quarantine import insert_absent_arrow
@@ -103,7 +103,7 @@ class IngestRules:
 class FileBatch:
     """One raw file after parsing, validation and sequencing."""
 
-    obj: RawObject
+    obj: InsuranceFile
     parsed: ParsedFile
     valid: pa.Table  # typed rows, `_operation`, RECORD, then SEQUENCE once stamped
     rejected: Rejected
@@ -200,7 +200,7 @@ class ApplyReport:
 
 # --- what is pending -----------------------------------------------------------------------
 
-def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawObject]:
+def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[InsuranceFile]:
     """Objects whose current (key, ETag) has no entry yet, or was approved after a hold, or
     (with `reapply`) was reverted by `lake restore`."""
     objects = raw_objects(storage)  # first: boto3 fails fast when S3 is unreachable
@@ -225,14 +225,14 @@ def snapshot_group(key: str) -> str:
     return f"{folder}/LOAD*.csv" if MULTI_PART.fullmatch(name) else key
 
 
-def held_objects(storage: LakeStorage) -> list[tuple[RawObject, dict]]:
+def held_objects(storage: LakeStorage) -> list[tuple[InsuranceFile, dict]]:
     """Full loads waiting for `lake approve`, with their ledger entry (its `detail` says why)."""
     latest = Ledger(storage).latest(TABLE)
     return [(o, latest[(o.key, o.etag)]) for o in raw_objects(storage)
             if latest.get((o.key, o.etag), {}).get("status") == HELD]
 
 
-def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[RawObject]:
+def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[InsuranceFile]:
     """Release held full loads (all when `keys` is None; a part releases its whole snapshot).
     The next run publishes them through the same path as any full load."""
     held = held_objects(storage)
@@ -335,7 +335,7 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     return report
 
 
-def _release_refusals(storage: LakeStorage, ledger: Ledger, pending: list[RawObject]) -> None:
+def _release_refusals(storage: LakeStorage, ledger: Ledger, pending: list[InsuranceFile]) -> None:
     """Files refused for undeclared columns, pending again under a newer contract: their
     rows leave the quarantine (the new attempt accounts for them). Nothing is lost if the
     run fails later: the ledger still says refused, so the next run does this again."""
@@ -425,10 +425,10 @@ def _floor(history: pa.Table) -> str | None:
     return pc.max(applied["source_sequence"]).as_py() if applied.num_rows else None
 
 
-def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[str]],
+def _read_batch(storage: LakeStorage, obj: InsuranceFile, deliveries: dict[str, set[str]],
                 approved: dict[tuple[str, str], str], rules: IngestRules) -> FileBatch:
     data, etag = storage.get_bytes(obj.key)
-    obj = RawObject(obj.key, etag, len(data), obj.kind)
+    obj = InsuranceFile(obj.key, etag, len(data), obj.kind)
     delivery = len(deliveries.get(obj.key, set()) - {etag}) + 1
     folders = folder_pattern(rules.folder_date_format)
     if obj.kind == FULLLOAD:
@@ -471,7 +471,7 @@ def _read_batch(storage: LakeStorage, obj: RawObject, deliveries: dict[str, set[
     return batch
 
 
-def _reject_all(obj: RawObject, parsed: ParsedFile, reason: Reason, detail: str) -> FileBatch:
+def _reject_all(obj: InsuranceFile, parsed: ParsedFile, reason: Reason, detail: str) -> FileBatch:
     records = np.sort(np.concatenate([parsed.rows[RECORD].to_numpy(), parsed.rejected.records]))
     rejected = Rejected(records, [reason.value] * len(records), [detail] * len(records))
     return FileBatch(obj, parsed, pa.table({RECORD: pa.array([], pa.int64())}), rejected, refused=True,

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from lake_assets.core.raw_zone import is_data_file
+from lake_assets.core.raw_zone import RawObject, is_data_file
 from lake_assets.resources.storage import LakeStorage
 
 RAW_FULLLOAD = "raw/fullload/"
@@ -11,17 +11,16 @@ FULLLOAD, CDCLOAD = "fullload", "cdcload"
 
 
 @dataclass(frozen=True)
-class RawObject:
-    key: str
-    etag: str
-    size: int
+class InsuranceFile(RawObject):
+    """A raw insurance CSV: the raw object and the load it belongs to."""
+
     kind: str  # fullload | cdcload
 
 
-def raw_objects(storage: LakeStorage) -> list[RawObject]:
+def raw_objects(storage: LakeStorage) -> list[InsuranceFile]:
     """Every raw data file: full loads, then CDC files, each in key order."""
     return [
-        RawObject(o["Key"], o["ETag"].strip('"'), int(o["Size"]), kind)
+        InsuranceFile(o["Key"], o["ETag"].strip('"'), int(o["Size"]), kind)
         for prefix, kind in ((RAW_FULLLOAD, FULLLOAD), (RAW_CDC, CDCLOAD))
         for o in storage.list_objects(prefix)
         if is_data_file(o["Key"])  # `_SUCCESS`, `.DS_Store`, `*.gz`, ...: ignored (core/raw_zone.py)
