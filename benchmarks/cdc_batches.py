@@ -30,9 +30,7 @@ and `cdc_batch` here.
 import argparse
 import io
 import os
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -48,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from figures import Figure, render
 from phases import restore_phases, time_phases
 from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job  # re-exported for other benchmarks
+from private_lake import private_lake
 
 BATCHES = (1_000, 10_000, 100_000, 1_000_000)
 HOT_FRACTION = 0.01
@@ -108,25 +107,8 @@ def measure(rows: int = 10_000_000, batches: tuple[int, ...] = BATCHES, quick: b
         rows, batches = 200_000, tuple(b for b in batches if b <= 10_000) or (1_000,)
     warnings.filterwarnings("ignore", module="dagster")
     warnings.filterwarnings("ignore", category=UserWarning)
-    from lake_assets.resources.embedded_s3 import embedded_s3, free_port
-    from lake_assets.settings import embedded_credentials
-
-    home = Path(tempfile.mkdtemp(prefix="lake-cdc-batches-"))
-    saved = {name: os.environ.pop(name, None) for name in
-             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "LAKE_SPARK_REMOTE", "LAKE_ENGINE",
-              "LAKE_S3_BUCKET", "LAKE_HOME", "LAKE_S3_PORT")}
-    port = free_port()
-    try:
-        with embedded_s3(home, port, embedded_credentials(home)) as server:
-            os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": "lake"})
-            return _measure(rows, batches, uniform, home, server.endpoint)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(home, ignore_errors=True)
+    with private_lake("lake-cdc-batches-") as (home, server):
+        return _measure(rows, batches, uniform, home, server.endpoint)
 
 
 def _size(rows: int) -> str:

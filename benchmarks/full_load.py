@@ -19,10 +19,7 @@ One process (Sail is embedded, so peak RSS covers the engine) and one embedded S
 """
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -34,6 +31,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from figures import Figure, render  # noqa: E402
 from phases import restore_phases, time_phases  # noqa: E402
 from policy_data import RssSampler, full_load_csv, run_apply_job  # noqa: E402
+from private_lake import private_lake  # noqa: E402
 
 TARGET_RATIO, TARGET_GIB = 1.5, 4.0
 
@@ -48,25 +46,8 @@ def measure(rows: int = 10_000_000, quick: bool = False) -> list[Figure]:
     generated = time.perf_counter() - started
     print(f"generated {rows:,} policies ({len(csv) / 1e6:.0f} MB CSV) in {generated:.1f} s", flush=True)
 
-    from lake_assets.resources.embedded_s3 import embedded_s3, free_port
-    from lake_assets.settings import embedded_credentials
-
-    home = Path(tempfile.mkdtemp(prefix="lake-full-load-"))
-    saved = {name: os.environ.pop(name, None) for name in
-             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "LAKE_SPARK_REMOTE", "LAKE_ENGINE",
-              "LAKE_S3_BUCKET", "LAKE_HOME", "LAKE_S3_PORT")}
-    port = free_port()
-    try:
-        with embedded_s3(home, port, embedded_credentials(home)) as server:
-            os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": "lake"})
-            return _measure(rows, csv, home, server.endpoint)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(home, ignore_errors=True)
+    with private_lake("lake-full-load-") as (home, server):
+        return _measure(rows, csv, home, server.endpoint)
 
 
 def _measure(rows: int, csv: bytes, home: Path, endpoint: str) -> list[Figure]:

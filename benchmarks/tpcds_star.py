@@ -20,9 +20,7 @@ are this process's) and one embedded S3 server under a temporary LAKE_HOME. Meas
 import argparse
 import os
 import resource
-import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -32,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from policy_data import RssSampler  # noqa: E402
+from private_lake import private_lake  # noqa: E402
 
 TARGET_RATIO, TARGET_GIB = 1.5, 6.0
 
@@ -116,25 +115,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
-    from lake_assets.resources.embedded_s3 import embedded_s3, free_port
-    from lake_assets.settings import embedded_credentials
-
-    home = Path(tempfile.mkdtemp(prefix="lake-bench-"))
-    saved = {name: os.environ.pop(name, None) for name in
-             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "LAKE_SPARK_REMOTE", "LAKE_ENGINE",
-              "LAKE_S3_BUCKET", "LAKE_HOME", "LAKE_S3_PORT")}
-    port = free_port()
-    try:
-        with embedded_s3(home, port, embedded_credentials(home)) as server:
-            os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": "bench"})
-            _measure(args.scale, args.load_only, home, server)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(home, ignore_errors=True)
+    with private_lake("lake-bench-", bucket="bench") as (home, server):
+        _measure(args.scale, args.load_only, home, server)
 
 
 def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # EmbeddedS3

@@ -3,6 +3,8 @@
 Sessions are built by `SparkConfig` (resources/spark.py), which has no Dagster in it.
 """
 
+from typing import Any
+
 import dagster as dg
 from pyspark.sql import SparkSession
 
@@ -11,18 +13,23 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 
 
+def _default(name: str) -> Any:
+    """`SparkConfig`'s default for field `name`: the resource copies its fields, not their values."""
+    return SparkConfig.model_fields[name].default
+
+
 class SparkEngine(dg.ConfigurableResource):
     """Where Spark work runs (see `SparkConfig` for what each field means)."""
 
-    engine: str = "sail"
-    remote: str = ""
-    jars_dir: str = ""
-    packages: str = ""
-    sail_mode: str = "local"
-    sail_workers: int = 0
-    sail_max_workers: int = 0
-    sail_worker_task_slots: int = 0
-    sail_parallelism: int = 0
+    engine: str = _default("engine")
+    remote: str = _default("remote")
+    jars_dir: str = _default("jars_dir")
+    packages: str = _default("packages")
+    sail_mode: str = _default("sail_mode")
+    sail_workers: int = _default("sail_workers")
+    sail_max_workers: int = _default("sail_max_workers")
+    sail_worker_task_slots: int = _default("sail_worker_task_slots")
+    sail_parallelism: int = _default("sail_parallelism")
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "SparkEngine":

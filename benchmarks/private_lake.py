@@ -1,0 +1,42 @@
+"""A benchmark's own lake: a temporary LAKE_HOME with its embedded S3 server on a free port.
+
+The lake's variables are set in this process's environment for the block (so the code
+under test finds this lake, not the user's) and restored after; the home is removed.
+"""
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lake_assets.resources.embedded_s3 import EmbeddedS3
+
+#: Variables that would point the code at another lake or engine; cleared for the block.
+LAKE_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "LAKE_SPARK_REMOTE", "LAKE_ENGINE",
+                  "LAKE_S3_BUCKET", "LAKE_HOME", "LAKE_S3_PORT")
+
+
+@contextlib.contextmanager
+def private_lake(prefix: str, bucket: str = "lake") -> Iterator[tuple[Path, "EmbeddedS3"]]:
+    """(LAKE_HOME, its running embedded S3 server) for the block."""
+    from lake_assets.resources.embedded_s3 import embedded_s3, free_port
+    from lake_assets.settings import embedded_credentials
+
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    saved = {name: os.environ.pop(name, None) for name in LAKE_VARIABLES}
+    port = free_port()
+    try:
+        with embedded_s3(home, port, embedded_credentials(home)) as server:
+            os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": bucket})
+            yield home, server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(home, ignore_errors=True)
