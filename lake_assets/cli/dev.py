@@ -5,6 +5,7 @@ The terminal stays quiet: Dagster's services log at WARNING (errors still show),
 INFO logs as well (every sensor tick).
 """
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -74,6 +75,7 @@ def dev(
             console.print("stopping Dagster ...")
         finally:
             _stop_group(process)
+            _print_lines(reporter)  # runs that finished since the last poll
 
 
 def _automation_env() -> dict[str, str]:
@@ -94,8 +96,12 @@ def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter") 
             process.wait(timeout=POLL_SECONDS)
             return
         except subprocess.TimeoutExpired:
-            for line in reporter.new_lines():
-                console.print(line, highlight=False, markup=False, soft_wrap=True)
+            _print_lines(reporter)
+
+
+def _print_lines(reporter: "RunReporter") -> None:
+    for line in reporter.new_lines():
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _terminate_with_parent() -> None:
@@ -104,17 +110,18 @@ def _terminate_with_parent() -> None:
 
 
 def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM the `dagster dev` process group (webserver, daemon, code server), SIGKILL after 30 s.
+    """SIGTERM the group's leader (core/process_group.py), which stops `dagster dev`'s tree
+    (webserver, daemon, code server) and SIGKILLs what is left after its grace period; SIGKILL
+    the whole group after 30 s if the leader cannot.
 
-    The group's leader (core/process_group.py) already escalates after its own grace period;
-    this is the backstop for a leader that cannot.
+    Only the leader is signalled: a second SIGTERM reaching `dagster dev` while it shuts its
+    services down interrupts that shutdown (it printed `Aborted!` and left them to the leader).
     """
     try:
-        os.killpg(process.pid, signal.SIGTERM)  # also reaches members left after the leader exited
-    except ProcessLookupError:
-        return
-    try:
+        process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # members left behind (none when the leader did its job)
+    process.wait()

@@ -38,6 +38,11 @@ def _web_up(port: int) -> bool:
         return False
 
 
+#: `lake dev`'s line for the sensor's run of the two files the test puts.
+RUN_LINE = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.* "
+                      r"\(raw_insurance_sensor, \d files?\)$", re.MULTILINE)
+
+
 @pytest.mark.e2e
 def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: Path) -> None:
     web_port = free_port()
@@ -69,6 +74,9 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         print(f"put -> visible in lake query: {elapsed:.1f} s")
         status = json.loads(lake("status", "--format", "json").stdout)
         assert {row["status"] for row in status} == {"applied"}
+        # one line per finished run (the row is visible before the run's checks end): wait for it
+        _wait(lambda: RUN_LINE.search((tmp_path / "dev.log").read_text()) is not None, 90,
+              "lake dev's line for the finished run")
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         try:
@@ -82,8 +90,8 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
     assert open_to_others(tmp_path / "home") == []
     terminal = (tmp_path / "dev.log").read_text()
     # quiet by default: one line per run (a sensor tick logs nothing), no Dagster INFO/DEBUG lines
-    assert re.search(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.* "
-                     r"\(raw_insurance_sensor, \d files?\)$", terminal, re.MULTILINE), terminal
+    assert RUN_LINE.search(terminal), terminal
+    assert "Aborted!" not in terminal, terminal  # `dagster dev` shut its services down uninterrupted
     assert " - INFO - " not in terminal and " - DEBUG - " not in terminal and "Warning" not in terminal, terminal
 
 
