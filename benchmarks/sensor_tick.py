@@ -44,8 +44,8 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
 
     from lake_assets.resources.embedded_s3 import embedded_s3, free_port
     from lake_assets.resources.storage import LakeStorage
-    from lake_assets.sensors import raw_files
-    from lake_assets.sensors.raw_files import raw_zone_tick
+    from lake_assets.sensors import discovery, insurance
+    from lake_assets.sensors.insurance import raw_zone_tick
     from lake_assets.settings import embedded_credentials
 
     histories = (200, 1_000) if quick else histories
@@ -66,7 +66,7 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
             start = dt.datetime.now(dt.timezone.utc)
             cursor = raw_zone_tick(storage, None, start).cursor
             for sweep in range(3):
-                for _ in range(size // raw_files.SWEEP_PAGE + 2):
+                for _ in range(size // discovery.SWEEP_PAGE + 2):
                     cursor = raw_zone_tick(storage, cursor, start + dt.timedelta(hours=sweep)).cursor
             later = start + dt.timedelta(hours=3)
             ticks = []
@@ -84,7 +84,7 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
             burst = raw_zone_tick(storage, cursor, later)
             assert len(burst.run_requests) == 1 and burst.run_requests[0].tags["lake/objects"] == "50"
             baseline = statistics.median(
-                _timed(lambda: [o for p in raw_files.PREFIXES for o in get_objects(storage.bucket, p, client=client)])
+                _timed(lambda: [o for p in insurance.PREFIXES for o in get_objects(storage.bucket, p, client=client)])
                 for _ in range(3))
             tick = statistics.median(ticks)
             figures.append(Figure(f"sensor tick, {size:,} files applied", tick, baseline, "list everything",

@@ -67,7 +67,7 @@ def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterI
     from lake_assets.resources.storage_resource import StorageResource
     from lake_assets.tpcds.assets import TPCDS_ASSETS
     from lake_assets.tpcds.checks import TPCDS_CHECKS
-    from lake_assets.tpcds.jobs import pending_run_request
+    from lake_assets.jobs.tpcds import pending_run_request
 
     request = pending_run_request(storage)
     if request is None:

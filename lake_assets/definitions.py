@@ -4,36 +4,37 @@ import dagster as dg
 
 from lake_assets.insurance.assets import insurance_tables, raw_insurance_cdc, raw_insurance_fullload
 from lake_assets.insurance.checks import INSURANCE_CHECKS
-from lake_assets.jobs import apply_insurance_job
+from lake_assets.jobs.insurance import apply_insurance_job
+from lake_assets.jobs.maintenance import maintenance_job
+from lake_assets.jobs.restore import restore_table_job
+from lake_assets.jobs.tpcds import load_tpcds_job, refresh_tpcds_reports_job
 from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.restore import restore_table_job
-from lake_assets.schedules.maintenance import maintenance_job, nightly_maintenance
-from lake_assets.sensors.raw_files import raw_insurance_sensor
+from lake_assets.schedules.maintenance import nightly_maintenance
+from lake_assets.schedules.tpcds import tpcds_nightly
+from lake_assets.sensors.insurance import insurance_sensor
+from lake_assets.sensors.reports import reports_sensor
+from lake_assets.sensors.tpcds import tpcds_sensor
 from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.assets import TPCDS_ASSETS
 from lake_assets.tpcds.checks import TPCDS_CHECKS
-from lake_assets.tpcds.jobs import load_tpcds_job
-from lake_assets.tpcds.report_assets import (
-    REPORT_ASSETS,
-    REPORT_CHECKS,
-    refresh_tpcds_reports_job,
-    reports_automation_sensor,
-)
-from lake_assets.tpcds.schedules import tpcds_nightly
-from lake_assets.tpcds.sensors import raw_tpcds_sensor
+from lake_assets.tpcds.report_assets import REPORT_ASSETS, REPORT_CHECKS
 
 
 def build_definitions(settings: LakeSettings) -> dg.Definitions:
+    """Everything the lake runs, configured by `settings` (the resources and the sensors' pace)."""
+    poll, wait = settings.sensor_interval_seconds, settings.sensor_wait_seconds
     return dg.Definitions(
         assets=[raw_insurance_fullload, raw_insurance_cdc, insurance_tables, *TPCDS_ASSETS, *REPORT_ASSETS],
         asset_checks=[*INSURANCE_CHECKS, *TPCDS_CHECKS, *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
         jobs=[apply_insurance_job, maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],
-        sensors=[raw_insurance_sensor, raw_tpcds_sensor, reports_automation_sensor],
+        sensors=[insurance_sensor(poll, wait), tpcds_sensor(poll, wait), reports_sensor(poll)],
         schedules=[nightly_maintenance, tpcds_nightly],
         resources={
             "storage": StorageResource.from_settings(settings),
             "engine": SparkEngine.from_settings(settings),
+            "rules": LakeRules.from_settings(settings),
         },
         executor=dg.in_process_executor,
     )

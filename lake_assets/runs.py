@@ -40,6 +40,8 @@ def bookkeeping_tag(name: str) -> str:
     return f"{HIDDEN_TAG_PREFIX}lake_{name}"
 
 
+#: Runs that write the same table carry the same tag; dagster.yaml allows one at a time.
+TABLE_TAG = "lake/table"
 PID_TAG = bookkeeping_tag("pid")
 HOST_TAG = bookkeeping_tag("host")
 PROCESS_STARTED_TAG = bookkeeping_tag("process_started")

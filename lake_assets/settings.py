@@ -61,7 +61,9 @@ ENV_VARS: dict[str, str] = {
     "SAIL_CLUSTER__WORKER_TASK_SLOTS": "local-cluster: tasks one worker runs at once (Sail's default 8)",
     "SAIL_EXECUTION__DEFAULT_PARALLELISM": "partitions a plan is split into (Sail's default 0: the CPU count); set it "
                                            "in cluster mode, where the driver's cores are not the workers'",
-    "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors tick (default 1)",
+    "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors list the raw zone while they wait (default 1)",
+    "LAKE_SENSOR_WAIT_SECONDS": "how long one raw-zone sensor tick keeps listing before it reports nothing new "
+                                "(default 4; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
@@ -73,10 +75,6 @@ ENV_VARS: dict[str, str] = {
     "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
                                 "(reads the whole raw zone; default 0)",
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
-    "LAKE_WARM_RUNS": "1 (default): daemon runs fork from a process that imported the code once; 0: Dagster's "
-                      "default launcher, a new interpreter per run",
-    "LAKE_RUN_CONSOLE": "1 (default): runs the daemon launches print Dagster's log lines to its terminal; 0: to "
-                        "DAGSTER_HOME/run-console.log (`lake dev` sets 0 unless --verbose; the UI has every line)",
 }
 
 
@@ -130,6 +128,7 @@ class LakeSettings:
     spark_jars: str
     spark_packages: str
     sensor_interval_seconds: int
+    sensor_wait_seconds: float
     web_port: int
     cdc_folder_date_format: str = "YYYY/MM/DD"
     fullload_max_shrink: float = 0.5
@@ -138,11 +137,9 @@ class LakeSettings:
     iceberg_uri: str = ""
     iceberg_warehouse: str = DEFAULT_WAREHOUSE
     tpcds_report_checks: bool = False
-    warm_runs: bool = True
     #: LAKE_S3_PORT / LAKE_WEB_PORT were set: that port or a failure, no fallback to a free one
     s3_port_explicit: bool = False
     web_port_explicit: bool = False
-    run_console: bool = True
     sail: SailSettings = field(default_factory=SailSettings)
 
     @classmethod
@@ -160,6 +157,7 @@ class LakeSettings:
             spark_jars=env.get("LAKE_SPARK_JARS", ""),
             spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
             sensor_interval_seconds=_positive_int("LAKE_SENSOR_INTERVAL_SECONDS", 1),
+            sensor_wait_seconds=_sensor_wait("LAKE_SENSOR_WAIT_SECONDS", 4.0),
             web_port=_port("LAKE_WEB_PORT", 3000),
             cdc_folder_date_format=env.get("LAKE_CDC_FOLDER_DATE_FORMAT") or "YYYY/MM/DD",
             fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", 0.5),
@@ -168,10 +166,8 @@ class LakeSettings:
             iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
             iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or DEFAULT_WAREHOUSE,
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
-            warm_runs=_flag("LAKE_WARM_RUNS", True),
             s3_port_explicit=bool(env.get("LAKE_S3_PORT", "").strip()),
             web_port_explicit=bool(env.get("LAKE_WEB_PORT", "").strip()),
-            run_console=_flag("LAKE_RUN_CONSOLE", True),
             sail=SailSettings.from_env(),
         )
 
@@ -235,6 +231,18 @@ def _positive_float(name: str, default: float) -> float:
     value = _number(name, default)
     if value <= 0:
         raise UsageError(f"{name}={value!r} must be greater than 0")
+    return value
+
+
+#: Dagster's sensor daemon starts sensor ticks at most this often (its loop period; sensors/polling.py).
+DAGSTER_SENSOR_LOOP_SECONDS = 5.0
+
+
+def _sensor_wait(name: str, default: float) -> float:
+    value = _number(name, default)
+    if not 0 <= value < DAGSTER_SENSOR_LOOP_SECONDS:
+        raise UsageError(f"{name}={value!r} must be at least 0 and below Dagster's {DAGSTER_SENSOR_LOOP_SECONDS:g}-s "
+                         "sensor loop")
     return value
 
 

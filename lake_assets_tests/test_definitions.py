@@ -3,6 +3,7 @@
 import dagster as dg
 from deltalake import DeltaTable
 
+from lake_assets.resources.rules import LakeRules
 from lake_assets.definitions import defs
 from lake_assets.insurance.assets import insurance_tables
 from lake_assets.insurance.checks import INSURANCE_CHECKS
@@ -30,7 +31,7 @@ def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_er
                  ) -> dg.ExecuteInProcessResult:
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
     return dg.materialize([insurance_tables, *INSURANCE_CHECKS], instance=instance, raise_on_error=raise_on_error,
-                          resources={"storage": resource, "engine": SparkEngine()})
+                          resources={"storage": resource, "engine": SparkEngine(), "rules": LakeRules()})
 
 
 def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStorage) -> None:

@@ -586,7 +586,7 @@ def test_instance_config_uses_postgres_and_no_telemetry(instance_config: dict, s
     assert coordinator["class"] == "QueuedRunCoordinator"
     assert {"key": "lake/table", "limit": 1} in coordinator["config"]["tag_concurrency_limits"]
     launcher = instance_config["run_launcher"]
-    assert (launcher["module"], launcher["class"]) == ("lake_assets.run_launcher", "WarmRunLauncher")
+    assert (launcher["module"], launcher["class"]) == ("dagster", "DefaultRunLauncher")
 
 
 def test_instance_config_matches_the_embedded_one(instance_config: dict) -> None:
@@ -599,6 +599,7 @@ def test_instance_config_matches_the_embedded_one(instance_config: dict) -> None
     compose_limits = instance_config["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert compose_limits == embedded_limits
     assert instance_config["run_launcher"] == embedded["run_launcher"]
+    assert instance_config["sensors"] == embedded["sensors"]
     assert instance_config["telemetry"] == embedded.get("telemetry")
 
 

@@ -15,10 +15,9 @@ from dagster._core.test_utils import create_run_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-from lake_assets.jobs import TABLE_TAG
-from lake_assets.run_launcher import WARM_TAG
+from lake_assets.runs import TABLE_TAG
 from lake_assets.runs import HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, process_tags, reap_dead_runs
-from lake_assets.sensors.raw_files import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
+from lake_assets.sensors.insurance import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +113,7 @@ def test_dagster_yaml_enables_run_monitoring(instance: dg.DagsterInstance) -> No
 
 def test_bookkeeping_tags_are_hidden_and_still_select_runs(instance: dg.DagsterInstance) -> None:
     """The UI's API drops HIDDEN tags (the function it calls decides); a person keeps table and file count."""
-    bookkeeping = [*process_tags(), WARM_TAG, FIRST_OBJECT_TAG, LAST_OBJECT_TAG]
+    bookkeeping = [*process_tags(), FIRST_OBJECT_TAG, LAST_OBJECT_TAG]
     assert {get_tag_type(key) for key in bookkeeping} == {TagType.HIDDEN}
     assert {get_tag_type(key) for key in (TABLE_TAG, OBJECTS_TAG, "lake/launched_by")} == {TagType.USER_PROVIDED}
     run = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED, tags=process_tags())

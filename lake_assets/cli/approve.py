@@ -24,7 +24,7 @@ def approve(
     """
     if bool(files) == all_held:
         raise UsageError("name the held FILE(s) to approve, or pass --all")
-    from lake_assets.cli.jobs import report_run, run_pending
+    from lake_assets.cli.job_runner import report_run, run_pending
     from lake_assets.insurance.pipeline import approve_held
 
     with lake_session() as lake:

@@ -17,7 +17,7 @@ def backfill(
     end: Annotated[str, typer.Option("--to", help="last day, YYYY-MM-DD (inclusive)")],
 ) -> None:
     """Re-load a range of days in ONE run: each day's partition is replaced by its raw object."""
-    from lake_assets.cli.tpcds_jobs import backfill_selection, report_tpcds_run, run_tpcds
+    from lake_assets.cli.tpcds_runs import backfill_selection, report_tpcds_run, run_tpcds
 
     keys, tags = backfill_selection(name, start, end)
     with lake_session() as lake:

@@ -1,8 +1,9 @@
 """`lake dev`: the Dagster webserver and daemon with the embedded S3, until Ctrl-C or SIGTERM.
 
-The terminal stays quiet: Dagster's services log at WARNING (errors still show), and
-`lake dev` prints one line per finished run (cli/dev_runs.py); `--verbose` shows Dagster's
-INFO logs as well (every sensor tick).
+The terminal stays quiet: Dagster's services log at WARNING (errors still show), runs' own
+log lines are left out (cli/dev_output.py), and `lake dev` prints one line per finished run
+(cli/dev_runs.py); `--verbose` shows everything, Dagster's INFO logs (every sensor tick) and
+each run's log lines included.
 """
 
 import contextlib
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lake_assets.cli.app import app, friendly
+from lake_assets.cli.dev_output import forward
 from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import REPO_ROOT, dagster_instance
 from lake_assets.resources.ports import free_port, port_free, port_holder
@@ -27,9 +29,8 @@ if TYPE_CHECKING:
     from lake_assets.cli.dev_runs import RunReporter
 
 _PR_SET_PDEATHSIG = 1
-#: Without --verbose: no Python warnings (Dagster's beta/supersession notices at every import)
-#: and launched runs' console lines to DAGSTER_HOME/run-console.log (lake_assets/run_launcher.py).
-QUIET_ENV = {"PYTHONWARNINGS": "ignore", "LAKE_RUN_CONSOLE": "0"}
+#: Without --verbose: no Python warnings (Dagster's beta/supersession notices at every import).
+QUIET_ENV = {"PYTHONWARNINGS": "ignore"}
 #: How often the terminal looks for finished runs.
 POLL_SECONDS = 2.0
 
@@ -38,14 +39,14 @@ POLL_SECONDS = 2.0
 @friendly
 def dev(
     port: Annotated[int | None, typer.Option(help="webserver port (default LAKE_WEB_PORT or 3000)")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", help="also show Dagster's INFO logs (every sensor tick)")]
+    verbose: Annotated[bool, typer.Option("--verbose", help="also show Dagster's INFO logs (every sensor tick) and each run's log lines")]
     = False,
 ) -> None:
     """Dagster webserver and daemon on 127.0.0.1 with the sensors running, plus the embedded S3.
 
     Holds a lease on the embedded S3 server for its whole life, so no command stops it
     meanwhile; Ctrl-C, SIGTERM or even SIGKILL of `lake dev` stops the Dagster processes.
-    Prints one line per finished run; `--verbose` adds Dagster's own INFO logs.
+    Prints one line per finished run; `--verbose` adds Dagster's own INFO logs and each run's log lines.
     """
     from lake_assets.cli.dev_runs import RunReporter
 
@@ -68,7 +69,10 @@ def dev(
             cwd=dagster_home, env={**os.environ, **_automation_env(), **({} if verbose else QUIET_ENV)},
             start_new_session=True,
             preexec_fn=_terminate_with_parent,
+            stdout=None if verbose else subprocess.PIPE, stderr=None if verbose else subprocess.STDOUT, text=True,
         )
+        if process.stdout is not None:  # quiet: the services' warnings and errors, not every run's log
+            forward(process.stdout, _print_line)
         try:
             _report_runs_until_exit(process, reporter)
         except KeyboardInterrupt:
@@ -101,7 +105,11 @@ def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter") 
 
 def _print_lines(reporter: "RunReporter") -> None:
     for line in reporter.new_lines():
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        _print_line(line)
+
+
+def _print_line(line: str) -> None:
+    console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _terminate_with_parent() -> None:

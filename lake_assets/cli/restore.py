@@ -11,9 +11,9 @@ from lake_assets.cli.session import lake_session
 
 def restore_now(name: str, version: int | None, as_of: str | None, launched_by: str) -> None:
     """Check the target, then run the `restore_table_job` (one Dagster run) and print what it did."""
-    from lake_assets.cli.jobs import execute, failure_messages
-    from lake_assets.jobs import TABLE_TAG
-    from lake_assets.restore import restorable, target_version
+    from lake_assets.cli.job_runner import execute, failure_messages
+    from lake_assets.runs import TABLE_TAG
+    from lake_assets.jobs.restore import restorable, target_version
 
     entry = restorable(name)
     with lake_session() as lake:

@@ -38,7 +38,7 @@ def run(
     pending when it starts is reported, and counts, whichever run applied it (the sensor's too).
     """
     from lake_assets.cli.fates import pending_snapshot
-    from lake_assets.cli.jobs import apply_everything
+    from lake_assets.cli.job_runner import apply_everything
 
     with lake_session() as lake:
         code = apply_everything(lake, pending_snapshot(lake.storage, reapply), reapply)
@@ -75,7 +75,7 @@ def demo(
 def demo_insurance(lake: LakeSession, data: Path) -> None:
     """The seed's walkthrough: the full load, its query, the CDC batches, the query again,
     the history and the quarantine (typer.Exit with the run's code if a run fails)."""
-    from lake_assets.cli.jobs import report_run, run_pending
+    from lake_assets.cli.job_runner import report_run, run_pending
 
     for zone, prefix in ZONES.items():
         files = sorted((data / zone).glob("*.csv"))
@@ -106,7 +106,7 @@ DEMO_REPORT = ("SELECT i_category, i_class, i_item_id, itemrevenue, round(revenu
 def demo_star(lake: LakeSession) -> None:
     """The second domain: land TPC-DS at a small scale, load the Iceberg star, print one report."""
     from lake_assets.cli.progress import step_progress
-    from lake_assets.cli.tpcds_jobs import run_tpcds_pending
+    from lake_assets.cli.tpcds_runs import run_tpcds_pending
     from lake_assets.tpcds.generate import generate
 
     console.rule(f"TPC-DS web_sales star on Iceberg (scale {DEMO_SCALE})")

@@ -9,12 +9,12 @@ from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.insurance.pipeline import STAGING, ApplyReport, IngestRules, apply_pending
 from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD
 from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.rules import LakeRules
 from lake_assets.runs import record_process
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE
-from lake_assets.settings import LakeSettings
 
 OWNERS = ["team:data-engineering"]
 RAW_FULLLOAD_KEY = dg.AssetKey(["raw", "insurance_fullload"])
@@ -91,7 +91,7 @@ class ApplyConfig(dg.Config):
     can_subset=False,
 )
 def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
-                     engine: SparkEngine):
+                     engine: SparkEngine, rules: LakeRules):
     """Apply every pending raw object to `insurance` (and its quarantine), then record the ledger.
 
     The whole apply runs under the table's write lock, so what is pending is decided by the
@@ -102,7 +102,7 @@ def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, sto
             table_lock(running, TABLE, owner=LockOwner.current(context.run.run_id)) as lease:
         running.delete_prefix(STAGING)  # Parquet staged by a killed run: nobody else stages under the lock
         report = apply_pending(running, engine.session(running), context.run.run_id,
-                               IngestRules.from_settings(LakeSettings.from_env()), reapply=config.reapply)
+                               IngestRules.from_rules(rules), reapply=config.reapply)
         lease.check()
         changes_metadata, history_metadata = derived_metadata(report, running)
     for held in report.held:

@@ -42,6 +42,7 @@ import operator
 import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -79,6 +80,9 @@ from lake_assets.insurance.validate import validate
 from lake_assets.core.quarantine import insert_absent_arrow
 from lake_assets.resources.storage import LakeStorage
 
+if TYPE_CHECKING:
+    from lake_assets.resources.rules import LakeRules
+
 STAGING = "staging/insurance/"
 SEQUENCE = "_sequence"
 BATCH = "_batch"
@@ -87,16 +91,16 @@ MULTI_PART = re.compile(r"LOAD[0-9]+\.csv", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class IngestRules:
-    """The settings that shape ingestion (see settings.py)."""
+    """The rules that shape ingestion (the `LakeRules` resource, fed from settings.py)."""
 
     folder_date_format: str = "YYYY/MM/DD"
     max_shrink: float = 0.5
     tombstone_retention: dt.timedelta = dt.timedelta(days=7)
 
     @classmethod
-    def from_settings(cls, settings) -> "IngestRules":  # LakeSettings
-        return cls(settings.cdc_folder_date_format, settings.fullload_max_shrink,
-                   dt.timedelta(days=settings.tombstone_retention_days))
+    def from_rules(cls, rules: "LakeRules") -> "IngestRules":
+        return cls(rules.cdc_folder_date_format, rules.fullload_max_shrink,
+                   dt.timedelta(days=rules.tombstone_retention_days))
 
 
 @dataclass(eq=False)

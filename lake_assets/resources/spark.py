@@ -47,7 +47,8 @@ _lock = threading.Lock()
 
 
 class SparkConfig(BaseModel):
-    """Where Spark work runs. The session is created once per process and reused."""
+    """Where Spark work runs: a session per process (`session`, for commands and tests), or of
+    one run's own (`run_session`, what the Dagster resource gives a run)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -83,9 +84,26 @@ class SparkConfig(BaseModel):
         cache_key = (self, storage.endpoint_url)
         with _lock:
             cached = _sessions.get(cache_key)
-            if cached is None or not _alive(cached):
+            if cached is None or not alive(cached):
                 _sessions[cache_key] = self._build(storage)
             return _sessions[cache_key]
+
+    def run_session(self, storage: LakeStorage) -> SparkSession:
+        """A session of one run's own on this process's engine; `release` it when the run ends.
+
+        On Spark Connect (Sail, remote) it is a new server-side session; on the local JVM a
+        `newSession()` of the process's one SparkContext (its own SQL settings and views).
+        """
+        if self.engine == "local":
+            return self.session(storage).newSession()
+        self.session(storage)  # checks the engine and starts the embedded server, once per process
+        return self._build(storage)
+
+    def release(self, session: SparkSession) -> None:
+        """End a `run_session`: the server drops it (the local JVM's context stays for the process)."""
+        if self.engine != "local":
+            with contextlib.suppress(PySparkException):  # dropped already, or its server is gone
+                session.stop()
 
     def _build(self, storage: LakeStorage) -> SparkSession:
         # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
@@ -177,7 +195,7 @@ def _check_reachable(url: str) -> None:
                                 "with `lake engine serve`, or unset LAKE_SPARK_REMOTE for the embedded engine") from None
 
 
-def _alive(session: SparkSession) -> bool:
+def alive(session: SparkSession) -> bool:
     """Whether the server still runs this session (one small RPC on Spark Connect).
 
     A Spark Connect server drops a session idle for its timeout (Sail: 900 s); the client

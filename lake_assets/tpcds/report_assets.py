@@ -17,9 +17,7 @@ import dagster as dg
 
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, OWNERS, WEB_SALES_KEY, asset_key
-from lake_assets.tpcds.jobs import TPCDS_TAGS
 from lake_assets.tpcds.report_tables import refresh_report
 from lake_assets.tpcds.reports import REPORT_PREFIX, REPORTS, Report
 
@@ -69,22 +67,6 @@ def _report_asset(report: Report) -> dg.AssetsDefinition:
 
 
 REPORT_ASSETS = [_report_asset(report) for report in REPORTS]
-
-refresh_tpcds_reports_job = dg.define_asset_job(
-    "refresh_tpcds_reports", selection=dg.AssetSelection.groups(REPORTS_GROUP),
-    description="Recompute every TPC-DS report table from the star.", tags=TPCDS_TAGS,
-    executor_def=dg.in_process_executor,
-)
-
-#: Dagster's automation sensors are stopped by default; this one runs with `lake dev`. Its runs
-#: carry the TPC-DS concurrency tag, so a refresh queues behind a load of the star it reads.
-reports_automation_sensor = dg.AutomationConditionSensorDefinition(
-    "tpcds_reports_after_star", target=dg.AssetSelection.groups(REPORTS_GROUP), run_tags=TPCDS_TAGS,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=max(LakeSettings.from_env().sensor_interval_seconds, 5),
-    description="Refreshes the report tables after the star tables they read changed.",
-)
-
 
 @dg.multi_asset_check(
     specs=[dg.AssetCheckSpec("report_equals_duckdb", asset=report_key(report),

@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lake_assets.cli.fates import pending_snapshot
-from lake_assets.cli.jobs import apply_everything
+from lake_assets.cli.job_runner import apply_everything
 from lake_assets.cli.run import demo_insurance
 from lake_assets.cli.session import lake_session
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES

@@ -10,7 +10,7 @@ from lake_assets.cli.session import DAGSTER_ENV, dagster_instance
 from lake_assets.definitions import defs
 from lake_assets.settings import LakeSettings
 from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
-from lake_assets.tpcds.jobs import range_tags
+from lake_assets.jobs.tpcds import range_tags
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import uuid
 
 import dagster as dg
 
-from lake_assets.cli.jobs import showing_steps
+from lake_assets.cli.job_runner import showing_steps
 from lake_assets_tests.helpers.progress import RecordingProgress
 
 

@@ -1,9 +1,13 @@
-"""The storage resource owns one lease on the embedded server per run, released when the run ends."""
+"""The storage resource owns one lease on the embedded server per run, and the engine resource one
+session per run; both are released when the run ends."""
 
 from pathlib import Path
 
 import dagster as dg
+import pytest
+from pyspark.sql import SparkSession
 
+from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.s3_supervisor import LEASE_DIR
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -51,3 +55,35 @@ def test_outside_a_run_each_block_holds_its_own_lease(storage: LakeStorage) -> N
     with resource.running():
         assert len(_leases(storage.home) - before) == 1
     assert _leases(storage.home) == before
+
+
+def test_every_step_of_a_run_shares_one_engine_session_released_at_the_end(storage: LakeStorage) -> None:
+    seen: list[SparkSession] = []
+
+    @dg.op
+    def first(resource: StorageResource, engine: SparkEngine) -> None:
+        with resource.running() as running:
+            for _ in range(2):
+                seen.append(engine.session(running))
+                assert engine.session(running).sql("SELECT 1 AS one").collect()[0].one == 1
+
+    @dg.op(ins={"after": dg.In(dg.Nothing)})
+    def second(resource: StorageResource, engine: SparkEngine) -> None:
+        with resource.running() as running:
+            seen.append(engine.session(running))
+
+    @dg.job(executor_def=dg.in_process_executor)
+    def two_steps() -> None:
+        second(after=first())
+
+    resources = {"resource": StorageResource(**LakeStorage(bucket=storage.bucket, home=storage.home).model_dump()),
+                 "engine": SparkEngine()}
+    assert two_steps.execute_in_process(resources=resources).success
+    (run_session,) = {id(session) for session in seen}  # one session for every step of the run
+    assert two_steps.execute_in_process(resources=resources).success
+    assert id(seen[-1]) != run_session  # the next run has its own
+    with pytest.raises(Exception):  # noqa: B017 - released when its run ended: the client refuses it
+        seen[0].sql("SELECT 1").collect()
+    shared = SparkEngine().session(storage)  # outside a run: the process's session, untouched by the runs
+    assert id(shared) not in {id(session) for session in seen}
+    assert shared.sql("SELECT 2 AS two").collect()[0].two == 2

@@ -13,16 +13,16 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, QUARANTINE_KEY, TPCDS_ASSETS, WEB_SALES_KEY, asset_key
 from lake_assets.tpcds.checks import TPCDS_CHECKS, evaluate_referential_integrity, evaluate_rows_match_raw
-from lake_assets.tpcds.jobs import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from lake_assets.jobs.tpcds import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 from lake_assets.tpcds.schema import DIMENSIONS, RAW, date_sk
-from lake_assets.tpcds.sensors import raw_tpcds_sensor
+from lake_assets.sensors.tpcds import tpcds_sensor
 from lake_assets_tests.helpers.tpcds import generated, land_dimensions, land_facts, sold_dates
 
 
 def _tick(storage: LakeStorage, cursor: str | None):
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
     with dg.build_sensor_context(cursor=cursor, resources={"storage": resource}) as context:
-        return raw_tpcds_sensor(context)
+        return tpcds_sensor()(context)
 
 
 def _run(storage: LakeStorage, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:

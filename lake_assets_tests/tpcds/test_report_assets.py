@@ -7,7 +7,7 @@ import dagster as dg
 from lake_assets.core.formats import iceberg
 from lake_assets.core.formats import iceberg_maintenance as maintenance
 from lake_assets.core.tables import table
-from lake_assets.schedules.maintenance import maintain_iceberg
+from lake_assets.jobs.maintenance import maintain_iceberg
 
 from lake_assets.definitions import build_definitions
 from lake_assets.resources.engine import SparkEngine

@@ -4,7 +4,7 @@ against a real (ephemeral) instance holding the materializations a star load wri
 import dagster as dg
 
 from lake_assets.definitions import defs
-from lake_assets.jobs import TABLE_TAG
+from lake_assets.runs import TABLE_TAG
 from lake_assets.tpcds.assets import DAILY, DIMENSION_KEYS, WEB_SALES_KEY
 from lake_assets.tpcds.report_assets import REPORT_ASSETS, REPORTS_GROUP, report_key
 from lake_assets.tpcds.reports import REPORTS

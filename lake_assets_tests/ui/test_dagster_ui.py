@@ -22,8 +22,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.e2e
 
 #: Keys of run tags that are bookkeeping (hidden in the UI); a person sees lake/table.
-BOOKKEEPING = ("lake_pid", "lake_host", "lake_process_started", "lake_warm_start", "lake_first_object",
-               "lake_last_object", ".dagster/", "lake/pid", "lake/host", "process_started", "warm_start")
+BOOKKEEPING = ("lake_pid", "lake_host", "lake_process_started", "lake_first_object",
+               "lake_last_object", ".dagster/", "lake/pid", "lake/host", "process_started")
 
 
 def _applied(dev: LakeDev) -> bool:

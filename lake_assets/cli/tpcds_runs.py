@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from lake_assets.cli.jobs import execute, report_checks
+from lake_assets.cli.job_runner import execute, report_checks
 from lake_assets.cli.output import console
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.errors import UsageError
 from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
-from lake_assets.tpcds.jobs import TPCDS_TAGS, range_tags, selection_for
+from lake_assets.jobs.tpcds import TPCDS_TAGS, range_tags, selection_for
 from lake_assets.tpcds.pending import pending_work
 
 #: Partitioned tables, by name, and their asset keys.

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.tpcds.jobs import load_tpcds_job, pending_run_request
+from lake_assets.jobs.tpcds import load_tpcds_job, pending_run_request
 
 
 @dg.schedule(job=load_tpcds_job, cron_schedule="0 2 * * *", execution_timezone="UTC",

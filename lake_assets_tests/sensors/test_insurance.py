@@ -14,8 +14,8 @@ from lake_assets.core.ledger import REJECTED, Ledger, LedgerEntry
 from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.sensors import raw_files
-from lake_assets.sensors.raw_files import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, raw_insurance_sensor, raw_zone_tick, run_lookup
+from lake_assets.sensors import discovery, insurance
+from lake_assets.sensors.insurance import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, insurance_sensor, raw_zone_tick, run_lookup
 
 CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 
@@ -23,7 +23,7 @@ CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 def _tick(storage: LakeStorage, cursor: str | None):
     resource = StorageResource(bucket=storage.bucket, home=storage.home)  # embedded: found via LAKE_HOME
     with dg.build_sensor_context(cursor=cursor, resources={"storage": resource}) as context:
-        return raw_insurance_sensor(context)
+        return insurance_sensor()(context)
 
 
 def _requests(result) -> list[dg.RunRequest]:
@@ -48,7 +48,7 @@ def test_a_burst_of_new_objects_starts_one_run(storage: LakeStorage) -> None:
 
 def test_a_redelivered_old_name_is_noticed_within_one_sweep_pass(storage: LakeStorage,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(raw_files, "SWEEP_PAGE", 2)
+    monkeypatch.setattr(discovery, "SWEEP_PAGE", 2)
     names = [f"raw/cdcload/20240401-0900{n:02d}000.csv" for n in range(7)]
     for name in names:
         storage.put_bytes(name, CDC_ROW)
@@ -74,7 +74,7 @@ def test_a_redelivered_old_name_is_noticed_within_one_sweep_pass(storage: LakeSt
 
 
 def test_the_cursor_does_not_grow_with_history(storage: LakeStorage, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(raw_files, "SWEEP_PAGE", 50)
+    monkeypatch.setattr(discovery, "SWEEP_PAGE", 50)
     attached = LakeStorage(bucket=storage.bucket, home=storage.home).attached()
     start = dt.datetime.now(dt.timezone.utc)
     cursor = None
@@ -82,7 +82,7 @@ def test_the_cursor_does_not_grow_with_history(storage: LakeStorage, monkeypatch
         for n in range(50):
             storage.put_bytes(f"raw/cdcload/2024040{batch}-{n:06d}000.csv", CDC_ROW)
         for tick in range(6):  # an hour later each batch: earlier requests age out of the cursor
-            now = start + dt.timedelta(hours=batch) + tick * 2 * raw_files.CURSOR_OVERLAP  # ticks past the overlap
+            now = start + dt.timedelta(hours=batch) + tick * 2 * discovery.CURSOR_OVERLAP  # ticks past the overlap
             result = raw_zone_tick(attached, cursor, now=now)
             cursor = result.cursor
     state = json.loads(cursor)
@@ -98,7 +98,7 @@ def test_directory_placeholder_keys_are_ignored(storage: LakeStorage) -> None:
 def test_skips_when_the_embedded_server_is_not_running(tmp_path: Path) -> None:
     resource = StorageResource(bucket="lake", home=str(tmp_path))
     with dg.build_sensor_context(resources={"storage": resource}) as context:
-        result = raw_insurance_sensor(context)
+        result = insurance_sensor()(context)
     assert isinstance(result, dg.SkipReason) and "not running" in result.skip_message
 
 
@@ -192,11 +192,11 @@ def test_a_file_its_run_did_not_apply_is_requested_again(storage: LakeStorage, i
         ("1", "raw/cdcload/20240401-090000000.csv")
     assert json.loads(result.cursor)["runs"][again.run_key][1] == {f"raw/cdcload/20240401-090000000.csv@{etag}": 2}
     cursor, request = result.cursor, again
-    for attempt in range(2, raw_files.MAX_ATTEMPTS + 1):  # bounded: each attempt once its run is over
+    for attempt in range(2, insurance.MAX_ATTEMPTS + 1):  # bounded: each attempt once its run is over
         _run(instance, request.run_key, dg.DagsterRunStatus.SUCCESS)  # ran, yet left the file pending
         result = raw_zone_tick(attached, cursor, runs=runs)
         cursor = result.cursor
-        if attempt < raw_files.MAX_ATTEMPTS:
+        if attempt < insurance.MAX_ATTEMPTS:
             [request] = _requests(result)
         else:
             assert _requests(result) == []
@@ -210,7 +210,7 @@ def test_a_request_dagster_dropped_is_requested_again(storage: LakeStorage, inst
     cursor = raw_zone_tick(attached, None, now=start, runs=runs).cursor
     storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
     [first] = _requests(result := raw_zone_tick(attached, cursor, now=start, runs=runs))
-    waiting = raw_zone_tick(attached, result.cursor, now=start + raw_files.RUN_GRACE / 2, runs=runs)
+    waiting = raw_zone_tick(attached, result.cursor, now=start + insurance.RUN_GRACE / 2, runs=runs)
     assert _requests(waiting) == []
-    [again] = _requests(raw_zone_tick(attached, waiting.cursor, now=start + raw_files.RUN_GRACE, runs=runs))
+    [again] = _requests(raw_zone_tick(attached, waiting.cursor, now=start + insurance.RUN_GRACE, runs=runs))
     assert again.tags[FIRST_OBJECT_TAG] == "raw/cdcload/20240401-090000000.csv" and again.run_key != first.run_key

@@ -9,16 +9,16 @@ import pytest
 
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.sensors import raw_files
+from lake_assets.sensors import discovery
 from lake_assets.tpcds.schema import DIMENSIONS, RAW
-from lake_assets.tpcds.sensors import TPCDS_ZONE, raw_tpcds_sensor
+from lake_assets.sensors.tpcds import TPCDS_ZONE, tpcds_sensor
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions, land_facts, sold_dates
 
 
 def _tick(storage: LakeStorage, cursor: str | None) -> dg.SensorResult:
     resource = StorageResource(bucket=storage.bucket, home=storage.home)  # embedded: found via LAKE_HOME
     with dg.build_sensor_context(cursor=cursor, resources={"storage": resource}) as context:
-        result = raw_tpcds_sensor(context)
+        result = tpcds_sensor()(context)
     assert isinstance(result, dg.SensorResult)
     return result
 
@@ -66,7 +66,7 @@ def test_every_new_object_is_seen_within_one_tick_whatever_the_names(storage: La
 
 def test_a_day_older_than_the_newest_is_seen_within_one_sweep_pass(storage: LakeStorage,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(raw_files, "SWEEP_PAGE", 2)
+    monkeypatch.setattr(discovery, "SWEEP_PAGE", 2)
     oracle = generated(0.01)
     days = sold_dates(oracle)
     land_facts(storage, oracle, [days[5], days[9], days[12]])

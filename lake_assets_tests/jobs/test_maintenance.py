@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from lake_assets.resources.rules import LakeRules
+from lake_assets.settings import LakeSettings
 from lake_assets.cli import app
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, open_table
 from lake_assets.core.lock import LockOwner, TableLocked, table_lock
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.schedules.maintenance import compact_and_vacuum, needs_clustering
+from lake_assets.jobs.maintenance import compact_and_vacuum, needs_clustering
 from lake_assets.core.tables import INSURANCE
 
 
@@ -28,7 +30,7 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
     before = open_table(storage, INSURANCE)
     files_before = len(before.file_uris())
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    with dg.build_op_context(resources={"storage": resource}) as context:
+    with dg.build_op_context(resources={"storage": resource, "rules": LakeRules()}) as context:
         compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
     assert len(after.file_uris()) < files_before
@@ -39,7 +41,7 @@ def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, s
 def test_maintenance_waits_for_the_writer_of_the_table(storage: LakeStorage, spark) -> None:
     spark.range(0, 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta").save(INSURANCE.uri(storage))
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    with dg.build_op_context(resources={"storage": resource}, op_config={"lock_wait_seconds": 1}) as context, \
+    with dg.build_op_context(resources={"storage": resource, "rules": LakeRules()}, op_config={"lock_wait_seconds": 1}) as context, \
             table_lock(storage, "insurance", owner=LockOwner("apply-run", 1, "elsewhere")):
         with pytest.raises(TableLocked, match="apply-run"):
             compact_and_vacuum(context)
@@ -73,10 +75,11 @@ def test_vacuum_keeps_the_time_travel_window(storage: LakeStorage, spark, monkey
     monkeypatch.setenv("LAKE_TIME_TRAVEL_HOURS", "1")
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
 
+    rules = LakeRules.from_settings(LakeSettings.from_env())  # the window the CLI's reader sees: 1 h
     with pytest.raises(UsageError, match="below the time-travel window LAKE_TIME_TRAVEL_HOURS=1 h"), \
-            dg.build_op_context(resources={"storage": resource}, op_config={"retention_hours": 0}) as refused:
+            dg.build_op_context(resources={"storage": resource, "rules": rules}, op_config={"retention_hours": 0}) as refused:
         compact_and_vacuum(refused)
-    with dg.build_op_context(resources={"storage": resource}) as context:
+    with dg.build_op_context(resources={"storage": resource, "rules": rules}) as context:
         compact_and_vacuum(context)
         metadata = context.get_output_metadata("result")["insurance"]
     assert metadata["before"]["stored_files"] > metadata["after"]["stored_files"]  # versions 0 and 1 went
@@ -113,7 +116,7 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
         spark.range(start, start + 10).selectExpr("CAST(id AS INT) AS policy_id").write.format("delta") \
             .mode("append").save(uri)
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    with dg.build_op_context(resources={"storage": resource}) as context:
+    with dg.build_op_context(resources={"storage": resource, "rules": LakeRules()}) as context:
         compact_and_vacuum(context)
     after = open_table(storage, INSURANCE)
     mins, maxs, _ = file_ranges(after, "policy_id")
@@ -123,7 +126,7 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
     assert len(optimized) == 1
     assert sorted(r["policy_id"] for r in spark.read.format("delta").load(uri).collect()) == \
         sorted(list(range(0, 40)) + list(range(5, 15)))
-    with dg.build_op_context(resources={"storage": resource}) as again:
+    with dg.build_op_context(resources={"storage": resource, "rules": LakeRules()}) as again:
         compact_and_vacuum(again)  # clustered and compact already: nothing to do
     assert [h for h in open_table(storage, INSURANCE).history() if h["operation"] == "OPTIMIZE"] == optimized
 

@@ -171,7 +171,7 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
     """`lake run` after its snapshot of pending objects (fates.pending_snapshot): one run per
     domain, then the fate of every object of the snapshot, whoever applied it. Returns the
     exit code (fates.exit_code)."""
-    from lake_assets.cli.tpcds_jobs import run_tpcds_pending  # it imports this module
+    from lake_assets.cli.tpcds_runs import run_tpcds_pending  # it imports this module
 
     insurance = run_pending(lake, reapply)
     insurance_ok = report_run(insurance, list_refused=False) != EXIT_FAILED

@@ -1,11 +1,12 @@
-"""The TPC-DS job and the one run request every trigger (sensor, schedule, `lake run`) makes."""
+"""The TPC-DS jobs (the star's load and the reports' refresh) and the one run request every
+trigger (sensor, schedule, `lake run`) makes for the star."""
 
 import datetime as dt
 import hashlib
 
 import dagster as dg
 
-from lake_assets.jobs import TABLE_TAG
+from lake_assets.runs import TABLE_TAG
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.assets import (
     CORRECTIONS_KEY,
@@ -16,6 +17,7 @@ from lake_assets.tpcds.assets import (
     asset_key,
 )
 from lake_assets.tpcds.pending import PendingWork, pending_work
+from lake_assets.tpcds.report_assets import REPORTS_GROUP
 
 #: The tags that make one run cover a partition range (Dagster's single-run backfill, as its
 #: docs name them), written out rather than imported from a private Dagster module; the run
@@ -70,3 +72,10 @@ def pending_run_request(storage: LakeStorage) -> dg.RunRequest | None:
 
 def _midnight(day: dt.date) -> float:
     return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp()
+
+
+refresh_tpcds_reports_job = dg.define_asset_job(
+    "refresh_tpcds_reports", selection=dg.AssetSelection.groups(REPORTS_GROUP),
+    description="Recompute every TPC-DS report table from the star.", tags=TPCDS_TAGS,
+    executor_def=dg.in_process_executor,
+)

@@ -1,11 +1,9 @@
-"""Jobs: what a sensor, a schedule or `lake run` launches."""
+"""The insurance job: what the raw-zone sensor and `lake run` launch."""
 
 import dagster as dg
 
 from lake_assets.insurance.assets import insurance_tables
-
-#: Runs that write the same table carry the same tag; dagster.yaml allows one at a time.
-TABLE_TAG = "lake/table"
+from lake_assets.runs import TABLE_TAG
 
 apply_insurance_job = dg.define_asset_job(
     "apply_insurance",

@@ -1,6 +1,6 @@
 """The TPC-DS raw-zone sensor: new objects under raw/tpcds/ start ONE run per tick.
 
-Objects are found as the insurance sensor finds its files (sensors/raw_files.py `discover`:
+Objects are found as the insurance sensor finds its files (sensors/discovery.py `discover`:
 S3 `StartAfter` the greatest time-ordered name per prefix, names that are not time-ordered
 listed every tick and compared by ETag, plus one page per tick of a sweep on the S3
 server's clock), so no name hides another and no clock or upload delay loses an object.
@@ -13,7 +13,7 @@ newest one, within one sweep pass.
 
 If anything is new, the tick asks the ledger what is pending and requests one run for all of
 it: new dimension snapshots, the range of new days (single-run backfill), corrections
-(`tpcds/jobs.py`; objects `lake restore` reverted wait for `lake run --reapply`).
+(`jobs/tpcds.py`; objects `lake restore` reverted wait for `lake run --reapply`).
 """
 
 import datetime as dt
@@ -22,9 +22,9 @@ import dagster as dg
 
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.sensors.raw_files import Cursor, Zone, discover, object_id
-from lake_assets.settings import LakeSettings
-from lake_assets.tpcds.jobs import load_tpcds_job, pending_run_request
+from lake_assets.sensors.discovery import Cursor, Zone, discover, object_id
+from lake_assets.sensors.polling import poll
+from lake_assets.jobs.tpcds import load_tpcds_job, pending_run_request
 from lake_assets.tpcds.raw_contract import DAY_FOLDER_COLUMN, EXTENSION
 from lake_assets.tpcds.schema import DIMENSIONS, RAW
 
@@ -51,16 +51,24 @@ def tpcds_tick(storage: LakeStorage, cursor_text: str | None,
     return dg.SensorResult(run_requests=[request], cursor=cursor.dump())
 
 
-@dg.sensor(
-    job=load_tpcds_job,
-    minimum_interval_seconds=LakeSettings.from_env().sensor_interval_seconds,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Lists {RAW.root} as the insurance sensor lists its zone (new names after the greatest "
-                "time-ordered one, other names by ETag every tick, a sweep page per tick); one run per tick "
-                "for every new object (days as one partition range).",
-)
-def raw_tpcds_sensor(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
-    attached = storage.attached()
-    if attached is None:
-        return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
-    return tpcds_tick(attached, context.cursor)
+def tpcds_sensor(poll_seconds: float = 1, wait_seconds: float = 0) -> dg.SensorDefinition:
+    """The TPC-DS raw-zone sensor; each tick lists every `poll_seconds` for up to `wait_seconds`
+    (sensors/polling.py; the definitions pass the settings', a test's single look waits 0)."""
+
+    @dg.sensor(
+        name="raw_tpcds_sensor",
+        job=load_tpcds_job,
+        minimum_interval_seconds=max(1, int(poll_seconds)),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Lists {RAW.root} as the insurance sensor lists its zone (new names after the greatest "
+                    "time-ordered one, other names by ETag every look, a sweep page per look), every "
+                    f"{poll_seconds:g} s; one run for every new object (days as one partition range).",
+    )
+    def raw_tpcds_sensor(context: dg.SensorEvaluationContext,
+                         storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
+        attached = storage.attached()
+        if attached is None:
+            return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
+        return poll(lambda cursor: tpcds_tick(attached, cursor), context.cursor, poll_seconds, wait_seconds)
+
+    return raw_tpcds_sensor

@@ -1,0 +1,180 @@
+"""Nightly maintenance of every registered table, dispatching on its format.
+
+- Delta (delta-rs): compact small files, then vacuum old ones. A table clustered by a key
+  (`CLUSTER_BY`: `insurance` and `insurance_history` by `policy_id`, so a CDC batch rewrites
+  only the files holding its keys, see insurance/merge.py and core/scd2.py) is compacted by sorting on that key (`z_order` of one
+  column is a sort) into files of the writer's target size, and only when its files' key
+  ranges overlap or small files piled up; otherwise it is left as it is. Vacuum's
+  retention is the time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every
+  version current at some moment inside the window keeps its files, so `lake query
+  --version/--as-of` inside it always works (and says so clearly outside it,
+  core/formats/delta.py). A retention below the window is refused. Files, bytes and
+  versions before and after go into the run's metadata.
+- Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact the
+  partitions holding many small files, expire snapshots older than the retention window
+  (keeping the newest), then remove the files nothing references any more (older than a
+  grace period). Files, bytes and snapshots before and after go into the run's metadata.
+"""
+
+import datetime as dt
+
+import dagster as dg
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from lake_assets.core import scd2
+from lake_assets.core.errors import UsageError
+from lake_assets.core.formats import iceberg, iceberg_maintenance
+from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
+from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
+from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, TABLES, LakeTable, TableFormat
+from lake_assets.insurance import merge
+from lake_assets.insurance.contract import KEY
+from lake_assets.runs import TABLE_TAG
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.rules import LakeRules
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
+from lake_assets.runs import record_process
+
+SNAPSHOT_RETENTION_HOURS = 168
+#: Tables kept clustered by a key, and the size of the files their writers aim at.
+CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES), INSURANCE_HISTORY.name: (KEY, scd2.TARGET_FILE_BYTES)}
+
+
+class MaintenanceConfig(dg.Config):
+    retention_hours: int | None = None  # vacuum retention; unset: the time-travel window (never less)
+    lock_wait_seconds: float = DEFAULT_WAIT_SECONDS  # how long to wait for a run writing the table
+
+
+class IcebergMaintenanceConfig(dg.Config):
+    snapshot_retention_hours: int = SNAPSHOT_RETENTION_HOURS
+    retain_last: int = 1
+    orphan_grace_hours: float = iceberg_maintenance.ORPHAN_GRACE.total_seconds() / 3600
+    compact_min_files: int = iceberg_maintenance.MIN_FILES_TO_COMPACT
+
+
+@dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
+def compact_and_vacuum(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: StorageResource,
+                       rules: LakeRules) -> None:
+    record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
+    retention = vacuum_retention(config.retention_hours, rules.time_travel_hours)
+    with storage.running() as running:
+        _maintain(context, config, running, retention)
+
+
+def vacuum_retention(configured: int | None, window_hours: int) -> int:
+    """The vacuum retention in hours: the time-travel window, or a longer configured one."""
+    if configured is None:
+        return window_hours
+    if configured < window_hours:
+        raise UsageError(f"retention_hours={configured} is below the time-travel window {WINDOW_SETTING}="
+                         f"{window_hours} h: vacuum would remove files that versions inside it need "
+                         f"(lower {WINDOW_SETTING} instead)")
+    return configured
+
+
+def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig, storage: LakeStorage,
+              retention_hours: int) -> None:
+    owner = LockOwner.current(context.run_id)
+    metadata = {}
+    for table in (t for t in TABLES.values() if t.format is TableFormat.DELTA):
+        with table_lock(storage, table.write_lock, owner=owner,
+                        wait_seconds=config.lock_wait_seconds):
+            maintained = _maintain_table(context, storage, table, retention_hours)
+        if maintained:
+            metadata[table.name] = maintained
+    context.add_output_metadata({"retention_hours": retention_hours, **metadata})
+
+
+def _maintain_table(context: dg.OpExecutionContext, storage: LakeStorage, table: LakeTable,
+                    retention_hours: int) -> dict | None:
+    """Compact and vacuum one table while its writers are locked out; what was done, or None."""
+    delta = open_table(storage, table)
+    if delta is None:
+        return None
+    before = delta_stats(storage, table, delta, retention_hours)
+    compacted = _compact(delta, table)
+    # our own check (vacuum_retention) replaces delta-rs's, which knows only the table's default week
+    removed = delta.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+    after = delta_stats(storage, table, open_table(storage, table), retention_hours)
+    context.log.info(f"{table.name}: compacted {compacted['numFilesRemoved']} files into "
+                     f"{compacted['numFilesAdded']}, vacuumed {len(removed)}; stored files {before['stored_files']} "
+                     f"-> {after['stored_files']}, readable versions from {after['oldest_readable_version']}")
+    return {"files_compacted": compacted["numFilesRemoved"], "files_vacuumed": len(removed),
+            "before": before, "after": after}
+
+
+def delta_stats(storage: LakeStorage, table: LakeTable, delta: DeltaTable, retention_hours: int) -> dict[str, int]:
+    """Files and bytes of the current version and in storage, and the versions time travel reaches."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    stored = [o for o in storage.list_objects(f"{table.prefix}/") if "/_delta_log/" not in o["Key"]]
+    return {
+        "files": actions.num_rows,
+        "bytes": int(pc.sum(actions["size_bytes"]).as_py() or 0) if actions.num_rows else 0,
+        "stored_files": len(stored),
+        "stored_bytes": sum(int(o["Size"]) for o in stored),
+        "version": delta.version(),
+        "oldest_readable_version": window_start(delta, dt.timedelta(hours=retention_hours)),
+    }
+
+
+def _compact(delta, table: LakeTable) -> dict:  # deltalake.DeltaTable
+    """Bin-pack small files; for a clustered table, re-sort by its key where the layout needs it."""
+    if table.name not in CLUSTER_BY:
+        return delta.optimize.compact()
+    key, target = CLUSTER_BY[table.name]
+    mins, maxs, _ = file_ranges(delta, key)
+    sizes = np.asarray(pa.table(delta.get_add_actions(flatten=True))["size_bytes"], np.int64)
+    if not needs_clustering(mins, maxs, sizes, target):
+        return {"numFilesRemoved": 0, "numFilesAdded": 0}
+    return delta.optimize.z_order([key], target_size=target)
+
+
+def needs_clustering(mins: np.ndarray, maxs: np.ndarray, sizes: np.ndarray, target_bytes: int) -> bool:
+    """Whether some files' key ranges overlap, or more than one file is under half the target size."""
+    if len(mins) < 2:
+        return False
+    order = mins.argsort(kind="stable")
+    reach = np.maximum.accumulate(maxs[order])
+    return bool((mins[order][1:] <= reach[:-1]).any()) or int((sizes < target_bytes // 2).sum()) > 1
+
+
+@dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")
+def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceConfig, storage: StorageResource,
+                     engine: SparkEngine) -> None:
+    with storage.running() as running:
+        now = dt.datetime.now(dt.timezone.utc)
+        metadata = {}
+        for table in (t for t in TABLES.values() if t.format is TableFormat.ICEBERG):
+            handle = iceberg.open_table(running, table)
+            if handle is None:
+                continue
+            before = iceberg_maintenance.table_stats(running, handle)
+            partitions = iceberg_maintenance.compact(engine.session(running), handle, table.name,
+                                                     min_files=config.compact_min_files)
+            handle = iceberg.open_table(running, table)
+            expired = iceberg_maintenance.expire_snapshots(
+                handle, now - dt.timedelta(hours=config.snapshot_retention_hours), config.retain_last)
+            handle = iceberg.open_table(running, table)
+            removed = iceberg_maintenance.remove_orphan_files(
+                running, handle, now - dt.timedelta(hours=config.orphan_grace_hours))
+            after = iceberg_maintenance.table_stats(running, iceberg.open_table(running, table))
+            context.log.info(f"{table.name}: compacted {partitions} partition(s), expired {len(expired)} "
+                             f"snapshot(s), removed {len(removed)} orphan file(s); data files "
+                             f"{before.data_files} -> {after.data_files}, objects {before.objects} -> {after.objects}")
+            metadata[table.name] = {
+                "partitions_compacted": partitions, "snapshots_expired": len(expired), "orphans_removed": len(removed),
+                "before": before.as_metadata(), "after": after.as_metadata()}
+        context.add_output_metadata(metadata)
+
+
+@dg.job(tags={TABLE_TAG: "maintenance"}, executor_def=dg.in_process_executor,
+        description="Maintain every table by its format: Delta compact + vacuum; Iceberg compact, expire "
+                    "snapshots, remove orphan files.")
+def maintenance_job() -> None:
+    compact_and_vacuum()
+    maintain_iceberg()
+

@@ -1,0 +1,145 @@
+"""The insurance raw-zone sensor: new or re-delivered objects start ONE run that applies them all.
+
+Objects are found by `discover` (sensors/discovery.py). The cursor also remembers each run
+it requested and the objects it was for; once that run has finished (or Dagster never
+created it: a run key it had used before), the objects with no ledger entry yet are
+requested again, with a new run key, at most `MAX_ATTEMPTS` times. A run in flight is never
+requested twice. One tick requests at most one run (the run applies everything pending
+anyway); its run key is derived from the objects it saw, so a tick evaluated twice starts
+nothing twice.
+"""
+
+import contextlib
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+
+import dagster as dg
+
+from lake_assets.core.ledger import APPROVED, Ledger
+from lake_assets.core.raw_zone import is_data_file
+from lake_assets.insurance.contract import TABLE
+from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD
+from lake_assets.jobs.insurance import apply_insurance_job
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
+from lake_assets.runs import bookkeeping_tag, reap_dead_runs
+from lake_assets.sensors.discovery import SWEEP_PAGE, Cursor, Zone, discover, object_id
+from lake_assets.sensors.polling import poll
+
+#: The tag Dagster's sensor daemon puts on the run it creates for a RunRequest's run key; written
+#: out, not imported from Dagster's private modules (the sensor test creates runs with Dagster's
+#: own constant, so it fails if the two differ).
+RUN_KEY_TAG = "dagster/run_key"
+PREFIXES = (RAW_FULLLOAD, RAW_CDC)
+#: A run's tags: how many raw objects it was started for (shown in the runs list), and the
+#: first and last of them (bookkeeping, out of sight).
+OBJECTS_TAG = "lake/objects"
+FIRST_OBJECT_TAG = bookkeeping_tag("first_object")
+LAST_OBJECT_TAG = bookkeeping_tag("last_object")
+#: Requests of one object (key and ETag) whose runs ended without applying it.
+MAX_ATTEMPTS = 3
+#: A requested run Dagster has not created after this long was dropped (its run key was used before).
+RUN_GRACE = dt.timedelta(seconds=60)
+
+#: The state of the run with a given run key: "active", "finished", or None when there is none.
+RunLookup = Callable[[str], str | None]
+
+INSURANCE_ZONE = Zone(PREFIXES, is_data_file)
+
+
+
+def _follow_up(storage: LakeStorage, cursor: Cursor, runs: RunLookup, now: dt.datetime) -> dict[str, int]:
+    """Objects (key@etag -> attempt) to request again: their run is over and left them pending.
+
+    Reads the ledger only when a requested run has ended, so at most once per run.
+    """
+    over = {}
+    for run_key, (at, objects) in list(cursor.runs.items()):
+        state = runs(run_key)
+        if state == "active" or (state is None and now - dt.datetime.fromisoformat(at) < RUN_GRACE):
+            continue
+        over.update(objects)
+        del cursor.runs[run_key]
+    if not over:
+        return {}
+    latest = Ledger(storage).latest(TABLE)
+    client = storage.get_client()
+    again = {}
+    for requested, attempt in over.items():
+        key, _, etag = requested.rpartition("@")
+        entry = latest.get((key, etag))
+        if attempt >= MAX_ATTEMPTS or (entry is not None and entry["status"] != APPROVED):
+            continue
+        try:
+            current = client.head_object(Bucket=storage.bucket, Key=key)["ETag"].strip('"')
+        except client.exceptions.ClientError:
+            continue  # removed since
+        if current == etag:
+            again[requested] = attempt + 1
+    return again
+
+
+def raw_zone_tick(storage: LakeStorage, cursor_text: str | None, now: dt.datetime | None = None,
+                  runs: RunLookup | None = None) -> dg.SensorResult | dg.SkipReason:
+    """One evaluation of the sensor against `storage` (an attached, running store).
+
+    `now` defaults to the S3 server's clock; `runs` (the state of a run by run key) enables
+    the follow-up of requested runs (the sensor passes the Dagster instance's).
+    """
+    cursor = Cursor.load(cursor_text)
+    listed, now = discover(storage.get_client(), storage.bucket, cursor, INSURANCE_ZONE, now)
+    new = {object_id(o): 1 for o in listed if object_id(o) not in cursor.requested}
+    if runs is not None:
+        new.update(_follow_up(storage, cursor, runs, now))
+    if not new:
+        return dg.SensorResult(skip_reason="no new raw objects", cursor=cursor.dump())
+    cursor.requested.update({seen: now.isoformat() for seen in new})
+    keys = sorted(seen.rpartition("@")[0] for seen in new)
+    # a retried object's attempt is part of the key: Dagster starts no run under a key used before
+    seen = sorted(found if attempt == 1 else f"{found}#{attempt}" for found, attempt in new.items())
+    run_key = hashlib.sha256("\n".join(seen).encode()).hexdigest()[:24]
+    if runs is not None:
+        cursor.runs[run_key] = [now.isoformat(), new]
+    tags = {OBJECTS_TAG: str(len(keys)), FIRST_OBJECT_TAG: keys[0], LAST_OBJECT_TAG: keys[-1]}
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor.dump())
+
+
+def run_lookup(instance: dg.DagsterInstance) -> RunLookup:
+    """The state of the newest run with a run key, from `instance`."""
+    def state(run_key: str) -> str | None:
+        found = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
+        if not found:
+            return None
+        return "finished" if found[0].is_finished else "active"
+    return state
+
+
+def insurance_sensor(poll_seconds: float = 1, wait_seconds: float = 0) -> dg.SensorDefinition:
+    """The insurance raw-zone sensor; each tick lists every `poll_seconds` for up to `wait_seconds`
+    (sensors/polling.py; the definitions pass the settings', a test's single look waits 0)."""
+
+    @dg.sensor(
+        name="raw_insurance_sensor",
+        job=apply_insurance_job,
+        minimum_interval_seconds=max(1, int(poll_seconds)),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Lists new names under {RAW_FULLLOAD} and {RAW_CDC} (S3 StartAfter the greatest time-ordered "
+                    f"name; other names every look) plus one {SWEEP_PAGE}-key page of a sweep per look, every "
+                    f"{poll_seconds:g} s; one run for everything new; a file its run left pending is requested "
+                    f"again. A re-delivered old name is noticed within one sweep pass: ceil(objects / {SWEEP_PAGE}) "
+                    "looks.",
+    )
+    def raw_insurance_sensor(context: dg.SensorEvaluationContext,
+                             storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
+        runs = None
+        with contextlib.suppress(dg.DagsterInvariantViolationError):  # no instance: a unit test's context
+            reap_dead_runs(context.instance)  # a killed run must not hold the table's run slot
+            runs = run_lookup(context.instance)
+        attached = storage.attached()
+        if attached is None:
+            return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
+        return poll(lambda cursor: raw_zone_tick(attached, cursor, runs=runs), context.cursor,
+                    poll_seconds, wait_seconds)
+
+    return raw_insurance_sensor
