@@ -1,7 +1,8 @@
 """Every environment variable `lake` reads, with its default, in one place.
 
-Dagster resources (`resources/`) and the CLI are built from `LakeSettings.from_env()`;
-nothing else in the package reads the environment for configuration. A malformed value
+The code location (`definitions.py`: its resources and its sensors' pace) and the CLI are
+built from `LakeSettings.from_env()`; nothing else in the package reads the environment for
+configuration: assets, checks and ops receive it through the resources. A malformed value
 is a `UsageError` naming the variable, never a traceback.
 
 S3 credentials come from one place, `s3_credentials()`: the environment when the user
