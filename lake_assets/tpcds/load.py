@@ -260,8 +260,15 @@ def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, Ra
     if not folders:
         return spark.createDataFrame([], f"value STRING, {_FOLDER} STRING, {SOURCE} STRING")
     if not odd:
-        return (spark.read.text(storage.uri(RAW.facts)).where(F.col(_FOLDER).isin(list(folders)))
-                .withColumn(SOURCE, F.col(_FOLDER)))
+        # Sail reads the folder values as text; JVM Spark types them (DATE), and Hive's default
+        # partition as NULL: the filter is on the column as read (partitions pruned), then both
+        # engines' values become the folder's text
+        wanted = F.col(_FOLDER).isin(list(folders))
+        if NULL_PARTITION in folders:
+            wanted = wanted | F.col(_FOLDER).isNull()
+        folder = F.coalesce(F.col(_FOLDER).cast("string"), F.lit(NULL_PARTITION))
+        return (spark.read.text(storage.uri(RAW.facts)).where(wanted)
+                .withColumn(_FOLDER, folder).withColumn(SOURCE, F.col(_FOLDER)))
     reads = [spark.read.text(storage.uri(obj.key)).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
              for folder, obj in folders.items()]
     return functools.reduce(lambda a, b: a.unionByName(b), reads)
