@@ -192,6 +192,8 @@ def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str
                .config("spark.ui.enabled", "false")  # no web UI: it would listen on every interface
                .config("spark.ui.showConsoleProgress", "false")  # no progress bars on the user's terminal
                .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1"))
+    if jars_dir is not None and not jars_dir.is_dir():
+        raise EngineUnavailable(f"LAKE_SPARK_JARS={jars_dir} is not a directory")
     jars = {**registry_jars(), **(_dir_jars(jars_dir) if jars_dir is not None else {})}
     delta = all(prefix in jars for prefix in DELTA_JARS) or bool(packages) or jars_dir is None
     missing = [prefix for prefix in REGISTRY_JARS if prefix not in jars]
@@ -226,7 +228,7 @@ def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str
 def _dir_jars(jars_dir: Path) -> dict[str, Path]:
     """Every jar in `jars_dir`, keyed by the prefix the engine knows it by (else by its file name)."""
     found: dict[str, Path] = {}
-    for jar in sorted(jars_dir.glob("*.jar")) if jars_dir.is_dir() else []:
+    for jar in sorted(jars_dir.glob("*.jar")):
         found[next((p for p in (*REGISTRY_JARS, *DELTA_JARS) if jar.name.startswith(p)), jar.name)] = jar
     return found
 
