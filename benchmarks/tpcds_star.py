@@ -105,7 +105,7 @@ def bare_engine(spark, storage) -> None:  # SparkSession, LakeStorage
         frame = spark.read.csv(source, schema=schema, sep="|", header=False)
         if name == TpcdsTable.WEB_SALES:
             frame = frame.drop("ws_sold_date")  # the hive folder column
-        frame.writeTo(f"bare.{name}").using("iceberg").create()
+        frame.writeTo(f"lake.bare.{name}").using("iceberg").create()
 
 
 def main() -> None:
@@ -176,7 +176,7 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
 
         def duckdb_load() -> None:
             for table in contract.STAR_TABLES:
-                duck.execute(f"COPY raw.{table} TO '{parquet / table}.parquet' (FORMAT parquet)")
+                duck.execute(f"COPY lake.raw.{table} TO '{parquet / table}.parquet' (FORMAT parquet)")
         measured["raw -> Parquet (DuckDB)"] = Measured(server.pid, duckdb_load)
         count = max(1, generated.rows[contract.FACT] // 100)
         land_corrections(storage, count)
@@ -185,9 +185,10 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
 
         on_iceberg = lake_connection(storage)
         on_parquet = connect(":memory:")
-        on_parquet.execute("CREATE SCHEMA tpcds")
+        on_parquet.execute("ATTACH ':memory:' AS lake")  # the reports name the star's tables lake.tpcds.*
+        on_parquet.execute("CREATE SCHEMA lake.tpcds")
         for table in contract.STAR_TABLES:
-            on_parquet.execute(f"CREATE VIEW tpcds.{table} AS SELECT * FROM '{parquet / table}.parquet'")
+            on_parquet.execute(f"CREATE VIEW lake.tpcds.{table} AS SELECT * FROM '{parquet / table}.parquet'")
         for engine, run in (("Sail", lambda sql: spark.sql(sql).collect()),
                             ("DuckDB on Iceberg", lambda sql: on_iceberg.execute(sql).fetchall()),
                             ("DuckDB on Parquet", lambda sql: on_parquet.execute(sql).fetchall())):

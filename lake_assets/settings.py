@@ -53,7 +53,7 @@ ENV_VARS: dict[str, str] = {
     "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded server: generated per lake unless set)",
     "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL) or local (JVM Spark)",
     "LAKE_SPARK_REMOTE": "Spark Connect URL sc://host:port; setting it selects the remote engine",
-    "LAKE_SPARK_JARS": "directory of Delta/Iceberg/hadoop-aws jars for the local JVM engine",
+    "LAKE_SPARK_JARS": "directory of jars for the local JVM engine: Delta's (none: no Delta), and any that win over the jvm extra's Iceberg/S3A jars",
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
     "SAIL_MODE": "Sail's run mode for the lake's Sail server: local (default, one process, threads) or local-cluster "
                  "(a driver and workers exchanging data over gRPC, Sail's distributed runtime in one process)",

@@ -2,7 +2,7 @@
 
 Each test gets its own bucket on that server, so tests never see each other's tables.
 
-Every test gets one tier (see the README's "Tests"): `e2e` or `cluster` where it says so, `integration` where it
+Every test gets one tier (see the README's "Tests"): `e2e`, `cluster` or `jvm` where it says so, `integration` where it
 uses the session's S3 server (directly or through `storage`, `spark`, `catalog`, ... which all
 depend on `s3_server`) or says so, `unit` otherwise. A unit test may start no process; the guard
 below fails one that does. PySpark, Dagster, the engine and the S3 server are imported inside the
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 
-TIERS = ("unit", "integration", "e2e", "cluster")
+TIERS = ("unit", "integration", "e2e", "cluster", "jvm")
 SERVER_FIXTURES = {"s3_server"}  # every fixture that reaches a server depends on this one
 
 

@@ -25,6 +25,7 @@ import pyspark
 import pytest
 import yaml
 
+from lake_assets.resources.spark import jvm_conf
 from lake_assets.settings import ENV_VARS, LakeSettings, s3_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -638,4 +639,14 @@ def test_iceberg_rest_catalog_is_wired_like_the_embedded_one(services: dict, def
     confs = spark_confs(command_args(services[SPARK_SERVICE]))
     assert confs["spark.sql.catalog.lake.type"] == "rest"
     assert confs["spark.sql.catalog.lake.uri"] == "http://iceberg-rest:8181"
+
+
+def test_spark_connect_has_the_local_jvm_engines_catalog_time_zone_and_s3_settings(
+        services: dict, default_settings: LakeSettings) -> None:
+    """The server runs the pipeline's SQL as the local JVM engine does (`lake.tpcds.*`, UTC, S3A)."""
+    env = environment_of(services["dagster-webserver"])
+    expected = jvm_conf(env["LAKE_S3_ENDPOINT"], env["LAKE_ICEBERG_URI"], f"s3://{default_settings.iceberg_warehouse}",
+                        delta=True)
+    confs = spark_confs(command_args(services[SPARK_SERVICE]))
+    assert {k: confs.get(k) for k in expected} == expected
 

@@ -1,5 +1,5 @@
 """`lake backfill`: load a range of a partitioned table's partitions in ONE Dagster run
-(the work is in cli/tpcds_jobs.py, imported when the command runs)."""
+(the work is in cli/tpcds_runs.py, imported when the command runs)."""
 
 from typing import Annotated
 

@@ -1,6 +1,6 @@
 """`lake run` and `lake demo`: apply what is pending through the Dagster job.
 
-Dagster and the engine are imported when the command runs (cli/jobs.py), not when `lake` starts.
+Dagster and the engine are imported when the command runs (cli/job_runner.py), not when `lake` starts.
 """
 
 from pathlib import Path

@@ -165,8 +165,9 @@ class Binder:
         current = iceberg.open_table(self.lake.storage, table(name))
         if current is None:
             raise sql_errors.missing_table(name)
+        engine_name = table(name).engine_name  # qualified in its catalog: resolves on every engine
         if travel is None:
-            return self.spark.sql(f"SELECT * FROM {name}")
+            return self.spark.sql(f"SELECT * FROM {engine_name}")
         if travel.version is not None:
             snapshot = current.snapshot_by_id(travel.version)
             if snapshot is None:
@@ -178,7 +179,7 @@ class Binder:
             if snapshot is None:
                 raise UsageError(f"{name} has no snapshot at or before {when.isoformat(timespec='seconds')}; "
                                  f"see DESCRIBE HISTORY {name}")
-        return self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {snapshot.snapshot_id}")
+        return self.spark.sql(f"SELECT * FROM {engine_name} VERSION AS OF {snapshot.snapshot_id}")
 
     def _changes(self, call: exp.Anonymous) -> str:
         """Bind `table_changes('t', from[, to])` to the rows of `lake changes t --from-version ...`."""

@@ -30,7 +30,7 @@ writes them back in one delta-rs commit.
 The history is clustered by key, as the table is (insurance/merge.py): rows are written in
 key order into files of about `TARGET_FILE_BYTES`, so the files' key ranges (the log's
 statistics) are narrow and a small batch reads and rewrites only the few files holding its
-keys, not the whole history; the nightly compaction keeps it so (schedules/maintenance.py).
+keys, not the whole history; the nightly compaction keeps it so (jobs/maintenance.py).
 """
 
 import functools

@@ -4,6 +4,12 @@
 dispatch on `format`: Delta tables live under a key prefix of the lake bucket; Iceberg
 tables live in the REST catalog under their own name (`tpcds.web_sales`), their files in
 the catalog's table bucket.
+
+A table's registry name (`tpcds.web_sales`) is what the ledger records and users type. The
+pipeline's own Spark SQL names an Iceberg table in its catalog (`LakeTable.engine_name`,
+`lake.tpcds.web_sales`), which resolves on every engine: on Sail the catalog is the default
+one, on JVM Spark it is a catalog beside Delta's `spark_catalog`. Delta tables are named by
+path (``delta.`s3://...` ``).
 """
 
 from dataclasses import dataclass
@@ -11,6 +17,10 @@ from enum import StrEnum
 
 from lake_assets.core.errors import UsageError
 from lake_assets.resources.storage import LakeStorage
+
+
+#: The Iceberg REST catalog's name in every engine session and DuckDB connection (`ATTACH ... AS lake`).
+ICEBERG_CATALOG = "lake"
 
 
 class TableFormat(StrEnum):
@@ -44,6 +54,13 @@ class LakeTable:
         if self.format is not TableFormat.DELTA:
             raise TypeError(f"{self.name} is an {self.format} table in the catalog; it has no path URI")
         return storage.uri(self.prefix)
+
+    @property
+    def engine_name(self) -> str:
+        """An Iceberg table's name in the pipeline's Spark SQL, qualified in its catalog (`lake.tpcds.web_sales`)."""
+        if self.format is not TableFormat.ICEBERG:
+            raise TypeError(f"{self.name} is a {self.format} table: the engine reads it by path (uri)")
+        return f"{ICEBERG_CATALOG}.{self.name}"
 
     @property
     def identifier(self) -> tuple[str, str]:

@@ -6,14 +6,14 @@ sorted by key, then the engine commits it in ONE Delta commit, by one of the
 `Strategy`s below. Either way a key takes a change only if the change's sequence is at
 least the row's (`SEQUENCE BY`; equal re-applies, so a rerun converges), and a failure
 leaves the table at its last version. Only DataFrame and Spark SQL calls are used (plus
-the standard Delta writer options `replaceWhere` and `targetFileSize`), so Sail and JVM
-Spark run the same code.
+the standard writer options `replaceWhere`, `targetFileSize` and `maxRecordsPerFile`), so Sail
+and JVM Spark run the same code.
 
 The table is kept clustered by `policy_id`: every write sorts by key (the staged batch is
 sorted and split so each of the engine's scan partitions is one contiguous key range,
 `stage_sorted`; rewritten rows are sorted within each writer partition), into files of
 about `TARGET_FILE_BYTES`; the nightly compaction restores a total order
-(schedules/maintenance.py). So each file holds a narrow key range, and the Delta log's
+(jobs/maintenance.py). So each file holds a narrow key range, and the Delta log's
 per-file min/max of `policy_id` says which files a batch can touch (`key_ranges`,
 core/formats/delta.py).
 
@@ -59,6 +59,9 @@ def _data_and_audit() -> list[str]:
 #: enough that a narrow batch rewrites little, large enough that a 10M-row table is a few
 #: dozen files (the log and every scan stay cheap).
 TARGET_FILE_BYTES = 4 << 20
+#: The same size in rows, for delta-spark, which ignores `targetFileSize` (a 1M-row table was 2
+#: files there, and a 10k-row batch rewrote the whole table instead of a narrow commit).
+TARGET_FILE_ROWS = 300_000
 #: A batch whose files hold at least this share of the table's rows rewrites the table.
 REWRITE_FRACTION = 0.5
 
@@ -123,8 +126,7 @@ def create_from(spark: SparkSession, table_uri: str, staged_uri: str, label: str
     """The first commit of the table: the staged upserts (deletes meet no row). `label` is
     the lake's name for the commit, kept in its commitInfo (`userMetadata`; `lake history` shows it)."""
     rows = spark.read.parquet(staged_uri).where(F.col("_operation") != "D").select(*_data_and_audit())
-    _labelled(rows.write.format("delta").mode("append").option("targetFileSize", TARGET_FILE_BYTES), label) \
-        .save(table_uri)
+    _labelled(_sized(rows.write.format("delta").mode("append")), label).save(table_uri)
 
 
 # --- which files a batch touches -------------------------------------------------------------
@@ -171,6 +173,11 @@ def rewrite_changes(spark: SparkSession, table_uri: str, staged_uri: str, label:
     _overwrite(spark, table_uri, staged_uri, None, label)
 
 
+def _sized(writer):
+    """The writer, with files of about `TARGET_FILE_BYTES` (Sail) or `TARGET_FILE_ROWS` rows (delta-spark)."""
+    return writer.option("targetFileSize", TARGET_FILE_BYTES).option("maxRecordsPerFile", TARGET_FILE_ROWS)
+
+
 def _labelled(writer, label: str | None):
     """The writer, recording `label` in the commit's `userMetadata` (Delta's writer option,
     honoured by Sail and delta-spark)."""
@@ -188,8 +195,7 @@ def _overwrite(spark: SparkSession, table_uri: str, staged_uri: str, where: str 
     batch = spark.read.parquet(staged_uri).join(keys, on=KEY, how="left").where(_newer()).drop("_row_sequence")
     kept = current.join(batch.select(KEY), on=KEY, how="left_anti").select(*_data_and_audit())
     upserts = batch.filter(F.col("_operation") != "D").select(*_data_and_audit())
-    writer = kept.unionByName(upserts).sortWithinPartitions(KEY).write.format("delta").mode("overwrite") \
-        .option("targetFileSize", TARGET_FILE_BYTES)
+    writer = _sized(kept.unionByName(upserts).sortWithinPartitions(KEY).write.format("delta").mode("overwrite"))
     if where is not None:
         writer = writer.option("replaceWhere", where)
     _labelled(writer, label).save(table_uri)

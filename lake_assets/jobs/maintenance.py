@@ -153,7 +153,7 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
             if handle is None:
                 continue
             before = iceberg_maintenance.table_stats(running, handle)
-            partitions = iceberg_maintenance.compact(engine.session(running), handle, table.name,
+            partitions = iceberg_maintenance.compact(engine.session(running), handle, table.engine_name,
                                                      min_files=config.compact_min_files)
             handle = iceberg.open_table(running, table)
             expired = iceberg_maintenance.expire_snapshots(

@@ -12,9 +12,10 @@ Authentication is OAuth2 client credentials with the S3 key and secret
 tokens; Sail reads a ready token from a file (`bearer_access_token_file`) and re-reads it
 on a 401, so `token_file()` writes that file and a daemon thread keeps it fresh.
 
-Sail gets the catalog as its *default* catalog, named `lake`, so `tpcds.web_sales`
-resolves in SQL; path tables (`delta.\\`s3://...\\``) and temporary views keep working
-beside it.
+Every engine and DuckDB name the catalog `lake` (core/tables.py `ICEBERG_CATALOG`): the
+pipeline's SQL names its tables `lake.tpcds.web_sales`, the same on Sail and JVM Spark. Sail
+gets the catalog as its *default* catalog, so the short `tpcds.web_sales` also resolves there
+(`lake query`); path tables (`delta.\\`s3://...\\``) and temporary views keep working beside it.
 """
 
 import contextlib
@@ -33,11 +34,12 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_assets.core.errors import StorageUnavailable
+from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.embedded_s3 import running_server
 from lake_assets.resources.storage import LakeStorage
 
-#: The name of the REST catalog in Sail (its default catalog) and in DuckDB (`ATTACH ... AS lake`).
-CATALOG_NAME = "lake"
+#: The name of the REST catalog in Sail (its default catalog), JVM Spark and DuckDB (`ATTACH ... AS lake`).
+CATALOG_NAME = ICEBERG_CATALOG
 TOKEN_FILE = "iceberg-token"
 #: Tokens last 3600 s; the file is rewritten when older than this.
 TOKEN_REFRESH_SECONDS = 1200

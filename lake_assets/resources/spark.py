@@ -6,8 +6,9 @@
 - `remote`: any Spark Connect server (`LAKE_SPARK_REMOTE=sc://host:15002`): a Sail server
   started by `lake engine serve` (cli/engine.py) or on Kubernetes (resources/k8s/), or a
   JVM cluster with Delta and Iceberg on its classpath.
-- `local`: a local JVM Spark whose Delta/Iceberg/S3A jars come from `LAKE_SPARK_JARS` (a
-  directory) or `LAKE_SPARK_PACKAGES` (Maven coordinates, online machines only).
+- `local`: a local JVM Spark with the Iceberg REST catalog and S3A (jars from the `jvm`
+  extra's registry packages) and Delta (jars from `LAKE_SPARK_JARS`, a directory, or Maven:
+  `LAKE_SPARK_PACKAGES` or delta-spark's helper, online machines only).
 
 Pipeline code only uses the DataFrame API and Spark SQL (`MERGE INTO`), so it runs
 unchanged on all three. No Dagster here: the CLI builds sessions from `SparkConfig`; the
@@ -15,6 +16,7 @@ Dagster resource wrapping it is `SparkEngine` (resources/engine.py).
 """
 
 import contextlib
+import importlib.util
 import logging
 import os
 import socket
@@ -28,18 +30,31 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from lake_assets.core.errors import EngineUnavailable
+from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.catalog import find_catalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import ENGINES, LakeSettings, SailSettings
 
-#: Jars the local JVM engine needs, by file-name prefix, and what each one is for.
-REQUIRED_JARS = {
+#: Jars of the local JVM engine that the `jvm` extra installs from package registries:
+#: file-name prefix -> (the package holding them, the jar's name pattern, what it is for).
+REGISTRY_JARS = {
+    "iceberg-spark-runtime": ("snowpark_connect_deps_iceberg", "iceberg-spark-runtime-3.5_2.12-*.jar",
+                              "Iceberg for Spark 3.5 (org.apache.iceberg:iceberg-spark-runtime-3.5_2.12)"),
+    "hadoop-aws": ("sagemaker_pyspark", "hadoop-aws-3.3.*.jar", "S3A filesystem (org.apache.hadoop:hadoop-aws:3.3.x)"),
+    "aws-java-sdk-bundle": ("sagemaker_pyspark", "aws-java-sdk-bundle-*.jar",
+                            "AWS SDK for S3A (com.amazonaws:aws-java-sdk-bundle)"),
+}
+#: Delta's jars, on no registry: from LAKE_SPARK_JARS, LAKE_SPARK_PACKAGES or Maven (delta-spark's pip helper).
+DELTA_JARS = {
     "delta-spark": "Delta Lake for Spark (io.delta:delta-spark_2.12:3.3.x)",
     "delta-storage": "Delta storage layer (io.delta:delta-storage:3.3.x)",
-    "hadoop-aws": "S3A filesystem (org.apache.hadoop:hadoop-aws:3.3.4)",
-    "aws-java-sdk-bundle": "AWS SDK for S3A (com.amazonaws:aws-java-sdk-bundle:1.12.x)",
 }
-DEFAULT_PACKAGES = "io.delta:delta-spark_2.12:3.3.2,org.apache.hadoop:hadoop-aws:3.3.4"
+#: Maven coordinates of the registry jars, for an online machine without the `jvm` extra.
+REGISTRY_PACKAGES = {"iceberg-spark-runtime": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",
+                     "hadoop-aws": "org.apache.hadoop:hadoop-aws:3.3.4"}
+DEFAULT_PACKAGES = ",".join(["io.delta:delta-spark_2.12:3.3.2", *REGISTRY_PACKAGES.values()])
+#: S3A reads the key pair from the JVM's environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+ENV_CREDENTIALS = "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"
 
 _sessions: dict[tuple["SparkConfig", str], SparkSession] = {}
 _sail_servers: dict[tuple[SailSettings, str], Any] = {}  # (settings, endpoint) -> pysail's SparkConnectServer
@@ -122,55 +137,143 @@ class SparkConfig(BaseModel):
     def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
         builder = local_jvm_builder(storage, Path(self.jars_dir) if self.jars_dir else None, self.packages)
         try:
-            return builder.getOrCreate()
+            return start_local_jvm(builder, storage)
         except Exception as error:  # the JVM failed to start or to resolve packages
             raise EngineUnavailable(f"the local JVM Spark engine did not start: {error}") from error
 
 
-#: Added to the Delta jars configure_spark_with_delta_pip asks for: the S3A filesystem.
-S3A_PACKAGES = ["org.apache.hadoop:hadoop-aws:3.3.4"]
+def registry_jars() -> dict[str, Path]:
+    """The registry jars the `jvm` extra installed (by prefix); absent ones are left out."""
+    found: dict[str, Path] = {}
+    for prefix, (package, pattern, _) in REGISTRY_JARS.items():
+        spec = importlib.util.find_spec(package)  # finds the package without importing it
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            jars = sorted((Path(location) / "jars").glob(pattern))
+            if jars:
+                found[prefix] = jars[-1]
+    return found
+
+
+def jvm_conf(endpoint_url: str, catalog_uri: str, warehouse_uri: str, delta: bool) -> dict[str, str]:
+    """The JVM Spark settings the lake runs with, none of them secret: the local builder's, and
+    docker-compose's Spark Connect server's (a test keeps the two in step).
+
+    - the Iceberg REST catalog as `lake` beside Delta's `spark_catalog` (the pipeline's SQL names
+      `lake.tpcds.web_sales`; ``delta.`s3://...` `` resolves in `spark_catalog`), its files
+      through S3A like every other path (HadoopFileIO), its token fetched with the S3 key pair
+      (`credential`, set on the running session by `start_local_jvm`);
+    - `s3://` through S3A, path-style, credentials from the JVM's environment (AWS_ACCESS_KEY_ID,
+      AWS_SECRET_ACCESS_KEY), never from a setting on the `java` command line;
+    - the session time zone Sail's sessions get (UTC: Iceberg TIMESTAMP columns need it).
+    """
+    extensions = ["org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"]
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.endpoint": endpoint_url,
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint_url.startswith("https")).lower(),
+        "spark.hadoop.fs.s3a.aws.credentials.provider": ENV_CREDENTIALS,
+    }
+    if delta:
+        extensions.insert(0, "io.delta.sql.DeltaSparkSessionExtension")
+        conf["spark.sql.catalog.spark_catalog"] = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        # one driver writes each Delta log: the single-driver log store is safe on S3
+        conf["spark.delta.logStore.s3.impl"] = conf["spark.delta.logStore.s3a.impl"] = \
+            "io.delta.storage.S3SingleDriverLogStore"
+    conf["spark.sql.extensions"] = ",".join(extensions)
+    if catalog_uri:
+        catalog = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+        conf.update({
+            catalog: "org.apache.iceberg.spark.SparkCatalog",
+            f"{catalog}.type": "rest",
+            f"{catalog}.uri": catalog_uri,
+            f"{catalog}.warehouse": warehouse_uri,
+            f"{catalog}.oauth2-server-uri": f"{catalog_uri}/v1/oauth/tokens",
+            f"{catalog}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+        })
+    return conf
 
 
 def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str) -> SparkSession.Builder:
-    """A local JVM Spark session builder configured the way delta-spark users expect.
+    """A local JVM Spark session builder for this lake (the secrets are added by `start_local_jvm`).
 
-    The jars come from, in order: `jars_dir` (offline: LAKE_SPARK_JARS), `packages`
-    (LAKE_SPARK_PACKAGES), or delta-spark's `configure_spark_with_delta_pip` (the optional
-    `jvm` dependency group: `uv sync --extra jvm`), which resolves the Delta jars matching
-    the installed delta-spark from Maven. Either way the Delta SQL extensions and catalog
-    are on, so `MERGE INTO`, `DESCRIBE HISTORY` and `delta.` paths work as on the engine.
+    Jars: the Iceberg runtime and S3A from the `jvm` extra's registry packages (or from
+    `jars_dir` when it holds them), and Delta's from, in order: `jars_dir` (offline:
+    LAKE_SPARK_JARS; without Delta jars there, the session has no Delta and only the Iceberg
+    tables can be written), `packages` (LAKE_SPARK_PACKAGES, Maven coordinates), or delta-spark's
+    `configure_spark_with_delta_pip`, which resolves the Delta jars matching the installed
+    delta-spark from Maven (online). With Delta, its SQL extensions and catalog are on, so
+    `MERGE INTO`, `DESCRIBE HISTORY` and `delta.` paths work as on Sail.
     """
-    builder = SparkSession.builder.master("local[*]").appName("lake")
-    if jars_dir is not None:
-        builder = builder.config("spark.jars", ",".join(str(p) for p in local_jars(jars_dir)))
-    elif packages:
+    builder = (SparkSession.builder.master("local[*]").appName("lake")
+               .config("spark.ui.enabled", "false")  # no web UI: it would listen on every interface
+               .config("spark.ui.showConsoleProgress", "false")  # no progress bars on the user's terminal
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1"))
+    if jars_dir is not None and not jars_dir.is_dir():
+        raise EngineUnavailable(f"LAKE_SPARK_JARS={jars_dir} is not a directory")
+    jars = {**registry_jars(), **(_dir_jars(jars_dir) if jars_dir is not None else {})}
+    delta = all(prefix in jars for prefix in DELTA_JARS) or bool(packages) or jars_dir is None
+    missing = [prefix for prefix in REGISTRY_JARS if prefix not in jars]
+    if missing and jars_dir is not None and not packages:
+        raise EngineUnavailable(f"LAKE_SPARK_JARS={jars_dir} lacks: " + "; ".join(
+            f"{prefix}*.jar ({REGISTRY_JARS[prefix][2]})" for prefix in missing)
+            + " (the `jvm` extra installs them: `uv sync --extra jvm`)")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(path) for path in jars.values()))
+    if packages:
         builder = builder.config("spark.jars.packages", packages)
-    else:
+    elif jars_dir is None:
         try:
             from delta import configure_spark_with_delta_pip
         except ImportError:
             raise EngineUnavailable(
                 "LAKE_ENGINE=local needs Delta for Spark: install the optional group (`uv sync --extra jvm`, "
                 "online), or set LAKE_SPARK_JARS to a directory holding "
-                + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items())
+                + ", ".join(f"{prefix}*.jar ({what})" for prefix, what in DELTA_JARS.items())
                 + f", or LAKE_SPARK_PACKAGES={DEFAULT_PACKAGES}"
             ) from None
-        builder = configure_spark_with_delta_pip(builder, extra_packages=S3A_PACKAGES)
-    key, secret = storage.credentials()
-    conf = {
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.s3a.endpoint": storage.endpoint_url,
-        "spark.hadoop.fs.s3a.path.style.access": "true",
-        "spark.hadoop.fs.s3a.connection.ssl.enabled": str(storage.endpoint_url.startswith("https")).lower(),
-        "spark.hadoop.fs.s3a.access.key": key,
-        "spark.hadoop.fs.s3a.secret.key": secret,
-        "spark.sql.session.timeZone": "UTC",
-    }
+        builder = configure_spark_with_delta_pip(builder, extra_packages=[REGISTRY_PACKAGES[p] for p in missing
+                                                                          if p in REGISTRY_PACKAGES])
+    catalog = find_catalog(storage)
+    conf = jvm_conf(storage.endpoint_url, catalog.uri if catalog else "", catalog.warehouse_uri if catalog else "",
+                    delta)
     for name, value in conf.items():
         builder = builder.config(name, value)
     return builder
+
+
+def _dir_jars(jars_dir: Path) -> dict[str, Path]:
+    """Every jar in `jars_dir`, keyed by the prefix the engine knows it by (else by its file name)."""
+    found: dict[str, Path] = {}
+    for jar in sorted(jars_dir.glob("*.jar")):
+        found[next((p for p in (*REGISTRY_JARS, *DELTA_JARS) if jar.name.startswith(p)), jar.name)] = jar
+    return found
+
+
+def start_local_jvm(builder: SparkSession.Builder, storage: LakeStorage) -> SparkSession:
+    """Start the JVM from `builder` with the lake's secrets kept off its command line.
+
+    PySpark passes every builder setting to `spark-submit` as `--conf k=v` (visible in `ps`),
+    so the S3 key pair reaches the JVM through its environment (S3A's environment credentials
+    provider reads it; the variables are set for the launch only), and the REST catalog's
+    `credential` is set on the running session, before anything loads the catalog.
+    """
+    key, secret = storage.credentials()
+    launch = {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": storage.region}
+    saved = {name: os.environ.get(name) for name in launch}
+    os.environ.update(launch)
+    try:
+        session = builder.getOrCreate()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    if session.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG}", None):
+        session.conf.set(f"spark.sql.catalog.{ICEBERG_CATALOG}.credential", f"{key}:{secret}")
+    return session
 
 
 #: How long a remote Spark Connect server gets to accept a connection before the lake says it is not there.
@@ -222,16 +325,6 @@ def _quiet_connect_client_log() -> None:
     """
     if "SPARK_CONNECT_LOG_LEVEL" not in os.environ:
         logging.getLogger("pyspark.sql.connect.client.core").setLevel(logging.CRITICAL + 1)
-
-
-def local_jars(jars_dir: Path) -> list[Path]:
-    """The jars in `jars_dir`; raises naming every required jar that is missing."""
-    jars = sorted(jars_dir.glob("*.jar")) if jars_dir.is_dir() else []
-    missing = [f"{prefix}*.jar ({what})" for prefix, what in REQUIRED_JARS.items()
-               if not any(j.name.startswith(prefix) for j in jars)]
-    if missing:
-        raise EngineUnavailable(f"LAKE_SPARK_JARS={jars_dir} lacks: " + "; ".join(missing))
-    return jars
 
 
 def sail_server_environment(storage: LakeStorage, sail: SailSettings) -> dict[str, str]:

@@ -42,13 +42,13 @@ from lake_assets.core.errors import LakeError
 from lake_assets.core.formats import iceberg
 from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.raw_zone import RawObject
-from lake_assets.core.tables import TPCDS_TOMBSTONES, table
+from lake_assets.core.tables import TPCDS_TOMBSTONES, TPCDS_WEB_SALES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.parse import SOURCE
-from lake_assets.tpcds.schema import KEYS, PARTITION_COLUMN, SEQUENCE, TpcdsTable, qualified, table_columns
+from lake_assets.tpcds.schema import KEYS, PARTITION_COLUMN, SEQUENCE, TpcdsTable, engine_name, table_columns
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH
 
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = engine_name(TpcdsTable.WEB_SALES)  # in the engine's SQL; the ledger's is TPCDS_WEB_SALES.name
 KEY_COLUMNS = list(KEYS[TpcdsTable.WEB_SALES])
 COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
 UPSERT = "U"
@@ -88,9 +88,9 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         winners = changes.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
     if tie is not None:
         winners = winners.drop(tie)
-    current = iceberg.open_table(storage, table(WEB_SALES))
+    current = iceberg.open_table(storage, TPCDS_WEB_SALES)
     if current is None:  # the loaders create it first (load.ensure_table)
-        raise LakeError(f"{WEB_SALES} does not exist: nothing to apply changes to")
+        raise LakeError(f"{TPCDS_WEB_SALES.name} does not exist: nothing to apply changes to")
     table_uuid = str(current.metadata.table_uuid)
     tombstones = _tombstones(storage, spark, table_uuid)
     if tombstones is not None and into_empty and floors:  # only a delete newer than a row can refuse it

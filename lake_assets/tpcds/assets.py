@@ -36,7 +36,7 @@ from lake_assets.tpcds.load import (
     start_report,
 )
 from lake_assets.tpcds.pending import reverted_days
-from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, qualified, table_columns
+from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, ledger_name, table_columns
 
 GROUP = "tpcds"
 OWNERS = ["team:data-engineering"]
@@ -101,17 +101,17 @@ def _schema(name: str) -> dg.TableSchema:
 def _dimension_asset(name: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=asset_key(name), group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY], kinds={"iceberg", "spark", "s3"},
-        description=f"Iceberg table `{qualified(name)}`: the raw snapshot {RAW.dimension_key(name)} upserted "
+        description=f"Iceberg table `{ledger_name(name)}`: the raw snapshot {RAW.dimension_key(name)} upserted "
                     "(MERGE) on its surrogate key, when a new snapshot is pending.",
-        metadata={"dagster/column_schema": _schema(name), "dagster/table_name": qualified(name)},
+        metadata={"dagster/column_schema": _schema(name), "dagster/table_name": ledger_name(name)},
     )
     def load(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
              engine: SparkEngine) -> dg.MaterializeResult:
-        with _writing(context, storage, qualified(name)) as running:
+        with _writing(context, storage, ledger_name(name)) as running:
             if name in pending_dimensions(running, Ledger(running), config.reapply):
                 report = load_dimension(running, engine.session(running), name, context.run.run_id)
             else:
-                context.log.info(f"{qualified(name)}: no new snapshot pending")
+                context.log.info(f"{ledger_name(name)}: no new snapshot pending")
                 report = _nothing(running, name)
         return dg.MaterializeResult(metadata=load_metadata(report))
 
@@ -130,7 +130,7 @@ def _writing(context: dg.AssetExecutionContext, storage: StorageResource, table:
 
 
 def _nothing(storage: LakeStorage, name: str) -> LoadReport:
-    return finish_report(storage, start_report(storage, qualified(name)), 0.0)
+    return finish_report(storage, start_report(storage, ledger_name(name)), 0.0)
 
 
 dimension_assets = [_dimension_asset(name) for name in DIMENSIONS]
@@ -153,7 +153,7 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
 def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
               engine: SparkEngine) -> dg.MaterializeResult:
     window: list[dt.date | None] = list(days_of(context.partition_time_window))
-    with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
+    with _writing(context, storage, ledger_name(TpcdsTable.WEB_SALES)) as running:
         ledger = Ledger(running)
         left = set() if config.reapply else reverted_days(running, ledger)  # `lake restore` took them out
         days = [day for day in window if day not in left]
@@ -175,7 +175,7 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
 )
 def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
                           engine: SparkEngine) -> dg.MaterializeResult:
-    with _writing(context, storage, qualified(TpcdsTable.WEB_SALES)) as running:
+    with _writing(context, storage, ledger_name(TpcdsTable.WEB_SALES)) as running:
         if pending_corrections(running, Ledger(running), config.reapply):
             report = apply_corrections(running, engine.session(running), context.run.run_id, config.reapply)
         else:

@@ -39,12 +39,14 @@ from lake_assets.tpcds.schema import (
     RAW,
     SEQUENCE,
     TpcdsTable,
-    qualified,
+    engine_name,
+    ledger_name,
     table_columns,
 )
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH
 
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)  # in the ledger
+WEB_SALES_SQL = engine_name(TpcdsTable.WEB_SALES)  # in the engine's SQL
 _ICEBERG_TYPES = {"BIGINT": "long", "STRING": "string", "DATE": "date"}
 
 
@@ -95,7 +97,7 @@ def _rows_per_object(spark, snapshot_id: int) -> dict[str | None, int]:  # a Spa
     """Rows per object (the prefix of their `_sequence`) in the snapshot a load committed:
     later corrections and loads do not blur it, and a key another object of the same run
     superseded is not counted for this one."""
-    rows = spark.sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n FROM {WEB_SALES} "
+    rows = spark.sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n FROM {WEB_SALES_SQL} "
                      f"VERSION AS OF {int(snapshot_id)} GROUP BY 1").collect()
     return {r["base"]: int(r["n"]) for r in rows}
 
@@ -109,7 +111,7 @@ def evaluate_rows_accounted(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
             applied[entry["source_sequence"][:PREFIX_WIDTH]] = (entry["source_file"], entry["rows_applied"]) \
                 if entry["status"] == APPLIED else ("", 0)
     rows = engine.session(storage).sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n "
-                                       f"FROM {WEB_SALES} GROUP BY 1").collect()
+                                       f"FROM {WEB_SALES_SQL} GROUP BY 1").collect()
     problems, unsequenced = [], 0
     for row in rows:
         if row["base"] is None:
@@ -142,15 +144,15 @@ def web_sales_rows_match_raw(storage: StorageResource, engine: SparkEngine) -> d
 # --- keys and references ----------------------------------------------------------
 
 def evaluate_key_unique(storage: LakeStorage, engine: SparkEngine, name: str) -> dg.AssetCheckResult:
-    if iceberg.open_table(storage, table(qualified(name))) is None:
+    if iceberg.open_table(storage, table(ledger_name(name))) is None:
         return _result(True, note="table not created yet")
     keys = ", ".join(KEYS[name])
     row = engine.session(storage).sql(
         f"SELECT count(*) AS duplicates, coalesce(sum(n), 0) AS rows FROM (SELECT {keys}, count(*) AS n "
-        f"FROM {qualified(name)} GROUP BY {keys} HAVING count(*) > 1) d"
+        f"FROM {engine_name(name)} GROUP BY {keys} HAVING count(*) > 1) d"
     ).collect()[0]
     null_keys = engine.session(storage).sql(
-        f"SELECT count(*) AS n FROM {qualified(name)} WHERE "
+        f"SELECT count(*) AS n FROM {engine_name(name)} WHERE "
         + " OR ".join(f"{k} IS NULL" for k in KEYS[name])).collect()[0]["n"]
     return _result(row["duplicates"] == 0 and null_keys == 0, duplicate_keys=int(row["duplicates"]),
                    rows_with_duplicate_keys=int(row["rows"]), rows_with_null_key=int(null_keys))
@@ -160,18 +162,18 @@ def evaluate_referential_integrity(storage: LakeStorage, engine: SparkEngine) ->
     if iceberg.open_table(storage, table(WEB_SALES)) is None:
         return _result(True, note="table not created yet")
     spark = engine.session(storage)
-    missing_dims = [d for d in DIMENSIONS if iceberg.open_table(storage, table(qualified(d))) is None]
+    missing_dims = [d for d in DIMENSIONS if iceberg.open_table(storage, table(ledger_name(d))) is None]
     unknown: dict[str, dict] = {}
     for column, dimension, key in FOREIGN_KEYS:
         if dimension in missing_dims:
-            count = spark.sql(f"SELECT count({column}) AS n FROM {WEB_SALES}").collect()[0]["n"]
-            unknown[column] = {"dimension": qualified(dimension), "unknown_rows": int(count), "examples": []}
+            count = spark.sql(f"SELECT count({column}) AS n FROM {WEB_SALES_SQL}").collect()[0]["n"]
+            unknown[column] = {"dimension": ledger_name(dimension), "unknown_rows": int(count), "examples": []}
             continue
         rows = spark.sql(
-            f"SELECT f.{column} AS k, count(*) AS n FROM {WEB_SALES} f LEFT ANTI JOIN {qualified(dimension)} d "
+            f"SELECT f.{column} AS k, count(*) AS n FROM {WEB_SALES_SQL} f LEFT ANTI JOIN {engine_name(dimension)} d "
             f"ON f.{column} = d.{key} WHERE f.{column} IS NOT NULL GROUP BY f.{column} ORDER BY n DESC, k LIMIT 1000"
         ).collect()
-        unknown[column] = {"dimension": qualified(dimension), "unknown_rows": sum(int(r["n"]) for r in rows),
+        unknown[column] = {"dimension": ledger_name(dimension), "unknown_rows": sum(int(r["n"]) for r in rows),
                            "unknown_keys": len(rows), "examples": [int(r["k"]) for r in rows[:10]]}
     total = sum(v["unknown_rows"] for v in unknown.values())
     return _result(total == 0, dg.AssetCheckSeverity.WARN, unknown_rows=total,
@@ -201,7 +203,7 @@ def web_sales_key_unique_after_corrections(storage: StorageResource, engine: Spa
 # --- schema and freshness ---------------------------------------------------------
 
 def evaluate_schema(storage: LakeStorage, name: str) -> dg.AssetCheckResult:
-    current = iceberg.open_table(storage, table(qualified(name)))
+    current = iceberg.open_table(storage, table(ledger_name(name)))
     if current is None:
         return _result(True, note="table not created yet")
     actual = [(f.name, str(f.field_type)) for f in current.schema().fields]
@@ -211,7 +213,7 @@ def evaluate_schema(storage: LakeStorage, name: str) -> dg.AssetCheckResult:
 
 def _schema_check(name: str) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset_key(name), name=f"{name}_schema_matches", blocking=True,
-                    description=f"The Iceberg schema of {qualified(name)} equals the declared TPC-DS columns.")
+                    description=f"The Iceberg schema of {ledger_name(name)} equals the declared TPC-DS columns.")
     def check(storage: StorageResource) -> dg.AssetCheckResult:
         with storage.running() as running:
             return evaluate_schema(running, name)

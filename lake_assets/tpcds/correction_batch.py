@@ -84,12 +84,12 @@ def _priced_rows(op: str, base: str) -> str:
 
 
 def build_batch(con: duckdb.DuckDBPyConnection, count: int, seed: int) -> int:
-    """Create the temp table `batch` (op + web_sales columns) of `count` corrections (views `tpcds.*` exist).
+    """Create the temp table `batch` (op + web_sales columns) of `count` corrections (views `lake.tpcds.*` exist).
 
     Returns the number of web_sales rows the batch was drawn from.
     """
     column_list = ", ".join(name for name, _ in dsdgen_columns()[contract.FACT])
-    con.execute("CREATE OR REPLACE TEMP TABLE facts AS SELECT * FROM tpcds.web_sales")  # one read of the raw zone
+    con.execute("CREATE OR REPLACE TEMP TABLE facts AS SELECT * FROM lake.tpcds.web_sales")  # one read of the raw zone
     fact_rows = con.execute("SELECT count(*) FROM facts").fetchone()[0]
     if count > fact_rows // 2:
         raise UsageError(f"{count} corrections is more than half of web_sales ({fact_rows} rows); "

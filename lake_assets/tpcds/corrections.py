@@ -38,10 +38,10 @@ from lake_assets.tpcds.load import (
     start_report,
 )
 from lake_assets.tpcds.parse import LINE, REASON, SOURCE, numbered, parse
-from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, SEQUENCE, TpcdsTable, qualified
+from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, SEQUENCE, TpcdsTable, ledger_name
 from lake_assets.tpcds.sequencing import object_sequences, with_sequences
 
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 #: The ledger's detail of a correction stamped as of its arrival (`lake status` shows it).
 BY_ARRIVAL = ("sequenced by arrival: its name holds no DMS time (YYYYMMDD-HHMMSSfff), so its changes count as "
               "newer than everything applied before it")

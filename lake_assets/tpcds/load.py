@@ -67,7 +67,8 @@ from lake_assets.tpcds.schema import (
     SEQUENCE,
     TpcdsTable,
     date_sk,
-    qualified,
+    engine_name,
+    ledger_name,
     table_columns,
 )
 from lake_assets.tpcds.sequencing import SNAPSHOT_ROW, object_sequences, with_row_sequences
@@ -155,7 +156,7 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
 def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[dt.date | None]:
     """Days whose object is new (with `reapply`, also those `lake restore` reverted)."""
     objects = fact_objects(storage)
-    done = ledger.settled(qualified(TpcdsTable.WEB_SALES), reapply)
+    done = ledger.settled(ledger_name(TpcdsTable.WEB_SALES), reapply)
     return [day for day, obj in objects.items() if (obj.key, obj.etag) not in done]
 
 
@@ -163,7 +164,7 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
                    run_id: str) -> LoadReport:
     """Load the objects of `days` (those that exist), each a snapshot of its day (see above)."""
     started = time.perf_counter()
-    name = qualified(TpcdsTable.WEB_SALES)
+    name = ledger_name(TpcdsTable.WEB_SALES)
     ensure_table(storage, TpcdsTable.WEB_SALES)
     report = start_report(storage, name)
     layout = fact_layout(storage)
@@ -186,7 +187,7 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         # appending is right when the days hold no rows and no key is in the table yet (a key
         # may move between days): that is checked in the survey, against the table's keys
         empty_days = report.rows_before == 0 or not days_hold_rows(spark, floors)
-        against = spark.table(name) if empty_days and report.rows_before else None
+        against = spark.table(engine_name(TpcdsTable.WEB_SALES)) if empty_days and report.rows_before else None
         counts, duplicated, held = survey(parsed_facts(folders), against)
     at = dt.datetime.now(dt.timezone.utc)
     with report.step("quarantine"):
@@ -259,8 +260,15 @@ def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, Ra
     if not folders:
         return spark.createDataFrame([], f"value STRING, {_FOLDER} STRING, {SOURCE} STRING")
     if not odd:
-        return (spark.read.text(storage.uri(RAW.facts)).where(F.col(_FOLDER).isin(list(folders)))
-                .withColumn(SOURCE, F.col(_FOLDER)))
+        # Sail reads the folder values as text; JVM Spark types them (DATE), and Hive's default
+        # partition as NULL: the filter is on the column as read (partitions pruned), then both
+        # engines' values become the folder's text
+        wanted = F.col(_FOLDER).isin(list(folders))
+        if NULL_PARTITION in folders:
+            wanted = wanted | F.col(_FOLDER).isNull()
+        folder = F.coalesce(F.col(_FOLDER).cast("string"), F.lit(NULL_PARTITION))
+        return (spark.read.text(storage.uri(RAW.facts)).where(wanted)
+                .withColumn(_FOLDER, folder).withColumn(SOURCE, F.col(_FOLDER)))
     reads = [spark.read.text(storage.uri(obj.key)).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
              for folder, obj in folders.items()]
     return functools.reduce(lambda a, b: a.unionByName(b), reads)
@@ -277,7 +285,7 @@ def pending_dimensions(storage: LakeStorage, ledger: Ledger, reapply: bool = Fal
     names: list[str] = []
     for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM):
         objects = list_raw(storage, RAW.dimension_key(name))
-        if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.settled(qualified(name), reapply)):
+        if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.settled(ledger_name(name), reapply)):
             names.append(name)
     return names
 
@@ -285,9 +293,9 @@ def pending_dimensions(storage: LakeStorage, ledger: Ledger, reapply: bool = Fal
 def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id: str) -> LoadReport:
     """Upsert the dimension's snapshot object on its surrogate key (one MERGE)."""
     started = time.perf_counter()
-    qualified_name = qualified(name)
+    ledger_table = ledger_name(name)
     ensure_table(storage, name)
-    report = start_report(storage, qualified_name)
+    report = start_report(storage, ledger_table)
     key = RAW.dimension_key(name)
     objects = [o for o in list_raw(storage, key) if o.key == key]
     if not objects:
@@ -304,11 +312,11 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
                    .withColumn("_rank", F.row_number().over(latest)).where("_rank = 1").select(*columns))
         view = f"lake_tpcds_{name}_batch"
         winners.createOrReplaceTempView(view)
-        spark.sql(merge_sql(qualified_name, view, KEYS[name], columns, operation=None)).collect()
+        spark.sql(merge_sql(engine_name(name), view, KEYS[name], columns, operation=None)).collect()
         in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
         applied = int(winners.count())
-    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(qualified_name)))
-    report.files = [ledger_entry(qualified_name, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
+    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(ledger_table)))
+    report.files = [ledger_entry(ledger_table, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
     Ledger(storage).record(report.files)
     return finish_report(storage, report, started)
 

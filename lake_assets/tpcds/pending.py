@@ -15,7 +15,7 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
 from lake_assets.tpcds.layout import fact_objects
 from lake_assets.tpcds.load import pending_dimensions, pending_fact_days
-from lake_assets.tpcds.schema import DIMENSIONS, RAW, qualified
+from lake_assets.tpcds.schema import DIMENSIONS, RAW, ledger_name
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False)
 
     def done(name: str) -> set[tuple[str, str]]:
         return settled(latest.get(name, {}), reapply)
-    found = [(qualified(name), obj) for name in DIMENSIONS
+    found = [(ledger_name(name), obj) for name in DIMENSIONS
              for obj in pending([o for o in list_raw(storage, RAW.dimension_key(name))
-                                 if o.key == RAW.dimension_key(name)], done(qualified(name)))]
+                                 if o.key == RAW.dimension_key(name)], done(ledger_name(name)))]
     facts = [*fact_objects(storage).values(), *list_raw(storage, RAW.corrections)]
     return found + [(WEB_SALES, obj) for obj in pending(facts, done(WEB_SALES))]

@@ -1,13 +1,16 @@
 """DuckDB views over the raw zone's TPC-DS files: the independent reading of the raw data.
 
 The column names and types come from DuckDB's own `dsdgen` (an empty scale-0 star), not
-from our loader's schema, so comparisons against these views check the loader too.
+from our loader's schema, so comparisons against these views check the loader too. The
+views live in an in-memory database named like the Iceberg catalog (`lake.tpcds.web_sales`),
+so the report SQL, which names the star's tables in their catalog, runs on them unchanged.
 """
 
 import functools
 
 import duckdb
 
+from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.duckdb_extensions import load_extensions
 from lake_assets.resources.duckdb_reader import add_s3_secret, connect
 from lake_assets.resources.storage import LakeStorage
@@ -68,15 +71,18 @@ def raw_sources(storage: LakeStorage) -> dict[str, str]:
 
 def create_raw_views(con: duckdb.DuckDBPyConnection, storage: LakeStorage, schema: str = "tpcds",
                      corrections: bool = False) -> None:
-    """Views `<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret).
-    Lines that do not parse are left out (`skip_malformed`): the loader quarantines them.
+    """Views `lake.<schema>.<table>` over the raw objects in `storage` (loads httpfs, adds the S3 secret;
+    attaches an in-memory database `lake`). Lines that do not parse are left out (`skip_malformed`):
+    the loader quarantines them.
 
-    With `corrections`, `<schema>.web_sales` is the fact snapshot with every correction object
+    With `corrections`, `lake.<schema>.web_sales` is the fact snapshot with every correction object
     applied the way the contract says (object keys in order, the last line per key wins, `D`
     deletes, `I`/`U` upsert); the line order within an object is DuckDB's scan order.
     """
     load_extensions(con, "httpfs")
     add_s3_secret(con, storage)
+    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {ICEBERG_CATALOG}")
+    schema = f"{ICEBERG_CATALOG}.{schema}"
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for table, source in raw_sources(storage).items():
         con.execute(f"CREATE OR REPLACE VIEW {schema}.{table} AS SELECT * FROM {read_raw_sql(source, table, skip_malformed=True)}")

@@ -41,7 +41,7 @@ def report_key(report: Report) -> dg.AssetKey:
 
 def star_deps(report: Report) -> list[dg.AssetKey]:
     """The star tables the report's SQL reads (plus the corrections that change web_sales)."""
-    tables = sorted(set(re.findall(r"\btpcds\.(\w+)", report.sql)))
+    tables = sorted(set(re.findall(r"\blake\.tpcds\.(\w+)", report.sql)))
     deps = [asset_key(name) for name in tables]
     return deps + [CORRECTIONS_KEY] if "web_sales" in tables else deps
 

@@ -44,7 +44,7 @@ def diff_rows(actual: list[tuple], expected: list[tuple]) -> list[dict]:
 
 
 def compare_report(spark: SparkSession, oracle: duckdb.DuckDBPyConnection, report: Report) -> tuple[list[dict], int]:
-    """(differences, rows) between the report's table and `oracle` (views `tpcds.*`) running its SQL."""
-    actual = [tuple(row) for row in spark.table(report.table).collect()]
+    """(differences, rows) between the report's table and `oracle` (views `lake.tpcds.*`) running its SQL."""
+    actual = [tuple(row) for row in spark.table(report.engine_table).collect()]
     expected = oracle.execute(report.sql).fetchall()
     return diff_rows(actual, expected), len(expected)

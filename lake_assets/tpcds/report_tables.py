@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.tpcds.reports import NAMESPACE, Report
 
 
@@ -55,13 +56,14 @@ def refresh_report(spark: SparkSession, report: Report) -> ReportRefresh:
     started = time.perf_counter()
     frame = compute(spark, report)
     created = False
-    if spark.catalog.tableExists(report.table) and not _same_columns(spark.table(report.table).schema, frame.schema):
-        spark.sql(f"DROP TABLE {report.table}")
-    if not spark.catalog.tableExists(report.table):
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {NAMESPACE}")
-        spark.sql(f"CREATE TABLE {report.table} ({_ddl(frame.schema)}) USING iceberg")
+    name = report.engine_table
+    if spark.catalog.tableExists(name) and not _same_columns(spark.table(name).schema, frame.schema):
+        spark.sql(f"DROP TABLE {name}")
+    if not spark.catalog.tableExists(name):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {ICEBERG_CATALOG}.{NAMESPACE}")
+        spark.sql(f"CREATE TABLE {name} ({_ddl(frame.schema)}) USING iceberg")
         created = True
-    frame.repartition(1).writeTo(report.table).overwrite(F.lit(True))
-    rows = int(spark.table(report.table).count())  # Spark Connect returns a numpy integer
+    frame.repartition(1).writeTo(name).overwrite(F.lit(True))
+    rows = int(spark.table(name).count())  # Spark Connect returns a numpy integer
     return ReportRefresh(table=report.table, rows=rows, columns=frame.columns, created=created,
                          seconds=round(time.perf_counter() - started, 3))

@@ -20,6 +20,7 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 
+from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.tpcds import raw_contract
 
 
@@ -132,9 +133,15 @@ def sk_date(sk: int) -> dt.date:
     return EPOCH + dt.timedelta(days=sk - JULIAN_EPOCH)
 
 
-def qualified(table: str) -> str:
-    """The table's name in the catalog, e.g. `tpcds.web_sales`."""
+def ledger_name(table: str) -> str:
+    """The table's name in the lake's registry and ledger (core/tables.py), as users type it: `tpcds.web_sales`."""
     return f"{NAMESPACE}.{table}"
+
+
+def engine_name(table: str) -> str:
+    """The table's name in the pipeline's Spark SQL, qualified in the Iceberg catalog: `lake.tpcds.web_sales`
+    (resolves on Sail and on JVM Spark alike; see core/tables.py)."""
+    return f"{ICEBERG_CATALOG}.{ledger_name(table)}"
 
 
 @dataclass(frozen=True)
@@ -161,8 +168,8 @@ class RawLayout:
         """The table an object under the raw root feeds (`tpcds.web_sales` for facts and corrections)."""
         folder = key[len(self.root):].split("/", 1)[0] if key.startswith(self.root) else ""
         if folder in (TpcdsTable.WEB_SALES, raw_contract.CDC_PREFIX[len(self.root):].rstrip("/")):
-            return qualified(TpcdsTable.WEB_SALES)
-        return qualified(folder) if folder in KEYS else None
+            return ledger_name(TpcdsTable.WEB_SALES)
+        return ledger_name(folder) if folder in KEYS else None
 
     def fact_folder(self, day: dt.date | None) -> str:
         return raw_contract.fact_folder(day)

@@ -41,11 +41,11 @@ def command_env(storage: LakeStorage) -> dict[str, str]:
 def test_a_failed_run_is_one_line_and_exit_1(storage: LakeStorage, command_env: dict[str, str]) -> None:
     storage.put_bytes("raw/fullload/full-load.csv", (DATA / "fullload" / "full-load.csv").read_bytes())
     no_engine = {**command_env, "LAKE_ENGINE": "local", "LAKE_SPARK_JARS": "/nonexistent", "LAKE_SPARK_PACKAGES": ""}
-    result = lake_command("run", env=no_engine)  # the step fails: the local JVM engine has no jars
+    result = lake_command("run", env=no_engine)  # the step fails: the local JVM engine's jars directory is not there
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output and "CheckError" not in output
-    assert "run failed:" in result.stderr and "LAKE_SPARK_JARS=/nonexistent lacks" in result.stderr
+    assert "run failed:" in result.stderr and "LAKE_SPARK_JARS=/nonexistent is not a directory" in result.stderr
     assert len(output.strip().splitlines()) <= 6, output
 
 

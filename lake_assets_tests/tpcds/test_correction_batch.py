@@ -42,12 +42,12 @@ def test_mix_and_keys(batch):
     assert con.execute("SELECT count(*) - count(DISTINCT (ws_item_sk, ws_order_number)) FROM batch").fetchone()[0] == 0
     known = con.execute("""
         SELECT op, count(*) FILTER (WHERE w.ws_item_sk IS NOT NULL), count(*) FROM batch b
-        LEFT JOIN tpcds.web_sales w USING (ws_item_sk, ws_order_number) GROUP BY op""").fetchall()
+        LEFT JOIN lake.tpcds.web_sales w USING (ws_item_sk, ws_order_number) GROUP BY op""").fetchall()
     for op, existing, total in known:
         assert existing == (0 if op == "I" else total), op
     # cancellations cover whole orders
     partial = con.execute("""
-        SELECT count(*) FROM tpcds.web_sales w JOIN (SELECT DISTINCT ws_order_number FROM batch WHERE op = 'D') d
+        SELECT count(*) FROM lake.tpcds.web_sales w JOIN (SELECT DISTINCT ws_order_number FROM batch WHERE op = 'D') d
         USING (ws_order_number) ANTI JOIN (SELECT * FROM batch WHERE op = 'D') b USING (ws_item_sk, ws_order_number)
         WHERE w.ws_item_sk IS NOT NULL""").fetchone()[0]
     assert partial == 0
@@ -74,7 +74,7 @@ def test_updates_change_quantity_or_price(batch):
     _, _, con = batch
     unchanged, total = con.execute("""
         SELECT count(*) FILTER (WHERE b.ws_quantity = w.ws_quantity AND b.ws_sales_price = w.ws_sales_price), count(*)
-        FROM batch b JOIN tpcds.web_sales w USING (ws_item_sk, ws_order_number) WHERE op = 'U'""").fetchone()
+        FROM batch b JOIN lake.tpcds.web_sales w USING (ws_item_sk, ws_order_number) WHERE op = 'U'""").fetchone()
     assert unchanged <= total * 0.05, (unchanged, total)
 
 
@@ -98,7 +98,7 @@ def test_lines_the_loader_quarantines_are_not_drawn_from(storage: LakeStorage) -
     storage.put_bytes(f"{contract.CDC_PREFIX}20240101-000000000.dat", b"U|not|a|line\n")
 
     con = raw_connection(storage)
-    valid = con.execute("SELECT count(*) FROM tpcds.web_sales").fetchone()[0]
+    valid = con.execute("SELECT count(*) FROM lake.tpcds.web_sales").fetchone()[0]
     assert valid == sum(len(storage.get_bytes(fact_key(d))[0].decode().splitlines()) for d in days) - 2
 
     result = land_corrections(storage, 10, seed=1)

@@ -9,7 +9,7 @@ from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
 from lake_assets.tpcds.load import load_fact_days
-from lake_assets.tpcds.schema import RAW, TpcdsTable, qualified
+from lake_assets.tpcds.schema import RAW, TpcdsTable, ledger_name
 from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
 from lake_assets_tests.tpcds.test_load import fact_rows, quarantine
 
@@ -100,7 +100,7 @@ def test_corrections_merge_like_the_model(storage: LakeStorage, catalog: LakeCat
     apply_corrections(storage, spark, "run-late")
     assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
     assert len(quarantine(storage)) == 3  # the bad lines of the first file, nothing more
-    entry = [e for e in Ledger(storage).entries(qualified(TpcdsTable.WEB_SALES)).to_pylist()
+    entry = [e for e in Ledger(storage).entries(ledger_name(TpcdsTable.WEB_SALES)).to_pylist()
              if e["source_file"].endswith("20231231-000000000.dat")][0]
     superseded = len(late) - len([k for k in last if k not in touched])
     assert (entry["status"], entry["rows_applied"], entry["rows_superseded"]) == \

@@ -72,7 +72,7 @@ def test_row_counts_equal_dsdgen_and_dates_match_folders(raw_star, dsdgen_counts
     storage, result = raw_star
     con = raw_connection(storage)
     for table in contract.STAR_TABLES:
-        assert con.execute(f"SELECT count(*) FROM tpcds.{table}").fetchone()[0] == dsdgen_counts[table], table
+        assert con.execute(f"SELECT count(*) FROM lake.tpcds.{table}").fetchone()[0] == dsdgen_counts[table], table
     assert result.rows == dsdgen_counts
     source = storage.uri(f"{contract.FACT_PREFIX}*/*.dat")
     mismatched = con.execute(f"""
@@ -80,7 +80,7 @@ def test_row_counts_equal_dsdgen_and_dates_match_folders(raw_star, dsdgen_counts
             SELECT regexp_extract(filename, 'ws_sold_date=([^/]+)/', 1) AS folder, column00 AS sk
             FROM read_csv('{source}', delim='|', header=false, quote='', nullstr='', all_varchar=true,
                           filename=true, hive_partitioning=false))
-        LEFT JOIN tpcds.date_dim ON TRY_CAST(sk AS BIGINT) = d_date_sk
+        LEFT JOIN lake.tpcds.date_dim ON TRY_CAST(sk AS BIGINT) = d_date_sk
         WHERE folder IS DISTINCT FROM coalesce(CAST(d_date AS VARCHAR), '{contract.DEFAULT_PARTITION}')
     """).fetchone()[0]
     assert mismatched == 0

@@ -13,18 +13,18 @@ from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days, pending_dimensions, pending_fact_days
-from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, TpcdsTable, date_sk, qualified
+from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, TpcdsTable, date_sk, engine_name, ledger_name
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions, land_facts, sold_dates
 
 SCALE = 0.01
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 
 
 def fact_rows(catalog: LakeCatalog, where: str = "") -> list[tuple]:
     con = duckdb.connect()
     catalog.attach_duckdb(con)
     columns = ", ".join(name for name, _ in COLUMNS[TpcdsTable.WEB_SALES])
-    return con.sql(f"SELECT {columns} FROM lake.{WEB_SALES} {where} ORDER BY ws_order_number, ws_item_sk").fetchall()
+    return con.sql(f"SELECT {columns} FROM {engine_name(TpcdsTable.WEB_SALES)} {where} ORDER BY ws_order_number, ws_item_sk").fetchall()
 
 
 def quarantine(storage: LakeStorage) -> list[dict]:
@@ -55,7 +55,7 @@ def test_full_load_equals_the_generator(storage: LakeStorage, catalog: LakeCatal
                                 "ORDER BY ws_order_number, ws_item_sk").fetchall()
     assert sum(1 for r in loaded if r[0] is None) == expected[1]
     for name in DIMENSIONS:
-        current = iceberg.open_table(storage, table(qualified(name)))
+        current = iceberg.open_table(storage, table(ledger_name(name)))
         assert iceberg.row_count(current) == oracle.sql(f"SELECT count(*) FROM {name}").fetchone()[0]
 
     entries = ledger.entries(WEB_SALES).to_pylist()
@@ -97,7 +97,7 @@ def test_bad_lines_go_to_quarantine_with_object_and_line(
     assert all(r["source_file"] == key for r in rows)
     assert rows[1]["raw_text"] == bad_number and "ws_quantity=lots is not BIGINT" in rows[1]["detail"]
     assert "ws_list_price=99999999.99" in rows[2]["detail"]
-    entry = Ledger(storage).entries(qualified(TpcdsTable.WEB_SALES)).to_pylist()[0]
+    entry = Ledger(storage).entries(ledger_name(TpcdsTable.WEB_SALES)).to_pylist()[0]
     assert (entry["rows_in_file"], entry["rows_applied"], entry["rows_quarantined"]) == (n + 6, n, 6)
 
     # a rerun of the same object converges: no duplicate quarantine rows, same table rows

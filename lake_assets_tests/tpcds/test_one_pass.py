@@ -17,14 +17,14 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.checks import evaluate_rows_accounted, evaluate_rows_match_raw
 from lake_assets.tpcds.load import load_fact_days, survey
 from lake_assets.tpcds.parse import REASON, SOURCE
-from lake_assets.tpcds.schema import SEQUENCE, TpcdsTable, date_sk, qualified
+from lake_assets.tpcds.schema import SEQUENCE, TpcdsTable, date_sk, ledger_name
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH, SNAPSHOT_ROW
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
 from lake_assets_tests.helpers.tpcds_model import key_of
 from lake_assets_tests.tpcds.test_load import quarantine
 from lake_assets_tests.tpcds.test_sequenced import QUANTITY, day_lines, entries, put_lines, rows_by_key
 
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 
 
 def test_survey_counts_lines_and_valid_lines_and_finds_keys_listed_twice_or_held(spark: SparkSession) -> None:

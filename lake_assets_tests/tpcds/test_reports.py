@@ -10,7 +10,7 @@ from lake_assets_tests.helpers.results import assert_same_rows
 
 @pytest.fixture(scope="module")
 def oracle(raw_star):
-    """DuckDB over the raw `|` files: views tpcds.<table>."""
+    """DuckDB over the raw `|` files: views lake.tpcds.<table>."""
     storage, _ = raw_star
     con = raw_connection(storage)
     yield con

@@ -23,14 +23,14 @@ from lake_assets.resources.catalog import LakeCatalog, lake_catalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import apply_corrections
 from lake_assets.tpcds.load import load_fact_days, pending_fact_days
-from lake_assets.tpcds.schema import RAW, TpcdsTable, date_sk, qualified, sk_date
+from lake_assets.tpcds.schema import RAW, TpcdsTable, date_sk, ledger_name, sk_date
 from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.iceberg import drop_namespace_tables
 from lake_assets_tests.helpers.tpcds import fact_key
 from lake_assets_tests.helpers.tpcds_model import ITEM, ORDER, SOLD, Change, Model, key_of
 from lake_assets_tests.tpcds.test_load import fact_rows
 
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 DAYS = [date_sk(sk_date(2451000)), date_sk(sk_date(2451001))]
 KEYS = [(item, order) for item in (1, 2) for order in (1, 2, 3)]
 QUANTITY, MARKER = 18, 12

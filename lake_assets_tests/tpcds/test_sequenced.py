@@ -22,12 +22,12 @@ from lake_assets.tpcds.layout import fact_layout, fact_objects
 from lake_assets.tpcds.load import iceberg_schema, load_fact_days
 from lake_assets.tpcds.pending import pending_work
 from lake_assets.tpcds.raw_duckdb import create_raw_views
-from lake_assets.tpcds.schema import COLUMNS, NAMESPACE, RAW, TpcdsTable, date_sk, qualified
+from lake_assets.tpcds.schema import COLUMNS, NAMESPACE, RAW, TpcdsTable, date_sk, ledger_name
 from lake_assets_tests.helpers.tpcds import fact_key, fact_query, generated, land_facts, sold_dates
 from lake_assets_tests.helpers.tpcds_model import ORDER, key_of
 from lake_assets_tests.tpcds.test_load import fact_rows, quarantine
 
-WEB_SALES = qualified(TpcdsTable.WEB_SALES)
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 QUANTITY = 18
 
 
@@ -56,7 +56,7 @@ def duckdb_over_raw(storage: LakeStorage) -> dict[tuple[str, str], list[str]]:
     con = duckdb.connect()
     create_raw_views(con, storage, corrections=True)
     columns = ", ".join(n for n, _ in COLUMNS[TpcdsTable.WEB_SALES])
-    return {key_of(as_text(r)): as_text(r) for r in con.sql(f"SELECT {columns} FROM tpcds.web_sales").fetchall()}
+    return {key_of(as_text(r)): as_text(r) for r in con.sql(f"SELECT {columns} FROM lake.tpcds.web_sales").fetchall()}
 
 
 def test_a_backfill_keeps_newer_corrections_and_a_redelivered_day_wins(

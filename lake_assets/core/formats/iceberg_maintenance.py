@@ -192,7 +192,7 @@ def partition_condition(table, partition: dict) -> tuple[str, list[str]] | None:
     return (" AND ".join(terms) or "TRUE"), columns
 
 
-def compact(spark, table, identifier: str, small_bytes: int = SMALL_FILE_BYTES,
+def compact(spark, table, engine_name: str, small_bytes: int = SMALL_FILE_BYTES,
             min_files: int = MIN_FILES_TO_COMPACT) -> int:
     """Rewrite the partitions holding many small files into one file each, in one snapshot.
 
@@ -206,8 +206,8 @@ def compact(spark, table, identifier: str, small_bytes: int = SMALL_FILE_BYTES,
     if not partitions:
         return 0
     conditions = [partition_condition(table, p) for p in partitions]
-    frame = spark.table(identifier)
+    frame = spark.table(engine_name)
     if all(c is not None for c in conditions) and table.spec().fields:
         frame = frame.where(" OR ".join(f"({c})" for c, _ in conditions))
-    frame.coalesce(1).writeTo(identifier).overwritePartitions()
+    frame.coalesce(1).writeTo(engine_name).overwritePartitions()
     return len(partitions)

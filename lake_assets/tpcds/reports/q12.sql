@@ -6,9 +6,9 @@ SELECT i_item_id,
        i_current_price,
        sum(ws_ext_sales_price) AS itemrevenue,
        sum(ws_ext_sales_price)*100.0000/sum(sum(ws_ext_sales_price)) OVER (PARTITION BY i_class) AS revenueratio
-FROM tpcds.web_sales,
-     tpcds.item,
-     tpcds.date_dim
+FROM lake.tpcds.web_sales,
+     lake.tpcds.item,
+     lake.tpcds.date_dim
 WHERE ws_item_sk = i_item_sk
   AND i_category IN ('Sports',
                      'Books',

@@ -1,10 +1,10 @@
 -- TPC-DS query 41: product names of manufacturers (ids 738 to 778) that make items in given category, colour, unit and size combinations.
 SELECT distinct(i_product_name)
-FROM tpcds.item i1
+FROM lake.tpcds.item i1
 WHERE i_manufact_id BETWEEN 738 AND 738+40
   AND
     (SELECT count(*) AS item_cnt
-     FROM tpcds.item
+     FROM lake.tpcds.item
      WHERE (i_manufact = i1.i_manufact
             AND ((i_category = 'Women'
                   AND (i_color = 'powder'

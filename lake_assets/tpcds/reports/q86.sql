@@ -8,9 +8,9 @@ SELECT sum(ws_net_paid) AS total_sum ,
                                       WHEN grouping(i_class) = 0 THEN i_category
                                   END
                     ORDER BY sum(ws_net_paid) DESC) AS rank_within_parent
-FROM tpcds.web_sales ,
-     tpcds.date_dim d1 ,
-     tpcds.item
+FROM lake.tpcds.web_sales ,
+     lake.tpcds.date_dim d1 ,
+     lake.tpcds.item
 WHERE d1.d_month_seq BETWEEN 1200 AND 1200+11
   AND d1.d_date_sk = ws_sold_date_sk
   AND i_item_sk = ws_item_sk

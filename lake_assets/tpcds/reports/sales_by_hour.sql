@@ -6,8 +6,8 @@ SELECT t_hour,
        sum(ws_quantity) AS units,
        sum(ws_net_paid) AS net_paid,
        sum(ws_net_profit) AS net_profit
-FROM tpcds.web_sales
-LEFT JOIN tpcds.time_dim ON ws_sold_time_sk = t_time_sk
+FROM lake.tpcds.web_sales
+LEFT JOIN lake.tpcds.time_dim ON ws_sold_time_sk = t_time_sk
 GROUP BY t_hour,
          t_am_pm
 ORDER BY t_hour NULLS LAST,

@@ -10,9 +10,9 @@ SELECT c_customer_sk,
        sum(ws_net_profit) AS net_profit,
        min(d_date) AS first_sale,
        max(d_date) AS last_sale
-FROM tpcds.web_sales
-JOIN tpcds.customer ON ws_bill_customer_sk = c_customer_sk
-LEFT JOIN tpcds.date_dim ON ws_sold_date_sk = d_date_sk
+FROM lake.tpcds.web_sales
+JOIN lake.tpcds.customer ON ws_bill_customer_sk = c_customer_sk
+LEFT JOIN lake.tpcds.date_dim ON ws_sold_date_sk = d_date_sk
 GROUP BY c_customer_sk,
          c_customer_id,
          c_first_name,
