@@ -152,9 +152,8 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
 @dg.asset(
     key=WEB_SALES_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, *DIMENSION_KEYS],
     partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
-    description=f"Iceberg table `tpcds.web_sales`, partitioned by truncate({PARTITION_COLUMN}, {PARTITION_DAYS}): each "
-                "day's raw "
-                "object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
+    description=f"Iceberg table `tpcds.web_sales`, partitioned by truncate({PARTITION_COLUMN}, {PARTITION_DAYS}): "
+                "each day's raw object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
                 "append of new keys into days that hold no rows, else one MERGE): newer corrections survive a "
                 "re-load. Rows without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
