@@ -1,5 +1,5 @@
 """Measure web_sales partitioning choices on this machine (not a test): the loader's
-truncate(ws_sold_date_sk, 30) with days replaced by MERGE, vs identity on ws_sold_date_sk
+truncate(ws_sold_date_sk, PARTITION_DAYS) with days replaced by MERGE, vs identity on ws_sold_date_sk
 (one partition per day, replaced by overwrite(condition)), at a given scale.
 
     uv run python benchmarks/tpcds_partitioning.py --scale 1
@@ -24,6 +24,7 @@ from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import embedded_credentials
 from lake_assets.tpcds.load import fact_objects, load_fact_days
+from lake_assets.tpcds.schema import PARTITION_DAYS
 from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
 
 
@@ -49,7 +50,7 @@ def main() -> None:
         spark = SparkEngine().session(storage)
         lake_catalog(storage)
         days = list(fact_objects(storage))
-        print("truncate(ws_sold_date_sk, 30), the loader's layout:")
+        print(f"truncate(ws_sold_date_sk, {PARTITION_DAYS}), the loader's layout:")
         report = load_fact_days(storage, spark, days, "bench")
         print(f"  load every day (one run)                 {report.duration_seconds:8.2f} s  "
               f"({report.rows_after} rows; steps {report.steps})")

@@ -1,6 +1,7 @@
 """TPC-DS web_sales star: raw -> Iceberg through the assets vs the bare engine on the same objects;
 DuckDB's load of the same objects into Parquet; a 1% correction batch; every report on Sail, on
-DuckDB over Iceberg, on DuckDB over Parquet.
+DuckDB over the Iceberg tables (before and after maintenance's compaction), on DuckDB over the
+same rows as local Parquet.
 
     uv run python benchmarks/tpcds_star.py --scale 1
 
@@ -14,7 +15,10 @@ are this process's) and one embedded S3 server under a temporary LAKE_HOME. Meas
   hive-style discovery of the day folders) and appending each table to a new Iceberg table in
   the same catalog: no validation, no sequences, no ledger, no checks; run before and after
   ours (the reference is their mean: the load of a shared machine changes during a run);
-- DuckDB: the same raw objects into local Parquet.
+- DuckDB: the same raw objects into local Parquet;
+- the BI path: the six reports on DuckDB over the Iceberg tables (through the REST catalog and
+  the S3 server) against DuckDB over the tables' current rows exported to local Parquet, each
+  cold (a new connection) and warm (the same connection again), wall and CPU, as ratios.
 """
 
 import argparse
@@ -108,6 +112,68 @@ def bare_engine(spark, storage) -> None:  # SparkSession, LakeStorage
         frame.writeTo(f"lake.bare.{name}").using("iceberg").create()
 
 
+def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]:  # LakeStorage, SparkSession
+    """Every report on Sail, on DuckDB over the Iceberg tables and on DuckDB over the same rows as local
+    Parquet (one file per table, exported from the Iceberg tables: like with like), each in a new connection
+    (cold: nothing cached) then again (warm); the Iceberg reads before and after maintenance's compaction."""
+    from lake_assets.core.formats import iceberg_maintenance
+    from lake_assets.resources.catalog import lake_catalog
+    from lake_assets.resources.duckdb_reader import connect, lake_connection
+    from lake_assets.tpcds import raw_contract as contract
+    from lake_assets.tpcds.reports import REPORTS
+    from lake_assets.tpcds.schema import qualified
+
+    def all_reports(run: Callable[[str], object]) -> tuple[float, float]:
+        cpu, started = _cpu(server_pid), time.perf_counter()
+        for report in REPORTS:
+            run(report.sql)
+        return time.perf_counter() - started, _cpu(server_pid) - cpu
+
+    local.mkdir()
+    exporter = lake_connection(storage)
+    for name in contract.STAR_TABLES:
+        exporter.execute(f"COPY (SELECT * FROM lake.tpcds.{name}) TO '{local / name}.parquet' (FORMAT parquet)")
+
+    def on_parquet():  # the same names as on the lake (`tpcds.x` and `lake.tpcds.x`)
+        con = connect(":memory:")
+        con.execute("ATTACH ':memory:' AS lake")
+        con.execute("CREATE SCHEMA lake.tpcds")
+        for name in contract.STAR_TABLES:
+            con.execute(f"CREATE VIEW lake.tpcds.{name} AS SELECT * FROM '{local / name}.parquet'")
+        con.execute("USE lake")
+        return con
+
+    def duckdb(connection: Callable[[], object]) -> tuple[tuple[float, float], tuple[float, float]]:
+        con = connection()
+        return all_reports(lambda sql: con.execute(sql).fetchall()), all_reports(lambda sql: con.execute(sql).fetchall())
+
+    def files() -> str:
+        client = lake_catalog(storage).pyiceberg()
+        return ", ".join(f"{name} {len(iceberg_maintenance.data_files(client.load_table(qualified(name))))}"
+                         for name in contract.STAR_TABLES)
+
+    lines = [f"\nall {len(REPORTS)} reports (seconds: wall / CPU of this process and the S3 server):"]
+    sail = all_reports(lambda sql: spark.sql(sql).collect())
+    lines.append(f"  Sail on Iceberg: {sail[0]:.2f} / {sail[1]:.2f}")
+    measured = {"DuckDB on local Parquet": duckdb(on_parquet), f"DuckDB on Iceberg (data files: {files()})":
+                duckdb(lambda: lake_connection(storage))}
+    started = time.perf_counter()
+    compacted = sum(iceberg_maintenance.compact(spark, client_table, qualified(name)) for name, client_table in
+                    ((n, lake_catalog(storage).pyiceberg().load_table(qualified(n))) for n in contract.STAR_TABLES))
+    lines.append(f"  maintenance compaction: {compacted} partition(s) in {time.perf_counter() - started:.2f} s")
+    measured[f"DuckDB on Iceberg after compaction (data files: {files()})"] = duckdb(lambda: lake_connection(storage))
+    measured["DuckDB on local Parquet, again"] = duckdb(on_parquet)
+    parquet = [min(a, b) for a, b in zip(*(
+        (*cold, *warm) for name, (cold, warm) in measured.items() if name.startswith("DuckDB on local Parquet")))]
+    for name, (cold, warm) in measured.items():
+        ratios = [f"{mine / base:.2f}x" for mine, base in zip((*cold, *warm), parquet)]
+        lines.append(f"  {name}: cold {cold[0]:.2f} / {cold[1]:.2f}, warm {warm[0]:.2f} / {warm[1]:.2f}"
+                     + ("" if name.startswith("DuckDB on local Parquet") else
+                        f"; / Parquet: cold {ratios[0]} wall, {ratios[1]} CPU; warm {ratios[2]} wall, {ratios[3]} CPU"
+                        f" (target {TARGET_RATIO}x)"))
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0)
@@ -123,7 +189,7 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
     import dagster as dg
 
     from lake_assets.resources.catalog import lake_catalog
-    from lake_assets.resources.duckdb_reader import connect, lake_connection
+    from lake_assets.resources.duckdb_reader import connect
     from lake_assets.resources.engine import SparkEngine
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.settings import LakeSettings
@@ -132,7 +198,6 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
     from lake_assets.tpcds.correction_batch import land_corrections
     from lake_assets.tpcds.generate import generate
     from lake_assets.tpcds.raw_duckdb import create_raw_views
-    from lake_assets.tpcds.reports import REPORTS
 
     settings = LakeSettings.from_env()
     storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
@@ -167,7 +232,7 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
     before, after = measured["bare Sail, before ours"], measured["bare Sail, after ours"]
     bare_wall, bare_cpu = (before.wall + after.wall) / 2, (before.cpu + after.cpu) / 2
 
-    seconds: dict[str, float] = {}
+    reports: list[str] = []
     if not load_only:
         parquet = home / "parquet"
         parquet.mkdir()
@@ -183,22 +248,7 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
         measured["apply 1% corrections (through the assets)"] = Measured(
             server.pid, lambda: run_pending(storage, instance))
 
-        on_iceberg = lake_connection(storage)
-        on_parquet = connect(":memory:")
-        on_parquet.execute("ATTACH ':memory:' AS lake")  # the reports name the star's tables lake.tpcds.*
-        on_parquet.execute("CREATE SCHEMA lake.tpcds")
-        for table in contract.STAR_TABLES:
-            on_parquet.execute(f"CREATE VIEW lake.tpcds.{table} AS SELECT * FROM '{parquet / table}.parquet'")
-        for engine, run in (("Sail", lambda sql: spark.sql(sql).collect()),
-                            ("DuckDB on Iceberg", lambda sql: on_iceberg.execute(sql).fetchall()),
-                            ("DuckDB on Parquet", lambda sql: on_parquet.execute(sql).fetchall())):
-            total = 0.0
-            for report in REPORTS:
-                started = time.perf_counter()
-                run(report.sql)
-                total += time.perf_counter() - started
-            seconds[f"all {len(REPORTS)} reports, {engine}"] = total
-
+        reports = measure_reports(storage, spark, server.pid, home / "star")
     print(f"\n| work (SF{scale:g}, {os.cpu_count()} cores) | wall s | CPU s | peak RSS GiB |\n|---|---|---|---|")
     for name, figure in measured.items():
         print(figure.row(name))
@@ -212,8 +262,7 @@ def _measure(scale: float, load_only: bool, home: Path, server) -> None:  # Embe
     if "apply 1% corrections (through the assets)" in measured:
         print(f"1% corrections / full load: {measured['apply 1% corrections (through the assets)'].wall / ours.wall:.2f}x"
               " (target 0.1x)")
-    for name, spent in seconds.items():
-        print(f"{name}: {spent:.2f} s")
+    print("\n".join(reports))
 
 
 if __name__ == "__main__":

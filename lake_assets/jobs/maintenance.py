@@ -10,8 +10,9 @@
   --version/--as-of` inside it always works (and says so clearly outside it,
   core/formats/delta.py). A retention below the window is refused. Files, bytes and
   versions before and after go into the run's metadata.
-- Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact the
-  partitions holding many small files, expire snapshots older than the retention window
+- Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact each
+  partition holding two or more small files into one (under the table's write lock, so no
+  load commits between its read and its overwrite), expire snapshots older than the retention window
   (keeping the newest), then remove the files nothing references any more (older than a
   grace period). Files, bytes and snapshots before and after go into the run's metadata.
 """
@@ -54,6 +55,7 @@ class IcebergMaintenanceConfig(dg.Config):
     retain_last: int = 1
     orphan_grace_hours: float = iceberg_maintenance.ORPHAN_GRACE.total_seconds() / 3600
     compact_min_files: int = iceberg_maintenance.MIN_FILES_TO_COMPACT
+    lock_wait_seconds: float = DEFAULT_WAIT_SECONDS  # how long to wait for a run writing the table
 
 
 @dg.op(description="optimize.compact() and vacuum() every curated Delta table.")
@@ -145,6 +147,7 @@ def needs_clustering(mins: np.ndarray, maxs: np.ndarray, sizes: np.ndarray, targ
 @dg.op(description="Compact, expire snapshots and remove orphan files of every Iceberg table.")
 def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceConfig, storage: StorageResource,
                      engine: SparkEngine) -> None:
+    owner = LockOwner.current(context.run_id)
     with storage.running() as running:
         now = dt.datetime.now(dt.timezone.utc)
         metadata = {}
@@ -153,8 +156,10 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
             if handle is None:
                 continue
             before = iceberg_maintenance.table_stats(running, handle)
-            partitions = iceberg_maintenance.compact(engine.session(running), handle, table.engine_name,
-                                                     min_files=config.compact_min_files)
+            # compaction replaces partitions with what it read: a load committing meanwhile would be lost
+            with table_lock(running, table.write_lock, owner=owner, wait_seconds=config.lock_wait_seconds):
+                partitions = iceberg_maintenance.compact(engine.session(running), iceberg.open_table(running, table),
+                                                         table.engine_name, min_files=config.compact_min_files)
             handle = iceberg.open_table(running, table)
             expired = iceberg_maintenance.expire_snapshots(
                 handle, now - dt.timedelta(hours=config.snapshot_retention_hours), config.retain_last)

@@ -36,7 +36,15 @@ from lake_assets.tpcds.load import (
     start_report,
 )
 from lake_assets.tpcds.pending import reverted_days
-from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, ledger_name, table_columns
+from lake_assets.tpcds.schema import (
+    DIMENSIONS,
+    PARTITION_COLUMN,
+    PARTITION_DAYS,
+    RAW,
+    TpcdsTable,
+    ledger_name,
+    table_columns,
+)
 
 GROUP = "tpcds"
 OWNERS = ["team:data-engineering"]
@@ -144,8 +152,8 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
 @dg.asset(
     key=WEB_SALES_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, *DIMENSION_KEYS],
     partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
-    description="Iceberg table `tpcds.web_sales`, partitioned by truncate(ws_sold_date_sk, 30): each day's raw "
-                "object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
+    description=f"Iceberg table `tpcds.web_sales`, partitioned by truncate({PARTITION_COLUMN}, {PARTITION_DAYS}): "
+                "each day's raw object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
                 "append of new keys into days that hold no rows, else one MERGE): newer corrections survive a "
                 "re-load. Rows without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},

@@ -6,10 +6,13 @@ DATE, text is STRING (TPC-DS char/varchar), and every integer is BIGINT — Duck
 generator makes all keys and counts BIGINT (it gives `c_last_review_date_sk` INTEGER
 alone; we keep every surrogate key BIGINT so joins never widen).
 
-`web_sales` is partitioned by `truncate(ws_sold_date_sk, 30)`: blocks of 30 sold days
-(about a month) of the Julian-day key, since the fact has no date column. One partition per
-day made one small file per day and scans ~13x slower (measured in README); a day is
-re-loaded by one MERGE that replaces exactly that day's rows (tpcds/load.py).
+`web_sales` is partitioned by `truncate(ws_sold_date_sk, 365)`: blocks of 365 sold days
+(about a year) of the Julian-day key, since the fact has no date column. One partition per
+day made one small file per day and scans ~13x slower (measured in README); 30-day blocks
+still left DuckDB's cold scan of the star 2x slower than 365-day ones (each file a few S3
+round trips; benchmarks/tpcds_star.py), and maintenance compacts each block into one file.
+A day is re-loaded by one MERGE that replaces exactly that day's rows (tpcds/load.py). A
+table created with another width keeps it (the width is read from the table's spec).
 
 Every web_sales row also carries `_sequence` (last, after the TPC-DS columns): the
 sequence of the change that wrote it (core/sequence.py), which orders the day loads and
@@ -108,7 +111,7 @@ DIMENSIONS = (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, Tpc
 NAMESPACE = "tpcds"
 #: The fact's partition source column, and the width of its truncate transform (in days).
 PARTITION_COLUMN = "ws_sold_date_sk"
-PARTITION_DAYS = 30
+PARTITION_DAYS = 365
 
 #: The fact's foreign keys to the dimensions this domain loads: (fact column, dimension, its key).
 FOREIGN_KEYS: list[tuple[str, str, str]] = [

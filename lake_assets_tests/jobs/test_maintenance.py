@@ -14,6 +14,7 @@ from lake_assets.resources.rules import LakeRules
 from lake_assets.settings import LakeSettings
 from lake_assets.cli import app
 from lake_assets.core.errors import UsageError
+from lake_assets.core.formats import iceberg_maintenance
 from lake_assets.core.formats.delta import file_ranges, open_table
 from lake_assets.core.lock import LockOwner, TableLocked, table_lock
 from lake_assets.resources.storage import LakeStorage
@@ -137,3 +138,28 @@ def test_needs_clustering() -> None:
     assert needs_clustering(np.array([0, 5]), np.array([9, 19]), np.array([big, big]), big)  # overlap
     assert needs_clustering(np.array([0, 10, 20]), np.array([9, 19, 29]), np.array([1, 1, big]), big)  # small files
     assert not needs_clustering(np.array([0]), np.array([9]), np.array([1]), big)
+
+
+def test_iceberg_compaction_waits_for_the_writer_of_the_table(storage: LakeStorage, catalog, spark) -> None:
+    """Compaction replaces partitions with the rows it read: never while a load holds the table."""
+    from lake_assets.core.formats import iceberg
+    from lake_assets.core.tables import TPCDS_WEB_SALES
+    from lake_assets.resources.engine import SparkEngine
+    from lake_assets.schedules.maintenance import maintain_iceberg
+    from lake_assets.tpcds.load import ensure_table
+
+    ensure_table(storage, "web_sales")
+    for batch in range(2):  # two small files in one 365-day block: compaction would rewrite them
+        spark.sql(f"INSERT INTO tpcds.web_sales (ws_sold_date_sk, ws_item_sk, ws_order_number) "
+                  f"VALUES (2451000, {batch}, 1)")
+    snapshots = len(iceberg.open_table(storage, TPCDS_WEB_SALES).snapshots())
+    resource = StorageResource(bucket=storage.bucket, home=storage.home)
+    with dg.build_op_context(resources={"storage": resource, "engine": SparkEngine()},
+                             op_config={"lock_wait_seconds": 1}) as context, \
+            table_lock(storage, TPCDS_WEB_SALES.write_lock, owner=LockOwner("tpcds-run", 1, "elsewhere")):
+        with pytest.raises(TableLocked, match="tpcds-run"):
+            maintain_iceberg(context)
+    assert len(iceberg.open_table(storage, TPCDS_WEB_SALES).snapshots()) == snapshots  # nothing compacted
+    with dg.build_op_context(resources={"storage": resource, "engine": SparkEngine()}) as context:
+        maintain_iceberg(context)  # the writer gone: the block's two files become one
+    assert len(iceberg_maintenance.data_files(iceberg.open_table(storage, TPCDS_WEB_SALES))) == 1

@@ -62,11 +62,11 @@ def test_full_load_equals_the_generator(storage: LakeStorage, catalog: LakeCatal
     assert len(entries) == len(keys)
     assert sum(e["rows_in_file"] for e in entries) == sum(e["rows_applied"] for e in entries) == 7212
     assert pending_fact_days(storage, ledger) == [] and pending_dimensions(storage, ledger) == []
-    # schema as declared: decimals stay decimals, truncate(30) partitions of the sold date key
+    # schema as declared: decimals stay decimals, truncate(365) partitions of the sold date key
     current = iceberg.open_table(storage, table(WEB_SALES))
     assert str(current.schema().find_field("ws_net_paid").field_type) == "decimal(7, 2)"
     assert [f.name for f in current.schema().fields] == [n for n, _ in COLUMNS[TpcdsTable.WEB_SALES]] + ["_sequence"]
-    assert str(current.spec().fields[0].transform) == "truncate[30]"
+    assert str(current.spec().fields[0].transform) == "truncate[365]"
 
 
 def test_bad_lines_go_to_quarantine_with_object_and_line(

@@ -6,8 +6,10 @@
 - `remove_orphan_files`: pyiceberg 0.11 does not delete files, so list the table's location
   with boto3 and delete the data and manifest files no remaining snapshot references (only
   files older than a grace period, so a commit in flight never loses a file).
-- `compact`: rewrite the small data files of the partitions that have several, through the
-  engine (`overwritePartitions`, one atomic snapshot).
+- `compact`: rewrite each partition holding two or more small data files into one file,
+  through the engine (`overwritePartitions`, one atomic snapshot). Scans pay per file (a
+  DuckDB reader a few S3 requests each), and every load or day append adds files: the
+  nightly run leaves one file per partition.
 - `table_stats`: files, bytes and snapshots, for before/after metadata.
 Every commit goes through the REST catalog, so every engine sees it.
 """
@@ -26,7 +28,7 @@ from lake_assets.resources.storage import LakeStorage
 #: Data files smaller than this count as small for compaction.
 SMALL_FILE_BYTES = 32 * 1024 * 1024
 #: A partition is compacted when it has at least this many small files.
-MIN_FILES_TO_COMPACT = 4
+MIN_FILES_TO_COMPACT = 2
 #: Unreferenced files younger than this are left alone (a concurrent commit may be writing them).
 ORPHAN_GRACE = dt.timedelta(hours=1)
 
