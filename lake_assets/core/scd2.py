@@ -24,9 +24,11 @@ is the table as the runs up to V applied it; the versions valid at sequence S ar
 source as of S, with every change known now, late ones included.
 
 A write replaces the touched keys' rows: it reads the rows of the history files holding
-them (their key ranges), merges the new changes (a change already recorded, same key and
-sequence, is replaced: a rerun after a crash converges), recomputes their intervals and
-writes them back in one delta-rs commit.
+them (their key ranges), merges the new changes into the rows of the changed keys only (a
+change already recorded, same key and sequence, is replaced: a rerun after a crash
+converges), recomputes those keys' intervals (the other rows of the files are carried over
+as they are: no sort of their sequences, no time parsed again) and writes the files' rows
+back in key order in one delta-rs commit.
 The history is clustered by key, as the table is (insurance/merge.py): rows are written in
 key order into files of about `TARGET_FILE_BYTES`, so the files' key ranges (the log's
 statistics) are narrow and a small batch reads and rewrites only the few files holding its
@@ -91,12 +93,28 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     keys = np.unique(changes[key].to_numpy()).astype(np.int64)
     ranges = _ranges(delta, key, keys)
     existing = _existing(delta, key, ranges)
-    recorded = pc.is_in(_pair(existing, key), value_set=_pair(changes, key))
-    merged = pa.concat_tables([existing.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
+    touched = pa.array(np.isin(existing[key].to_numpy(), keys))  # rows of the changed keys: recomputed
+    mine = existing.filter(touched)
+    recorded = pc.is_in(_pair(mine, key), value_set=_pair(changes, key))
+    merged = pa.concat_tables([mine.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
                               promote_options="default")
     rows = intervals(merged.select(changes.column_names).cast(changes.schema), key)
-    version = _replace(storage, history, delta, key, ranges, rows, None)
+    version = _replace(storage, history, delta, key, ranges, _in_key_order(existing.filter(pc.invert(touched)), rows, key),
+                       None)
     return HistoryReport(changes.num_rows, len(keys), version=version)
+
+
+def _in_key_order(kept: pa.Table, rows: pa.Table, key: str) -> pa.Table:
+    """The rows of the files a write replaces: `kept` (other keys' rows, unchanged, validity
+    included) and `rows` (the changed keys', in key order), in key order (the clustering):
+    one stable sort of the integer keys, no comparison of sequences."""
+    if not kept.num_rows:
+        return rows
+    both = pa.concat_tables([rows, kept.select([n for n in rows.column_names if n in kept.column_names] +
+                                               [n for n in kept.column_names if n not in rows.column_names])],
+                            promote_options="default")
+    keys = both[key].to_numpy()
+    return both if _increasing(keys) else both.take(pa.array(np.argsort(keys, kind="stable")))
 
 
 def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callable[[], pa.Table],
