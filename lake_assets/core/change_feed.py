@@ -334,7 +334,7 @@ def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
     change rows are those derive() gets from the log (rows carried over unchanged drop out
     either way), conformed to the table's schema, written in one feed commit that replaces
     the version's rows (so a rerun converges)."""
-    schema = open_table(storage, table).to_pyarrow_dataset().schema
+    schema = pa.schema(open_table(storage, table).schema().to_arrow())  # the dataset's schema, without its files
     if version == FROM_FILES and not removed.num_rows:  # the table's first commit: answered from its files
         _answer_from_files(storage, feed, schema)
         first = FeedReport([version] if added.num_rows else [], covered_through=version)

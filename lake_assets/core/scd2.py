@@ -268,16 +268,21 @@ def _limits(kind: pa.DataType) -> tuple[int, int]:
 
 
 def _existing(delta: DeltaTable, key: str, ranges: list[tuple[int, int]]) -> pa.Table:
-    """The history rows within `ranges`."""
+    """The history rows within `ranges`, from the files whose key range meets one (the
+    log's statistics choose them: no dataset of every file is built)."""
     where = functools.reduce(operator.or_, [(ds.field(key) >= low) & (ds.field(key) <= high)
                                             for low, high in ranges])
-    return delta.to_pyarrow_dataset().to_table(filter=where)
+    return delta.to_pyarrow_dataset(file_pruning_predicate=_predicate(key, ranges)).to_table(filter=where)
+
+
+def _predicate(key: str, ranges: list[tuple[int, int]]) -> str:
+    return " OR ".join(f"({key} >= {low} AND {key} <= {high})" for low, high in ranges)
 
 
 def _replace(storage: LakeStorage, history: LakeTable, delta: DeltaTable, key: str, ranges: list[tuple[int, int]],
              rows: pa.Table, metadata: dict[str, str] | None) -> int:
     """Replace the rows within `ranges` by `rows`, in one commit."""
-    predicate = " OR ".join(f"({key} >= {low} AND {key} <= {high})" for low, high in ranges)
+    predicate = _predicate(key, ranges)
     known = pa.schema(delta.schema().to_arrow())
     if not rows.num_rows:
         delta.delete(predicate, commit_properties=_properties(metadata))
