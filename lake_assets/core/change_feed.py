@@ -40,7 +40,7 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 
 from lake_assets.core.errors import LakeError
-from lake_assets.core.formats.delta import WRITER, open_table
+from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
@@ -370,9 +370,9 @@ def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
 def _write(storage: LakeStorage, feed: LakeTable, rows: pa.Table, start: int, end: int) -> None:
     uri, options = feed.uri(storage), storage.delta_storage_options()
     if open_table(storage, feed) is None:
-        write_deltalake(uri, rows, mode="append", storage_options=options, writer_properties=WRITER)
+        write_deltalake(uri, rows, mode="append", storage_options=options)
         return
-    write_deltalake(uri, rows, mode="overwrite", schema_mode="merge", storage_options=options, writer_properties=WRITER,
+    write_deltalake(uri, rows, mode="overwrite", schema_mode="merge", storage_options=options,
                     predicate=f"{COMMIT_VERSION} >= {start} AND {COMMIT_VERSION} <= {end}")
 
 
