@@ -99,22 +99,24 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     merged = pa.concat_tables([mine.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
                               promote_options="default")
     rows = intervals(merged.select(changes.column_names).cast(changes.schema), key)
-    version = _replace(storage, history, delta, key, ranges, _in_key_order(existing.filter(pc.invert(touched)), rows, key),
-                       None)
+    version = _replace(storage, history, delta, key, ranges, _in_key_order(existing, touched, rows, key), None)
     return HistoryReport(changes.num_rows, len(keys), version=version)
 
 
-def _in_key_order(kept: pa.Table, rows: pa.Table, key: str) -> pa.Table:
-    """The rows of the files a write replaces: `kept` (other keys' rows, unchanged, validity
-    included) and `rows` (the changed keys', in key order), in key order (the clustering):
-    one stable sort of the integer keys, no comparison of sequences."""
-    if not kept.num_rows:
+def _in_key_order(existing: pa.Table, touched: pa.Array, rows: pa.Table, key: str) -> pa.Table:
+    """The rows of the files a write replaces: the `existing` rows not `touched` (other keys'
+    rows, unchanged, validity included) and `rows` (the changed keys', in key order), in key
+    order (the clustering): one stable sort of the integer keys and one take, no comparison
+    of sequences."""
+    kept = np.flatnonzero(~touched.to_numpy(zero_copy_only=False))
+    if not len(kept):
         return rows
-    both = pa.concat_tables([rows, kept.select([n for n in rows.column_names if n in kept.column_names] +
-                                               [n for n in kept.column_names if n not in rows.column_names])],
-                            promote_options="default")
-    keys = both[key].to_numpy()
-    return both if _increasing(keys) else both.take(pa.array(np.argsort(keys, kind="stable")))
+    names = [n for n in rows.column_names if n in existing.column_names] + \
+        [n for n in existing.column_names if n not in rows.column_names]
+    both = pa.concat_tables([rows, existing.select(names)], promote_options="default")
+    positions = np.concatenate([np.arange(rows.num_rows), rows.num_rows + kept])
+    order = positions[np.argsort(both[key].to_numpy()[positions], kind="stable")]
+    return both.take(pa.array(order))
 
 
 def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callable[[], pa.Table],
