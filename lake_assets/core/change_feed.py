@@ -15,6 +15,16 @@ back, so the cost follows the batch; the log stays the source of truth a catch-u
 from. The cost of a derived version is the files it touched. The feed table holds the table's columns plus
 `_change_type`, `_commit_version` and `_commit_timestamp` (Delta CDF semantics); writing a
 range of versions replaces exactly that range, so a catch-up after a failure converges.
+
+The table's first commit (version 0: every row an insert, nothing removed) is not copied
+into the feed table: its feed is the files that commit added, read as inserts when asked,
+as Delta's own change data feed answers a commit that only added files. The feed table is
+created then, empty, and from then on answers version 0 from those files unless it holds
+rows of version 0 (a feed written before, or `keep_first_version`). `read`,
+`change_counts` and `covered_through` answer version 0 all the same, so `lake changes`
+and `table_changes` are unchanged; only a query of the feed table itself lacks version
+0's inserts. Before maintenance vacuums files version 0 added (`keep_first_version`),
+its rows are stored, so the feed stays answerable from version 0.
 """
 
 import datetime as dt
@@ -50,6 +60,10 @@ _TIME = FEED_COLUMNS.field(COMMIT_TIMESTAMP).type
 _TYPE_ORDER = (ChangeType.DELETE, ChangeType.UPDATE_PREIMAGE, ChangeType.UPDATE_POSTIMAGE, ChangeType.INSERT)
 
 
+#: The table version whose feed is read from the files it added, unless the feed stores it.
+FROM_FILES = 0
+
+
 class FeedUnavailable(LakeError):
     """A version's feed cannot be derived (its log entry or its removed files are gone)."""
 
@@ -62,6 +76,7 @@ class Commit:
     timestamp: dt.datetime
     added: list[str]
     removed: list[str]
+    records_added: int | None = None  # rows in the added files (their statistics), None if a file has none
 
 
 @dataclass
@@ -88,6 +103,7 @@ def read_commit(storage: LakeStorage, table: LakeTable, version: int) -> Commit:
                               "the feed can only be derived for versions still in the log") from error
     added: list[str] = []
     removed: list[str] = []
+    records: int | None = 0
     timestamp: dt.datetime | None = None
     for line in data.decode().splitlines():
         if not line.strip():
@@ -99,12 +115,20 @@ def read_commit(storage: LakeStorage, table: LakeTable, version: int) -> Commit:
                     raise FeedUnavailable(f"{table.name} v{version} uses deletion vectors, which the derived "
                                           "feed does not read")
                 paths.append(_relative(action[kind]["path"], table.uri(storage)))
+                if kind == "add":
+                    records = _plus_records(records, action[kind].get("stats"))
         if "commitInfo" in action and action["commitInfo"].get("timestamp") is not None:
             timestamp = dt.datetime.fromtimestamp(action["commitInfo"]["timestamp"] / 1000, dt.timezone.utc)
     if timestamp is None:  # Delta's rule without a commitInfo timestamp: the log file's modification time
         head = storage.get_client().head_object(Bucket=storage.bucket, Key=key)
         timestamp = head["LastModified"].astimezone(dt.timezone.utc)
-    return Commit(version, timestamp, added, removed)
+    return Commit(version, timestamp, added, removed, records)
+
+
+def _plus_records(total: int | None, stats: str | None) -> int | None:
+    """`total` plus an added file's `numRecords` (its JSON statistics); None once one lacks it."""
+    count = json.loads(stats).get("numRecords") if stats else None
+    return None if total is None or count is None else total + int(count)
 
 
 def _relative(path: str, table_uri: str) -> str:
@@ -194,9 +218,55 @@ def _label(rows: pa.Table, change: ChangeType, commit: Commit) -> pa.Table:
 
 
 def covered_through(storage: LakeStorage, feed: LakeTable) -> int | None:
-    """The newest version with rows in the feed."""
+    """The newest version the feed answers: stored, or read from its files (FROM_FILES)."""
     delta = open_table(storage, feed)
-    return None if delta is None else column_max(delta, COMMIT_VERSION)
+    if delta is None:
+        return None
+    stored = column_max(delta, COMMIT_VERSION)
+    return FROM_FILES if stored is None else max(stored, FROM_FILES)
+
+
+def _answer_from_files(storage: LakeStorage, feed: LakeTable, schema: pa.Schema) -> None:
+    """The feed answers the table's first commit from its files: created, empty, if absent."""
+    if open_table(storage, feed) is None:
+        write_deltalake(feed.uri(storage), _feed_schema(schema).empty_table(), mode="append",
+                        storage_options=storage.delta_storage_options())
+
+
+def _first_from_files(stored: DeltaTable | None, rows: pa.Table | None) -> int | None:
+    """FROM_FILES if `read`/`change_counts` answer it from its files: the feed exists and
+    does not store its rows (`rows` holds the stored rows' COMMIT_VERSION, or more)."""
+    if stored is None or (rows is not None and pc.any(pc.equal(rows[COMMIT_VERSION], FROM_FILES)).as_py()):
+        return None
+    return FROM_FILES
+
+
+def keep_first_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) -> bool:
+    """Store the rows of the version the feed answers from its files when some of those
+    files are no longer in the table's current version (a vacuum would delete them): the
+    feed stays answerable from version 0. Run under the table's write lock. True if it did."""
+    stored, current = open_table(storage, feed), open_table(storage, table)
+    if stored is None or current is None:
+        return False
+    first = FROM_FILES
+    if column_min(stored, COMMIT_VERSION) == first:
+        return False
+    live = {_relative(uri, table.uri(storage)) for uri in current.file_uris()}
+    if set(read_commit(storage, table, first).added) <= live:
+        return False
+    _write(storage, feed, derive(storage, table, key, first, current.to_pyarrow_dataset()), first, first)
+    return True
+
+
+def column_min(delta: DeltaTable, column: str) -> int | None:
+    """The smallest value of an integer column (see column_max)."""
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return None
+    stat = f"min.{column}"
+    if stat in actions.column_names and pc.all(pc.is_valid(actions[stat])).as_py():
+        return pc.min(actions[stat]).as_py()
+    return pc.min(delta.to_pyarrow_dataset().to_table(columns=[column])[column]).as_py()
 
 
 def column_max(delta: DeltaTable, column: str) -> int | None:
@@ -234,6 +304,12 @@ def catch_up(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str) 
     if start > newest:
         return report
     dataset = current.to_pyarrow_dataset()
+    if through is None:  # the table's first commit: answered from its files, not copied
+        inserted = _records_added(storage, table, key, FROM_FILES, dataset)
+        _answer_from_files(storage, feed, dataset.schema)
+        report.rows[ChangeType.INSERT] += inserted
+        report.versions += [FROM_FILES] if inserted else []
+        start = FROM_FILES + 1
     pending, first = [], start
     for version in range(start, newest + 1):
         rows = derive(storage, table, key, version, dataset)
@@ -254,11 +330,17 @@ def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
     """Write the feed of `version` from what its writer knows, instead of reading the
     commit's files back: `removed`, the rows it replaced (at least those of the keys it
     changed, as they were), and `added`, the rows it wrote for them (a table's first
-    commit: every row, nothing removed). The change rows are those derive() gets from the
-    log (rows carried over unchanged drop out either way), conformed to the table's schema,
-    written in one feed commit that replaces the version's rows (so a rerun converges)."""
+    commit: every row, nothing removed, answered from its files: nothing is copied). The
+    change rows are those derive() gets from the log (rows carried over unchanged drop out
+    either way), conformed to the table's schema, written in one feed commit that replaces
+    the version's rows (so a rerun converges)."""
+    schema = pa.schema(open_table(storage, table).schema().to_arrow())  # the dataset's schema, without its files
+    if version == FROM_FILES and not removed.num_rows:  # the table's first commit: answered from its files
+        _answer_from_files(storage, feed, schema)
+        first = FeedReport([version] if added.num_rows else [], covered_through=version)
+        first.rows[ChangeType.INSERT] = added.num_rows
+        return first
     commit = read_commit(storage, table, version)
-    schema = open_table(storage, table).to_pyarrow_dataset().schema
     rows = _change_rows(removed.select(schema.names).cast(schema), _conformed(added, schema), key, commit, schema)
     report = FeedReport(covered_through=version)
     for change, count in zip(*pc.value_counts(rows[CHANGE_TYPE]).flatten()):
@@ -267,6 +349,12 @@ def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
         report.versions.append(version)
         _write(storage, feed, rows, version, version)
     return report
+
+
+def _records_added(storage: LakeStorage, table: LakeTable, key: str, version: int, dataset: ds.Dataset) -> int:
+    """Rows an insert-only version added: from its files' statistics, else by reading them."""
+    records = read_commit(storage, table, version).records_added
+    return records if records is not None else derive(storage, table, key, version, dataset).num_rows
 
 
 def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -305,10 +393,12 @@ def read(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: str, star
     if stored is not None:
         where = (pc.field(COMMIT_VERSION) >= start) & (pc.field(COMMIT_VERSION) <= end)
         parts.append(stored.to_pyarrow_dataset().to_table(filter=where))
+    first = _first_from_files(stored, parts[0] if parts else None)
     first_missing = max(start, (through if through is not None else -1) + 1)
-    if first_missing <= end:
+    derived = list(range(first_missing, end + 1)) + ([first] if first is not None and start <= first <= end else [])
+    if derived:
         dataset = current.to_pyarrow_dataset()
-        parts += [derive(storage, table, key, version, dataset) for version in range(first_missing, end + 1)]
+        parts += [derive(storage, table, key, version, dataset) for version in derived]
     if not parts:
         return FEED_COLUMNS.empty_table()
     rows = pa.concat_tables(parts, promote_options="default")
@@ -335,12 +425,17 @@ def change_counts(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
     parts = []
     if stored is not None:
         parts.append(stored.to_pyarrow_dataset().to_table(columns=[COMMIT_VERSION, CHANGE_TYPE]))
+    first = _first_from_files(stored, parts[0] if parts else None)
     first_missing = (through if through is not None else -1) + 1
     if first_missing <= current.version():
         dataset = current.to_pyarrow_dataset()
         parts += [derive(storage, table, key, version, dataset).select([COMMIT_VERSION, CHANGE_TYPE])
                   for version in range(first_missing, current.version() + 1)]
     counts: dict[int, dict[str, int]] = {}
+    if first is not None:  # inserts only: counted from the log's statistics, no file read
+        inserted = _records_added(storage, table, key, first, current.to_pyarrow_dataset())
+        if inserted:
+            counts[first] = {ChangeType.INSERT.value: inserted}
     if not parts:
         return counts
     grouped = pa.concat_tables(parts).group_by([COMMIT_VERSION, CHANGE_TYPE]).aggregate([([], "count_all")])

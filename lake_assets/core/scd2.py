@@ -24,9 +24,11 @@ is the table as the runs up to V applied it; the versions valid at sequence S ar
 source as of S, with every change known now, late ones included.
 
 A write replaces the touched keys' rows: it reads the rows of the history files holding
-them (their key ranges), merges the new changes (a change already recorded, same key and
-sequence, is replaced: a rerun after a crash converges), recomputes their intervals and
-writes them back in one delta-rs commit.
+them (their key ranges), merges the new changes into the rows of the changed keys only (a
+change already recorded, same key and sequence, is replaced: a rerun after a crash
+converges), recomputes those keys' intervals (the other rows of the files are carried over
+as they are: no sort of their sequences, no time parsed again) and writes the files' rows
+back in key order in one delta-rs commit.
 The history is clustered by key, as the table is (insurance/merge.py): rows are written in
 key order into files of about `TARGET_FILE_BYTES`, so the files' key ranges (the log's
 statistics) are narrow and a small batch reads and rewrites only the few files holding its
@@ -91,12 +93,30 @@ def record(storage: LakeStorage, history: LakeTable, key: str, changes: pa.Table
     keys = np.unique(changes[key].to_numpy()).astype(np.int64)
     ranges = _ranges(delta, key, keys)
     existing = _existing(delta, key, ranges)
-    recorded = pc.is_in(_pair(existing, key), value_set=_pair(changes, key))
-    merged = pa.concat_tables([existing.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
+    touched = pa.array(np.isin(existing[key].to_numpy(), keys))  # rows of the changed keys: recomputed
+    mine = existing.filter(touched)
+    recorded = pc.is_in(_pair(mine, key), value_set=_pair(changes, key))
+    merged = pa.concat_tables([mine.filter(pc.invert(recorded)).drop_columns(VALIDITY.names[:-1]), changes],
                               promote_options="default")
     rows = intervals(merged.select(changes.column_names).cast(changes.schema), key)
-    version = _replace(storage, history, delta, key, ranges, rows, None)
+    version = _replace(storage, history, delta, key, ranges, _in_key_order(existing, touched, rows, key), None)
     return HistoryReport(changes.num_rows, len(keys), version=version)
+
+
+def _in_key_order(existing: pa.Table, touched: pa.Array, rows: pa.Table, key: str) -> pa.Table:
+    """The rows of the files a write replaces: the `existing` rows not `touched` (other keys'
+    rows, unchanged, validity included) and `rows` (the changed keys', in key order), in key
+    order (the clustering): one stable sort of the integer keys and one take, no comparison
+    of sequences."""
+    kept = np.flatnonzero(~touched.to_numpy(zero_copy_only=False))
+    if not len(kept):
+        return rows
+    names = [n for n in rows.column_names if n in existing.column_names] + \
+        [n for n in existing.column_names if n not in rows.column_names]
+    both = pa.concat_tables([rows, existing.select(names)], promote_options="default")
+    positions = np.concatenate([np.arange(rows.num_rows), rows.num_rows + kept])
+    order = positions[np.argsort(both[key].to_numpy()[positions], kind="stable")]
+    return both.take(pa.array(order))
 
 
 def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callable[[], pa.Table],
@@ -250,16 +270,21 @@ def _limits(kind: pa.DataType) -> tuple[int, int]:
 
 
 def _existing(delta: DeltaTable, key: str, ranges: list[tuple[int, int]]) -> pa.Table:
-    """The history rows within `ranges`."""
+    """The history rows within `ranges`, from the files whose key range meets one (the
+    log's statistics choose them: no dataset of every file is built)."""
     where = functools.reduce(operator.or_, [(ds.field(key) >= low) & (ds.field(key) <= high)
                                             for low, high in ranges])
-    return delta.to_pyarrow_dataset().to_table(filter=where)
+    return delta.to_pyarrow_dataset(file_pruning_predicate=_predicate(key, ranges)).to_table(filter=where)
+
+
+def _predicate(key: str, ranges: list[tuple[int, int]]) -> str:
+    return " OR ".join(f"({key} >= {low} AND {key} <= {high})" for low, high in ranges)
 
 
 def _replace(storage: LakeStorage, history: LakeTable, delta: DeltaTable, key: str, ranges: list[tuple[int, int]],
              rows: pa.Table, metadata: dict[str, str] | None) -> int:
     """Replace the rows within `ranges` by `rows`, in one commit."""
-    predicate = " OR ".join(f"({key} >= {low} AND {key} <= {high})" for low, high in ranges)
+    predicate = _predicate(key, ranges)
     known = pa.schema(delta.schema().to_arrow())
     if not rows.num_rows:
         delta.delete(predicate, commit_properties=_properties(metadata))

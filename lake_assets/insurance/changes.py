@@ -6,7 +6,8 @@ from the table's Delta log (core/change_feed.py), which stays the source of trut
 catches up at its start (a commit made since, e.g. by `lake restore`, or a run killed
 between its table commit and its feed write) and after its own commit. So the feed of
 version V exists exactly when V does, once a run has passed, and holds the same rows
-whichever way it was written.
+whichever way it was written. The table's first commit (a first full load) is not copied:
+its feed is the files it added, read as inserts (core/change_feed.py).
 
 The history is written by the apply itself, from the run's sequenced changes (core/scd2.py,
 pipeline.py), and by `lake restore` (insurance/restore.py): it is on the source's sequence

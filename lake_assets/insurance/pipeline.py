@@ -650,15 +650,17 @@ def _current_sequences(delta: DeltaTable | None, keys: np.ndarray | None) -> pa.
 
 def _table_rows(delta: DeltaTable, keys: np.ndarray | None, columns: list[str] | None = None) -> pa.Table:
     """The rows of `keys` (sorted, unique; all rows when None) in the table `delta`, reading
-    only the files whose key range (the log's statistics) holds one of them."""
-    dataset = delta.to_pyarrow_dataset()
+    only the files whose key range (the log's statistics) holds one of them: the dataset is
+    built of those files alone."""
     if keys is None:
-        return dataset.to_table(columns=columns)
+        return delta.to_pyarrow_dataset().to_table(columns=columns)
     ranges = key_ranges(keys, *file_ranges(delta, KEY)[:2])
     if not ranges:
-        return dataset.schema.empty_table().select(columns or dataset.schema.names)
+        schema = pa.schema(delta.schema().to_arrow())
+        return schema.empty_table().select(columns or schema.names)
     within = functools.reduce(operator.or_, [(pc.field(KEY) >= low) & (pc.field(KEY) <= high)
                                              for low, high in ranges])
+    dataset = delta.to_pyarrow_dataset(file_pruning_predicate=merge.predicate(ranges))
     return dataset.to_table(columns=columns, filter=within & pc.field(KEY).isin(pa.array(keys, pa.int32())))
 
 

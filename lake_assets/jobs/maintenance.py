@@ -8,8 +8,10 @@
   retention is the time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every
   version current at some moment inside the window keeps its files, so `lake query
   --version/--as-of` inside it always works (and says so clearly outside it,
-  core/formats/delta.py). A retention below the window is refused. Files, bytes and
-  versions before and after go into the run's metadata.
+  core/formats/delta.py). A retention below the window is refused. Before a table with a
+  change feed is vacuumed, the feed stores its version 0 if the files that version is
+  answered from are no longer current (core/change_feed.py). Files, bytes and versions
+  before and after go into the run's metadata.
 - Iceberg (pyiceberg + the engine, core/formats/iceberg_maintenance.py): compact each
   partition holding two or more small files into one (under the table's write lock, so no
   load commits between its read and its overwrite), expire snapshots older than the retention window
@@ -25,9 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from lake_assets.core import scd2
+from lake_assets.core import change_feed, scd2
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
+from lake_assets.core.history import FEEDS
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, TABLES, LakeTable, TableFormat
@@ -99,6 +102,9 @@ def _maintain_table(context: dg.OpExecutionContext, storage: LakeStorage, table:
         return None
     before = delta_stats(storage, table, delta, retention_hours)
     compacted = _compact(delta, table)
+    feed = FEEDS.get(table.name)
+    if feed is not None:  # the feed of version 0 is its files: stored before a vacuum can take them
+        change_feed.keep_first_version(storage, table, feed.table, feed.key)
     # our own check (vacuum_retention) replaces delta-rs's, which knows only the table's default week
     removed = delta.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
     after = delta_stats(storage, table, open_table(storage, table), retention_hours)

@@ -10,9 +10,14 @@ from lake_assets.resources.storage import LakeStorage
 
 def replay(storage: LakeStorage, through: int | None = None) -> dict[int, dict]:
     """The table rebuilt from an empty one by applying the stored feed in version order
-    (inserts and postimages set the row, deletes remove it; preimages must match the row)."""
+    (inserts and postimages set the row, deletes remove it; preimages must match the row).
+    The version the feed answers from its files (the table's first) is the table's rows then."""
     delta = open_table(storage, INSURANCE_CHANGES)
     rows = to_arrow(delta).to_pylist() if delta else []
+    if delta is not None and not any(r["_commit_version"] == 0 for r in rows):
+        # the table's first commit is not copied into the feed: its rows, read at that version, are inserts
+        rows += [{**r, "_change_type": "insert", "_commit_version": 0}
+                 for r in to_arrow(open_table(storage, INSURANCE, 0)).to_pylist()]
     order = {"delete": 0, "update_preimage": 1, "update_postimage": 2, "insert": 3}
     rows.sort(key=lambda r: (r["_commit_version"], r["policy_id"], order[r["_change_type"]]))
     state: dict[int, dict] = {}

@@ -27,7 +27,10 @@ FEED_FIELDS = ["_change_type", "_commit_version", "policy_id", "insured_value", 
 def feed(storage: LakeStorage) -> list[tuple]:
     """The stored feed, in version, key, change order: (change, version, key, value, flood)."""
     rows = change_feed.read(storage, INSURANCE, INSURANCE_CHANGES, "policy_id", 0)
-    assert rows.num_rows == to_arrow(open_table(storage, INSURANCE_CHANGES)).num_rows  # all of it was stored
+    stored = to_arrow(open_table(storage, INSURANCE_CHANGES))
+    first = to_arrow(open_table(storage, INSURANCE, 0))  # the first commit's feed: its files, not copied
+    assert 0 not in stored["_commit_version"].to_pylist()
+    assert rows.num_rows == stored.num_rows + first.num_rows  # the rest was stored
     return [tuple(r[c] for c in FEED_FIELDS) for r in rows.to_pylist()]
 
 
@@ -275,3 +278,29 @@ def test_a_small_batch_rewrites_only_the_history_files_holding_its_keys(
     commit = open_table(storage, INSURANCE_HISTORY).history(1)[0]
     assert commit["operationMetrics"]["num_removed_files"] == 1, commit
     assert_history_invariants(storage)
+
+
+def test_the_first_commits_feed_is_read_from_its_files_until_a_vacuum_could_take_them(
+        storage: LakeStorage, spark: SparkSession) -> None:
+    """The full load's feed is not copied: `lake changes` reads version 0's files as inserts;
+    once those files leave the current version, maintenance stores the same rows."""
+    put(storage, FULL, full_load(row(1, 100), row(2, 200)))
+    report = run(storage, spark)
+    assert report.derived.feed.versions == [0] and report.derived.feed.rows["insert"] == 2
+    assert to_arrow(open_table(storage, INSURANCE_CHANGES)).num_rows == 0  # nothing copied
+    first = changes.read_changes(storage, 0, 0)
+    assert [(r["_change_type"], r["_commit_version"], r["policy_id"], r["insured_value"]) for r in first.to_pylist()] \
+        == [("insert", 0, 1, 100), ("insert", 0, 2, 200)]
+    assert change_feed.change_counts(storage, INSURANCE, INSURANCE_CHANGES, "policy_id") == {0: {"insert": 2}}
+    assert not change_feed.keep_first_version(storage, INSURANCE, INSURANCE_CHANGES, "policy_id")  # files current
+
+    put(storage, CDC_1, cdc(f"U,{row(1, 111)}", f"U,{row(2, 222)}"))
+    run(storage, spark)  # replaces the file version 0 added
+    assert change_feed.keep_first_version(storage, INSURANCE, INSURANCE_CHANGES, "policy_id")
+    assert not change_feed.keep_first_version(storage, INSURANCE, INSURANCE_CHANGES, "policy_id")  # stored once
+    stored = to_arrow(open_table(storage, INSURANCE_CHANGES))
+    assert sorted(stored.filter(pc.equal(stored["_commit_version"], 0))["policy_id"].to_pylist()) == [1, 2]
+    assert changes.read_changes(storage, 0, 0).equals(first)  # the same rows, now stored (not twice)
+    assert change_feed.change_counts(storage, INSURANCE, INSURANCE_CHANGES, "policy_id") == \
+        {0: {"insert": 2}, 1: {"update_preimage": 2, "update_postimage": 2}}
+    assert replay(storage) == table(storage)
