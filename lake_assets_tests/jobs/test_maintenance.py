@@ -145,7 +145,7 @@ def test_iceberg_compaction_waits_for_the_writer_of_the_table(storage: LakeStora
     from lake_assets.core.formats import iceberg
     from lake_assets.core.tables import TPCDS_WEB_SALES
     from lake_assets.resources.engine import SparkEngine
-    from lake_assets.schedules.maintenance import maintain_iceberg
+    from lake_assets.jobs.maintenance import maintain_iceberg
     from lake_assets.tpcds.load import ensure_table
 
     ensure_table(storage, "web_sales")
