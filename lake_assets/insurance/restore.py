@@ -18,7 +18,8 @@ history keeps the mistake and everything derived from commits sees the restore).
 Which files a version contains follows its lineage in the table's history: a RESTORE
 commit contains what its target version contained; any other commit, what the version
 before it contained plus the files the ledger applied at it. A file whose run committed
-nothing (all its rows superseded) belongs to the version current when its run started.
+nothing (all its rows superseded) belongs to the version current when its run started
+(a RESTORE commit too: the versions after it contain the file).
 Which files are reverted or reinstated from there is the rule both formats share
 (core/restore_ledger.py).
 
@@ -104,10 +105,10 @@ def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[F
     at = version
     while at >= 0:
         commit = operations.get(at, {})
+        lineage.add(at)  # a restore's own version: files whose run committed nothing after it started from it
         if commit.get("operation") == RESTORE_OPERATION:
             at = int(commit["operationParameters"]["version"])  # a restore contains what its target did
         else:
-            lineage.add(at)
             at -= 1
 
     def applied_at(entry: dict) -> int:

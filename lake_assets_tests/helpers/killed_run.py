@@ -18,7 +18,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lake_assets.resources.spark import SparkConfig, _sail_url
 from lake_assets.resources.storage import LakeStorage

@@ -25,6 +25,7 @@ import datetime as dt
 import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -97,7 +98,7 @@ def scenarios(draw) -> list[tuple]:
     return [(*s, draw(st.sampled_from(SEAMS)) if i == victim else None) for i, s in enumerate(steps)]
 
 
-@settings(SETTINGS, max_examples=4)
+@settings(SETTINGS, max_examples=3)
 @given(steps=scenarios())
 def test_restores_reapplies_and_killed_runs_match_the_model(storage: LakeStorage, spark: SparkSession,
                                                             steps) -> None:
@@ -215,3 +216,24 @@ def check(bucket: LakeStorage, catalog: LakeCatalog, lake: Ledgered, step: list)
     assert {k: (e["rows_applied"], e["rows_superseded"]) for k, e in latest.items()} == lake.counts, step
     assert {k: e["status"] for k, e in latest.items()} == \
         {k: lake.status[(k, content)] for k, content in lake.latest.items()}, step
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: an Iceberg restore leaves the reverted objects' tombstones in "
+                   "tpcds_tombstones, so a reverted delete still supersedes older changes of its key")
+def test_a_restore_takes_the_reverted_deletes_tombstones_out(storage: LakeStorage, spark: SparkSession,
+                                                             catalog: LakeCatalog) -> None:
+    """A day loads key K; a correction of 2024-01-02 deletes it; restoring the snapshot before
+    the correction brings K back. A correction of 2024-01-01 (older than the reverted delete,
+    newer than the day) must then update K: the reverted delete is not in the table's history."""
+    key, day = (1, 1), DAYS[0]
+    storage.put_bytes(fact_key(sk_date(day)), ("|".join(line(key, day, 5)) + "\n").encode())
+    load_fact_days(storage, spark, [sk_date(day)], "run-1")
+    loaded = current_snapshot(storage)
+    storage.put_bytes(f"{RAW.corrections}20240102-000000000.dat", ("D|" + "|".join(line(key, day, 5)) + "\n").encode())
+    apply_corrections(storage, spark, "run-2")
+    assert fact_rows(catalog) == []
+    _rollback_iceberg(storage, table(WEB_SALES), loaded, "restore-1")
+    assert [r[QUANTITY] for r in fact_rows(catalog)] == [5]
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("U|" + "|".join(line(key, day, 7)) + "\n").encode())
+    apply_corrections(storage, spark, "run-3")
+    assert [r[QUANTITY] for r in fact_rows(catalog)] == [7]
