@@ -119,11 +119,13 @@ def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[F
     return restore_ledger.contained_files(history, lambda e: applied_at(e) in lineage)
 
 
-def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int, int]:
+def restore_tombstones(storage: LakeStorage, reverted: list[dict],
+                       tombstones: LakeTable = INSURANCE_TOMBSTONES) -> tuple[int, int]:
     """Take the tombstones table back to its last version before the first reverted run
     started (runs record their start as `recorded_at`; they write tombstones after it).
-    Returns the tombstone count before and after."""
-    delta = open_table(storage, INSURANCE_TOMBSTONES)
+    Returns the tombstone count before and after. (Also tpcds_tombstones', for an Iceberg
+    restore of web_sales: lake_assets/restore.py.)"""
+    delta = open_table(storage, tombstones)
     if delta is None:
         return 0, 0
     before = row_count(delta)
@@ -135,7 +137,7 @@ def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int,
         delta.delete()
     elif max(earlier) < delta.version():
         delta.restore(max(earlier))
-    return before, row_count(open_table(storage, INSURANCE_TOMBSTONES))
+    return before, row_count(open_table(storage, tombstones))
 
 
 def restore_history(storage: LakeStorage, reverted: list[dict], reinstated: list[dict]) -> scd2.HistoryReport:
