@@ -24,7 +24,6 @@ from typing import Any
 from lake_assets.resources.spark import SparkConfig, _sail_url
 from lake_assets.resources.storage import LakeStorage
 
-SEAMS = ("table-commit", "tombstones", "ledger")
 #: SIGKILL's exit code as subprocess reports it.
 KILLED = -signal.SIGKILL
 
