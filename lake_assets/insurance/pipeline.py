@@ -126,6 +126,8 @@ class FileBatch:
             return REJECTED
         if self.held is not None:
             return HELD
+        if self.floor is not None:  # a published snapshot: with no valid row it still deleted every older key
+            return APPLIED
         return REJECTED if self.valid.num_rows == 0 and len(self.rejected) else APPLIED
 
 

@@ -18,7 +18,8 @@ history keeps the mistake and everything derived from commits sees the restore).
 Which files a version contains follows its lineage in the table's history: a RESTORE
 commit contains what its target version contained; any other commit, what the version
 before it contained plus the files the ledger applied at it. A file whose run committed
-nothing (all its rows superseded) belongs to the version current when its run started.
+nothing (all its rows superseded) belongs to the version current when its run started
+(a RESTORE commit too: the versions after it contain the file).
 Which files are reverted or reinstated from there is the rule both formats share
 (core/restore_ledger.py).
 
@@ -104,10 +105,10 @@ def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[F
     at = version
     while at >= 0:
         commit = operations.get(at, {})
+        lineage.add(at)  # a restore's own version: files whose run committed nothing after it started from it
         if commit.get("operation") == RESTORE_OPERATION:
             at = int(commit["operationParameters"]["version"])  # a restore contains what its target did
         else:
-            lineage.add(at)
             at -= 1
 
     def applied_at(entry: dict) -> int:
@@ -118,11 +119,13 @@ def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[F
     return restore_ledger.contained_files(history, lambda e: applied_at(e) in lineage)
 
 
-def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int, int]:
+def restore_tombstones(storage: LakeStorage, reverted: list[dict],
+                       tombstones: LakeTable = INSURANCE_TOMBSTONES) -> tuple[int, int]:
     """Take the tombstones table back to its last version before the first reverted run
     started (runs record their start as `recorded_at`; they write tombstones after it).
-    Returns the tombstone count before and after."""
-    delta = open_table(storage, INSURANCE_TOMBSTONES)
+    Returns the tombstone count before and after. (Also tpcds_tombstones', for an Iceberg
+    restore of web_sales: lake_assets/restore.py.)"""
+    delta = open_table(storage, tombstones)
     if delta is None:
         return 0, 0
     before = row_count(delta)
@@ -134,7 +137,7 @@ def restore_tombstones(storage: LakeStorage, reverted: list[dict]) -> tuple[int,
         delta.delete()
     elif max(earlier) < delta.version():
         delta.restore(max(earlier))
-    return before, row_count(open_table(storage, INSURANCE_TOMBSTONES))
+    return before, row_count(open_table(storage, tombstones))
 
 
 def restore_history(storage: LakeStorage, reverted: list[dict], reinstated: list[dict]) -> scd2.HistoryReport:

@@ -6,8 +6,8 @@ materialization of the table with what it did. Delta tables go back with delta-r
 (`insurance` also reverts its ledger files, their tombstones and their versions in
 `insurance_history`, insurance/restore.py); Iceberg tables with pyiceberg (a rollback to an
 ancestor snapshot, else set-current), and the raw objects the restored snapshot does not
-contain are reverted in the ledger (the rule both formats share, core/restore_ledger.py):
-`lake run --reapply` loads them again.
+contain are reverted in the ledger (the rule both formats share, core/restore_ledger.py),
+web_sales' tombstones going back with them as insurance's do: `lake run --reapply` loads them again.
 """
 
 import dagster as dg
@@ -17,9 +17,10 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES, LEDGER, LakeTable, TableFormat, table
+from lake_assets.core.tables import (INSURANCE, INSURANCE_TOMBSTONES, LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES,
+                                     LakeTable, TableFormat, table)
 from lake_assets.insurance import changes
-from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_insurance
+from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_insurance, restore_tombstones
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
@@ -120,7 +121,8 @@ def restore_metadata(report: RestoreReport) -> dict:
 
 def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run_id: str) -> dict:
     """Make `snapshot` current, then keep the ledger true (core/restore_ledger.py): objects whose
-    snapshot is not in `snapshot`'s ancestry are reverted, reverted ones in it reinstated."""
+    snapshot is not in `snapshot`'s ancestry are reverted, reverted ones in it reinstated;
+    web_sales' tombstones go back to before the first reverted run (ledger last, as for Delta)."""
     handle = iceberg.open_table(storage, entry)
     before, rows_before = iceberg.current_snapshot_id(handle), iceberg.row_count(handle)
     iceberg_maintenance.rollback(handle, snapshot)
@@ -131,6 +133,8 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
     contained = restore_ledger.contained_files(
         history, lambda e: e["table_version"] is None or e["table_version"] in ancestry)
     reverted, reinstated = restore_ledger.ledger_changes(history, contained)
+    if entry.name == TPCDS_WEB_SALES.name:  # a reverted delete must not supersede older changes of its key
+        restore_tombstones(storage, reverted, TPCDS_TOMBSTONES)
     restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id)
     return {
         "operation": "restore",

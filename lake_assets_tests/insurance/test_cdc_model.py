@@ -18,6 +18,7 @@ for a key never known) and each snapshot's implied deletes at its stamp, a versi
 until the key's next change; `insurance_history` must equal it row for row.
 """
 
+import copy
 import datetime as dt
 import uuid
 from collections import Counter
@@ -33,7 +34,7 @@ from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
 from lake_assets.insurance import merge
 from lake_assets.insurance.pipeline import apply_pending, approve_held
-from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger
+from lake_assets.core.ledger import APPLIED, HELD, REJECTED, REVERTED, Ledger
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
 from lake_assets_tests.conftest import make_storage
@@ -187,6 +188,7 @@ class Model:
         self.parked: Counter = Counter()
         self.held: list[tuple[Delivery, int, Seq]] = []
         self.changes: dict[int, dict[Seq, dict | None]] = {}  # per key, every change the history keeps
+        self.items: dict[tuple[str, int], tuple[Delivery, int, Seq | None]] = {}  # each delivery and its stamp
 
     def arrival(self) -> Seq:
         """The stamp of a snapshot with no time of its own: just after the newest file."""
@@ -194,7 +196,10 @@ class Model:
             return ARRIVAL + (0, 0)
         return (self.newest[0], max(ARRIVAL[1], self.newest[1] + 1), 0, 0)
 
-    def run(self, deliveries: list[Delivery], approve: bool = False) -> None:
+    def run(self, deliveries: list[Delivery], approve: bool = False, reapply: bool = False) -> None:
+        """One run of what is pending: `deliveries` (new content), the held snapshots when
+        `approve`d, and with `reapply` the deliveries a restore reverted that are still the
+        raw zone's content of their name (each with the delivery and stamp it had)."""
         files: list[tuple[Delivery, int, Seq | None]] = []
         for item in sorted(deliveries, key=lambda d: (d.time is not None, d.name)):  # snapshots in key order
             self.seen[item.name] = self.seen.get(item.name, 0) + 1
@@ -203,8 +208,12 @@ class Model:
                 base = self.arrival()
                 self.newest = base
             files.append((item, self.seen[item.name], base))
+            self.items[(item.name, self.seen[item.name])] = files[-1]
         released = self.held if approve else []
         self.held = [] if approve else self.held
+        if reapply:  # a reverted snapshot is not held again: it goes the way of a released one
+            released = released + [self.items[k] for k, entry in sorted(self.ledger.items())
+                                   if entry[0] == REVERTED and k[1] == self.seen[k[0]]]
         for item, delivery, _ in files:
             for line, number in zip(item.lines, line_numbers(item.lines, item.time is None)):
                 if line.kind == "bad":  # a released snapshot was quarantined when held
@@ -266,12 +275,45 @@ class Model:
                 continue
             valid = sum(line.kind != "bad" for line in item.lines)
             bad = len(item.lines) - valid
-            status = REJECTED if valid == 0 and bad else APPLIED
+            status = REJECTED if valid == 0 and bad and base is None else APPLIED  # a published snapshot applied
             done = applied[(item.name, delivery)]
             self.ledger[(item.name, delivery)] = (status, len(item.lines), done, valid - done, bad)
             if status == APPLIED:
                 stamp = base if base is not None else (item.time, 0, delivery, 0)
                 self.newest = max(self.newest or stamp, stamp)
+
+    def restored(self, then: "Model") -> "Model":
+        """The model after a restore to the version `then` was taken at: the table, its
+        tombstones and floor as they were then; deliveries applied since are `reverted`
+        (counts kept), reverted ones applied then are `applied` again; the history loses
+        the reverted deliveries' changes and gets the reinstated ones' back (it is the
+        history of the deliveries applied); what arrived, was quarantined or is held
+        stays as it is now."""
+        back = copy.deepcopy(then)
+        applied_then = {k for k, entry in then.ledger.items() if entry[0] == APPLIED}
+        back.ledger, back.changes = {}, copy.deepcopy(self.changes)
+        for k, (status, *counts) in self.ledger.items():
+            if status == APPLIED and k not in applied_then:
+                status = REVERTED
+                for key, changes in back.changes.items():
+                    back.changes[key] = {s: c for s, c in changes.items() if not self.made(k, s)}
+            elif status == REVERTED and k in applied_then:
+                status = APPLIED
+                for key, changes in then.changes.items():
+                    back.changes.setdefault(key, {}).update({s: c for s, c in changes.items() if self.made(k, s)})
+            back.ledger[k] = (status, *counts)
+        back.changes = {key: changes for key, changes in back.changes.items() if changes}
+        back.seen, back.parked, back.held = dict(self.seen), self.parked.copy(), list(self.held)
+        back.newest, back.items = self.newest, dict(self.items)
+        return back
+
+    def made(self, delivery: tuple[str, int], seq: Seq) -> bool:
+        """Whether the change at `seq` is the delivery's: a CDC file's rows, a snapshot's
+        rows and its implied deletes (at its stamp)."""
+        item, number, base = self.items[delivery]
+        if base is None:
+            return seq[:3] == (item.time, 0, number)
+        return seq[:2] == base[:2] and seq[2] in (number, 0)
 
     def table(self) -> dict[int, dict]:
         return {k: row for k, (_, row) in self.rows.items()}
@@ -329,16 +371,16 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
            strategy: merge.Strategy) -> None:
     model = Model()
     deliveries: dict[tuple[str, str], int] = {}  # (name, ETag) -> its delivery number
-    contents: dict[str, bytes] = {}
+    contents: dict[str, set[bytes]] = {}  # every body put under each name
     if full is not None:
         runs = [[Delivery(FULL, full[0], full[1], None), *runs[0]], *runs[1:]]
     for index, run in enumerate(runs):
         put = []
         for item in reversed(run):  # uploaded in no particular order
             body = render(item.lines, item.newline, header=item.time is None)
-            if contents.get(item.name) == body:
-                continue  # the same bytes again are the same delivery: nothing to do
-            contents[item.name] = body
+            if body in contents.setdefault(item.name, set()):
+                continue  # bytes put before are that delivery (same ETag): new to nobody
+            contents[item.name].add(body)
             etag = storage.put_bytes(item.name, body)
             deliveries[(item.name, etag)] = 1 + sum(name == item.name for name, _ in deliveries)
             put.append(item)
@@ -349,7 +391,12 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
         approve_held(storage, None, "approve")
         apply_pending(storage, spark, "run-approved")
         model.run([], approve=True)
+    assert_lake_matches(storage, model, deliveries)
 
+
+def assert_lake_matches(storage: LakeStorage, model: Model, deliveries: dict[tuple[str, str], int]) -> None:
+    """The table, its `_sequence`s, the ledger's latest entry of every delivery, the
+    quarantine, the feed replayed from version 0 and the SCD2 history equal the model's."""
     delta = open_table(storage, INSURANCE)
     rows = to_arrow(delta).to_pylist() if delta else []
     assert len({r["policy_id"] for r in rows}) == len(rows), "duplicate keys in the table"

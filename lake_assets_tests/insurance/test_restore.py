@@ -11,7 +11,7 @@ from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.ledger import APPLIED, REVERTED, Ledger
 from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
-from lake_assets.insurance.pipeline import IngestRules, apply_pending
+from lake_assets.insurance.pipeline import IngestRules, apply_pending, approve_held
 from lake_assets.insurance.restore import restore_insurance
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions
@@ -140,3 +140,69 @@ def test_the_history_follows_the_files_a_restore_reverts_and_reinstates(storage:
     apply_pending(storage, spark, "run-3", RULES, reapply=True)
     assert history_versions(storage) == after and statuses(storage)[C1] == APPLIED
     assert_history_invariants(storage)
+
+
+def test_an_approved_snapshot_without_a_valid_row_is_applied_and_a_restore_reverts_it(storage: LakeStorage,
+                                                                                     spark: SparkSession) -> None:
+    """Found by test_restore_model: such a snapshot, once approved, deletes every older key,
+    but was recorded `rejected`, so a restore before it kept its deletes in the history
+    (whose current rows then were not the table) and `--reapply` never published it again."""
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), row(2, 2), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    storage.put_bytes(SNAPSHOT, f"{HEADER}\n,2024-01-31,Urban,CA,West,1,Retail,N,Y\n".encode())  # empty key only
+    apply_pending(storage, spark, "run-2", RULES)
+    approve_held(storage, None, "approve")
+    apply_pending(storage, spark, "run-3", RULES)  # version 1: every key deleted as of the snapshot
+    assert values(storage) == {} and statuses(storage)[SNAPSHOT] == APPLIED
+    assert_history_invariants(storage)
+
+    report = restore_insurance(storage, INSURANCE, 0, "restore-1")
+    assert report.reverted == [SNAPSHOT] and statuses(storage)[SNAPSHOT] == REVERTED
+    assert values(storage) == {1: 1, 2: 2} and tombstones(storage) == {}
+    assert_history_invariants(storage)  # the snapshot's deletes left the history with it
+    apply_pending(storage, spark, "run-4", RULES, reapply=True)
+    assert values(storage) == {} and statuses(storage)[SNAPSHOT] == APPLIED
+    assert_history_invariants(storage)
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: a restore reinstating a run does not bring its tombstones back "
+                   "(restore_tombstones only goes back to before the first reverted run)")
+def test_restoring_forward_brings_the_reinstated_runs_tombstones_back(storage: LakeStorage,
+                                                                      spark: SparkSession) -> None:
+    """Restored to the version after a delete, the delete's tombstone is back with its file:
+    a late change older than the delete is superseded, as it was before the first restore."""
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), row(2, 2), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    storage.put_bytes(C1, f"D,{row(2, 0)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)  # version 1
+    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2: the delete is reverted
+    assert tombstones(storage) == {} and values(storage) == {1: 1, 2: 2}
+    report = restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 3: C1 is back
+    assert report.reinstated == [C1] and values(storage) == {1: 1}
+    assert tombstones(storage) == {2: C1}
+    storage.put_bytes(C_OLD, f"U,{row(2, 20)}\n".encode())  # older than C1's delete
+    apply_pending(storage, spark, "run-3", RULES)
+    assert values(storage) == {1: 1}
+    assert_history_invariants(storage)
+
+
+def test_a_run_that_commits_nothing_after_a_restore_belongs_to_the_versions_after_it(storage: LakeStorage,
+                                                                                   spark: SparkSession) -> None:
+    """A file whose run commits nothing belongs to the version current when its run started;
+    when that version is a restore's commit, later versions still contain the file (found by
+    test_restore_model: restoring to a later version reverted it)."""
+    storage.put_bytes(FULL, "\n".join([HEADER, row(1, 1), ""]).encode())
+    apply_pending(storage, spark, "run-1", RULES)  # version 0
+    storage.put_bytes(C1, f"I,{row(2, 2)}\n".encode())
+    apply_pending(storage, spark, "run-2", RULES)  # version 1
+    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2
+    storage.put_bytes(C_OLD, b"")  # an empty file: its run commits nothing
+    report = apply_pending(storage, spark, "run-3", RULES)
+    assert report.commits == [] and statuses(storage)[C_OLD] == APPLIED
+    storage.put_bytes(C_LATE, f"I,{row(5, 5)}\n".encode())
+    apply_pending(storage, spark, "run-4", RULES)  # version 3
+    storage.put_bytes("raw/cdcload/20240403-090000000.csv", f"I,{row(6, 6)}\n".encode())
+    apply_pending(storage, spark, "run-5", RULES)  # version 4
+    report = restore_insurance(storage, INSURANCE, 3, "restore-2")
+    assert report.reverted == ["raw/cdcload/20240403-090000000.csv"]
+    assert statuses(storage)[C_OLD] == APPLIED and values(storage) == {1: 1, 5: 5}
