@@ -124,7 +124,7 @@ def restore_tombstones(storage: LakeStorage, reverted: list[dict],
     """Take the tombstones table back to its last version before the first reverted run
     started (runs record their start as `recorded_at`; they write tombstones after it).
     Returns the tombstone count before and after. (Also tpcds_tombstones', for an Iceberg
-    restore of web_sales: lake_assets/restore.py.)"""
+    restore of web_sales: lake_assets/jobs/restore.py.)"""
     delta = open_table(storage, tombstones)
     if delta is None:
         return 0, 0

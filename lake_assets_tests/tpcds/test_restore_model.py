@@ -3,7 +3,7 @@
 The steps of test_sequence_model (day objects put, sensor loads, backfills, corrections
 named with a DMS time or without one) are interleaved with:
 
-- `restore S` (the restore job's Iceberg path, lake_assets/restore.py: pyiceberg makes
+- `restore S` (the restore job's Iceberg path, lake_assets/jobs/restore.py: pyiceberg makes
   snapshot S current, the ledger reverts the objects S does not contain): the model goes
   back to its rows and tombstones as of S; objects applied since are `reverted`, reverted
   ones S contains `applied` again; sequences already recorded stay recorded;
@@ -34,7 +34,7 @@ from lake_assets.core.ledger import APPLIED, REVERTED, Ledger
 from lake_assets.core.tables import table
 from lake_assets.resources.catalog import LakeCatalog, lake_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.restore import _rollback_iceberg
+from lake_assets.jobs.restore import _rollback_iceberg
 from lake_assets.tpcds.corrections import apply_corrections
 from lake_assets.tpcds.load import load_fact_days, pending_fact_days
 from lake_assets.tpcds.pending import reverted_days
