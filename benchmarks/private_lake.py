@@ -5,7 +5,6 @@ under test finds this lake, not the user's) and restored after; the home is remo
 """
 
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -23,20 +22,16 @@ LAKE_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOIN
 @contextlib.contextmanager
 def private_lake(prefix: str, bucket: str = "lake") -> Iterator[tuple[Path, "EmbeddedS3"]]:
     """(LAKE_HOME, its running embedded S3 server) for the block."""
+    from lake_assets.core.environment import environment
     from lake_assets.resources.embedded_s3 import embedded_s3, free_port
     from lake_assets.settings import embedded_credentials
 
     home = Path(tempfile.mkdtemp(prefix=prefix))
-    saved = {name: os.environ.pop(name, None) for name in LAKE_VARIABLES}
     port = free_port()
     try:
-        with embedded_s3(home, port, embedded_credentials(home)) as server:
-            os.environ.update({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": bucket})
+        with environment(dict.fromkeys(LAKE_VARIABLES)), \
+                embedded_s3(home, port, embedded_credentials(home)) as server, \
+                environment({"LAKE_HOME": str(home), "LAKE_S3_PORT": str(port), "LAKE_S3_BUCKET": bucket}):
             yield home, server
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         shutil.rmtree(home, ignore_errors=True)

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from lake_assets.core.environment import environment
 from lake_assets.core.errors import EngineUnavailable
 from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.catalog import find_catalog
@@ -260,17 +261,8 @@ def start_local_jvm(builder: SparkSession.Builder, storage: LakeStorage) -> Spar
     `credential` is set on the running session, before anything loads the catalog.
     """
     key, secret = storage.credentials()
-    launch = {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": storage.region}
-    saved = {name: os.environ.get(name) for name in launch}
-    os.environ.update(launch)
-    try:
+    with environment({"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": storage.region}):
         session = builder.getOrCreate()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     if session.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG}", None):
         session.conf.set(f"spark.sql.catalog.{ICEBERG_CATALOG}.credential", f"{key}:{secret}")
     return session
@@ -353,17 +345,11 @@ def start_sail_server(storage: LakeStorage, sail: SailSettings, ip: str = "127.0
     from pysail.spark import SparkConnectServer
 
     env = sail_server_environment(storage, sail)
-    transient = {name: os.environ.get(name) for name in sail.environment()}
-    os.environ.update(env)
-    try:
+    transient = sail.environment()
+    os.environ.update({name: value for name, value in env.items() if name not in transient})
+    with environment(transient):
         server = SparkConnectServer(ip=ip, port=port)
         server.start(background=True)
-    finally:
-        for name, value in transient.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return server
 
 
