@@ -90,8 +90,9 @@ def test_a_sail_server_started_by_lake_engine_serve_runs_the_lake(local_lake: La
     server = subprocess.Popen([LAKE, "engine", "serve", "--port", "0"], env=other_lake.env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        url = None
+        url, printed = None, []
         for line in server.stdout:  # the server says where it listens, then serves until stopped
+            printed.append(line)
             found = re.search(r"sc://127\.0\.0\.1:\d+", line)
             if found:
                 url = found.group(0)
@@ -103,7 +104,10 @@ def test_a_sail_server_started_by_lake_engine_serve_runs_the_lake(local_lake: La
         assert secret not in run.stdout + run.stderr
     finally:
         server.terminate()
-        output = server.communicate(timeout=60)[0]
+        server.wait(timeout=60)
+        # the rest through the same reader: communicate(timeout=...) reads the pipe itself and would
+        # drop what the line reader above had already buffered
+        output = "".join(printed) + server.stdout.read()
     assert server.returncode == 130 and "interrupted" in output, output
     assert secret not in output and url in output
     _assert_same_tables(other_lake, local_lake)

@@ -2,9 +2,10 @@
 session per run.
 
 Sessions are built by `SparkConfig` (resources/spark.py), which has no Dagster in it. Within
-a run the resource owns one session of the run's own, made at first use, shared by every
-step and check of the run, and released when the run's execution ends; the engine itself
-(the embedded Sail server, a JVM) stays up for the process. Outside a run (a resource built
+a run the resource owns one session of the run's own (its own SQL settings, views and
+catalog state), made at first use, shared by every step and check of the run, and forgotten
+when the run's execution ends (`SparkConfig.run_session` says why it is not stopped); the
+engine itself (the embedded Sail server, a JVM) stays up for the process. Outside a run (a resource built
 by hand) `session` is the process's shared session.
 """
 
@@ -52,9 +53,7 @@ class SparkEngine(dg.ConfigurableResource):
         self._in_run = True
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        session, self._run_session, self._in_run = self._run_session, None, False
-        if session is not None:
-            self.config().release(session)
+        self._run_session, self._in_run = None, False  # the run's session is not handed out again
 
     def session(self, storage: LakeStorage) -> SparkSession:
         """The run's session (made at first use), able to read and write `storage`; outside a

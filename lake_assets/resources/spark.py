@@ -105,21 +105,19 @@ class SparkConfig(BaseModel):
             return _sessions[cache_key]
 
     def run_session(self, storage: LakeStorage) -> SparkSession:
-        """A session of one run's own on this process's engine; `release` it when the run ends.
+        """A session of one run's own on this process's engine: on Spark Connect (Sail, remote)
+        a new server-side session, on the local JVM a `newSession()` of the process's one
+        SparkContext (its own SQL settings and views).
 
-        On Spark Connect (Sail, remote) it is a new server-side session; on the local JVM a
-        `newSession()` of the process's one SparkContext (its own SQL settings and views).
+        Nothing ends it but the run forgetting it: Spark Connect 3.5 has no call that releases
+        a session on the server (the server drops it when idle), and the client's `stop()`
+        closes its channel and the process-wide pool that releases executions, which
+        disturbed the process's other sessions (failed releases, an abort at exit).
         """
         if self.engine == "local":
-            return self.session(storage).newSession()
+            return with_catalog_credential(self.session(storage).newSession(), storage)
         self.session(storage)  # checks the engine and starts the embedded server, once per process
         return self._build(storage)
-
-    def release(self, session: SparkSession) -> None:
-        """End a `run_session`: the server drops it (the local JVM's context stays for the process)."""
-        if self.engine != "local":
-            with contextlib.suppress(PySparkException):  # dropped already, or its server is gone
-                session.stop()
 
     def _build(self, storage: LakeStorage) -> SparkSession:
         # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
@@ -136,6 +134,11 @@ class SparkConfig(BaseModel):
         return self._build_local_jvm(storage)
 
     def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
+        # PySpark takes the Spark Connect path (and its functions the Connect implementations)
+        # while these are set: inherited from a process that used Spark Connect, or the user's
+        # SPARK_REMOTE. This process runs a JVM session instead.
+        for name in CONNECT_MODE_VARIABLES:
+            os.environ.pop(name, None)
         builder = local_jvm_builder(storage, Path(self.jars_dir) if self.jars_dir else None, self.packages)
         try:
             return start_local_jvm(builder, storage)
@@ -263,10 +266,20 @@ def start_local_jvm(builder: SparkSession.Builder, storage: LakeStorage) -> Spar
     key, secret = storage.credentials()
     with environment({"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": storage.region}):
         session = builder.getOrCreate()
+    return with_catalog_credential(session, storage)
+
+
+def with_catalog_credential(session: SparkSession, storage: LakeStorage) -> SparkSession:
+    """Set the REST catalog's credential on a JVM `session` (a runtime setting of that session
+    alone: a `newSession()` does not inherit it), before anything loads the catalog."""
     if session.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG}", None):
+        key, secret = storage.credentials()
         session.conf.set(f"spark.sql.catalog.{ICEBERG_CATALOG}.credential", f"{key}:{secret}")
     return session
 
+
+#: Variables that put PySpark in Spark Connect mode (set by PySpark itself once it made a Connect session).
+CONNECT_MODE_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 #: How long a remote Spark Connect server gets to accept a connection before the lake says it is not there.
 CONNECT_TIMEOUT_SECONDS = 5.0
