@@ -50,6 +50,7 @@ def main() -> None:
 
 def _measure(scale: float, home: Path, server) -> None:  # EmbeddedS3
     from lake_assets.cli.raw import ZONES
+    from lake_assets.core.tables import ICEBERG_CATALOG
     from lake_assets.resources.duckdb_reader import add_s3_secret, connect, quote
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.settings import LakeSettings
@@ -79,7 +80,7 @@ def _measure(scale: float, home: Path, server) -> None:  # EmbeddedS3
     duck = connect(":memory:")
     create_raw_views(duck, storage, "raw")
     for table in contract.STAR_TABLES:
-        duck.execute(f"COPY raw.{table} TO '{out / table}.parquet' (FORMAT parquet)")
+        duck.execute(f"COPY {ICEBERG_CATALOG}.raw.{table} TO '{out / table}.parquet' (FORMAT parquet)")
     add_s3_secret(duck, storage)
     for zone, prefix in ZONES.items():
         duck.execute(f"COPY (SELECT * FROM read_csv({quote(storage.uri(prefix) + '*.csv')}, all_varchar = true)) "

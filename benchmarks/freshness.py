@@ -88,7 +88,7 @@ def latencies_under_lake_dev(files: int, wait: bool) -> tuple[list[float], dict[
     from lake_assets.resources.storage import LakeStorage
     from lake_assets_tests.helpers.lake_dev import lake_dev, wait_for
 
-    with tempfile.TemporaryDirectory(prefix="lake-freshness-") as tmp, \
+    with tempfile.TemporaryDirectory(prefix="lake-freshness-", ignore_cleanup_errors=True) as tmp, \
             lake_dev(Path(tmp), **({} if wait else {"LAKE_SENSOR_WAIT_SECONDS": "0"})) as dev:
         storage = LakeStorage(bucket="lake", home=str(dev.home)).attached()
         storage.put_bytes("raw/fullload/full-load.csv", ("\n".join([HEADER, *(_row(k) for k in range(1, 101))]) + "\n")

@@ -121,7 +121,7 @@ def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]: 
     from lake_assets.resources.duckdb_reader import connect, lake_connection
     from lake_assets.tpcds import raw_contract as contract
     from lake_assets.tpcds.reports import REPORTS
-    from lake_assets.tpcds.schema import qualified
+    from lake_assets.tpcds.schema import engine_name, ledger_name
 
     def all_reports(run: Callable[[str], object]) -> tuple[float, float]:
         cpu, started = _cpu(server_pid), time.perf_counter()
@@ -149,7 +149,7 @@ def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]: 
 
     def files() -> str:
         client = lake_catalog(storage).pyiceberg()
-        return ", ".join(f"{name} {len(iceberg_maintenance.data_files(client.load_table(qualified(name))))}"
+        return ", ".join(f"{name} {len(iceberg_maintenance.data_files(client.load_table(ledger_name(name))))}"
                          for name in contract.STAR_TABLES)
 
     lines = [f"\nall {len(REPORTS)} reports (seconds: wall / CPU of this process and the S3 server):"]
@@ -158,8 +158,8 @@ def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]: 
     measured = {"DuckDB on local Parquet": duckdb(on_parquet), f"DuckDB on Iceberg (data files: {files()})":
                 duckdb(lambda: lake_connection(storage))}
     started = time.perf_counter()
-    compacted = sum(iceberg_maintenance.compact(spark, client_table, qualified(name)) for name, client_table in
-                    ((n, lake_catalog(storage).pyiceberg().load_table(qualified(n))) for n in contract.STAR_TABLES))
+    compacted = sum(iceberg_maintenance.compact(spark, client_table, engine_name(name)) for name, client_table in
+                    ((n, lake_catalog(storage).pyiceberg().load_table(ledger_name(n))) for n in contract.STAR_TABLES))
     lines.append(f"  maintenance compaction: {compacted} partition(s) in {time.perf_counter() - started:.2f} s")
     measured[f"DuckDB on Iceberg after compaction (data files: {files()})"] = duckdb(lambda: lake_connection(storage))
     measured["DuckDB on local Parquet, again"] = duckdb(on_parquet)
