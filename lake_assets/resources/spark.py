@@ -60,6 +60,7 @@ ENV_CREDENTIALS = "com.amazonaws.auth.EnvironmentVariableCredentialsProvider"
 _sessions: dict[tuple["SparkConfig", str], SparkSession] = {}
 _sail_servers: dict[tuple[SailSettings, str], Any] = {}  # (settings, endpoint) -> pysail's SparkConnectServer
 _lock = threading.Lock()
+_servers_lock = threading.Lock()  # apart from _lock: a session build under _lock starts a server
 
 
 class SparkConfig(BaseModel):
@@ -94,9 +95,7 @@ class SparkConfig(BaseModel):
 
     def session(self, storage: LakeStorage) -> SparkSession:
         """The process's session for this engine, able to read and write `storage`."""
-        _quiet_connect_client_log()
-        if self.engine not in ENGINES:
-            raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
+        self._check_engine()
         cache_key = (self, storage.endpoint_url)
         with _lock:
             cached = _sessions.get(cache_key)
@@ -116,8 +115,13 @@ class SparkConfig(BaseModel):
         """
         if self.engine == "local":
             return with_catalog_credential(self.session(storage).newSession(), storage)
-        self.session(storage)  # checks the engine and starts the embedded server, once per process
-        return self._build(storage)
+        self._check_engine()
+        return self._build(storage)  # the embedded Sail server is started once per process (`_sail_url`)
+
+    def _check_engine(self) -> None:
+        _quiet_connect_client_log()
+        if self.engine not in ENGINES:
+            raise EngineUnavailable(f"LAKE_ENGINE={self.engine!r} is not one of {', '.join(ENGINES)}")
 
     def _build(self, storage: LakeStorage) -> SparkSession:
         # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
@@ -369,7 +373,8 @@ def start_sail_server(storage: LakeStorage, sail: SailSettings, ip: str = "127.0
 def _sail_url(storage: LakeStorage, sail: SailSettings) -> str:
     """Start (once per process, settings and endpoint) an embedded Sail server that reaches `storage`."""
     key = (sail, storage.endpoint_url)
-    if key not in _sail_servers:
-        _sail_servers[key] = start_sail_server(storage, sail)
+    with _servers_lock:
+        if key not in _sail_servers:
+            _sail_servers[key] = start_sail_server(storage, sail)
     host, port = _sail_servers[key].listening_address
     return f"sc://{host}:{port}"
