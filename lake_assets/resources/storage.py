@@ -61,7 +61,7 @@ class LakeStorage(StorageSettings):
     _delta_options: dict[str, str] | None = PrivateAttr(default=None)
     _catalog: "LakeCatalog | None" = PrivateAttr(default=None)
     _closed: bool = PrivateAttr(default=False)
-    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "LakeStorage":
