@@ -1,14 +1,17 @@
 """Every environment variable `lake` reads, with its default, in one place.
 
-The code location (`definitions.py`: its resources and its sensors' pace) and the CLI are
+`ENV_VARS` says what each variable means. The resources' settings are models
+(`StorageSettings`, `EngineSettings` with Sail's `SailSettings`, `RulesSettings`): each field
+has its default and its variable's meaning once, the Dagster resources are those fields
+(the UI shows them), and each model's `from_env` reads its variables. The code location (`definitions.py`: its resources and its sensors' pace) and the CLI are
 built from `LakeSettings.from_env()`; nothing else in the package reads the environment for
 configuration: assets, checks and ops receive it through the resources. A malformed value
 is a `UsageError` naming the variable, never a traceback.
 
 S3 credentials come from one place, `s3_credentials()`: the environment when the user
 sets them, else (embedded server only) a per-lake pair generated on first use and kept in
-`LAKE_HOME/s3-credentials.json`, readable by its owner only. They are read only when a
-client is built and never stored in resource config, logs or asset metadata.
+`LAKE_HOME/s3-credentials.json`, readable by its owner only. They are read when a resolved
+storage builds its first client and never stored in resource config, logs or asset metadata.
 """
 
 import json
