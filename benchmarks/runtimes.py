@@ -82,7 +82,6 @@ def main() -> None:
     from deltalake import DeltaTable
 
     from lake_assets.core.tables import INSURANCE, TABLES, Domain, TableFormat
-    from lake_assets.resources.catalog import lake_catalog
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.tpcds.generate import generate
 
@@ -109,7 +108,7 @@ def main() -> None:
             generate(storage, args.scale)
             runtime.seconds[STEPS[2]] = _timed_run(env)
             print(f"{runtime.name}: " + ", ".join(f"{k} {v:.1f} s" for k, v in runtime.seconds.items()), flush=True)
-            client = lake_catalog(storage).pyiceberg()
+            client = storage.catalog().pyiceberg()
             counts[runtime.name] = {name: len(client.load_table(table.identifier).scan().to_arrow())
                                     for name, table in TABLES.items()
                                     if table.domain is Domain.TPCDS and table.format is TableFormat.ICEBERG}

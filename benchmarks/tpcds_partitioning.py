@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 
 from lake_assets.core.formats import iceberg
 from lake_assets.core.tables import TPCDS_WEB_SALES
-from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.embedded_s3 import embedded_s3, free_port
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -48,7 +47,7 @@ def main() -> None:
         timed("land raw objects", lambda: len(land_facts(storage, oracle)))
         print(f"  raw bytes: {sum(o['Size'] for o in storage.list_objects('raw/tpcds/web_sales/'))}")
         spark = SparkEngine().session(storage)
-        lake_catalog(storage)
+        storage.catalog()
         days = list(fact_objects(storage))
         print(f"truncate(ws_sold_date_sk, {PARTITION_DAYS}), the loader's layout:")
         report = load_fact_days(storage, spark, days, "bench")
@@ -71,7 +70,7 @@ def main() -> None:
         source = spark.table("tpcds.web_sales")
         timed("write every row (one commit)",
               lambda: source.writeTo(name).using("iceberg").partitionedBy("ws_sold_date_sk").create())
-        daily = lake_catalog(storage).pyiceberg().load_table(name)
+        daily = storage.catalog().pyiceberg().load_table(name)
         print(f"  data files: {len(daily.inspect.files())}")
         qd = q.replace("tpcds.web_sales", name)
         timed("full scan sum", lambda: spark.sql(f"SELECT sum(ws_net_paid) FROM {name}").collect()[0][0])

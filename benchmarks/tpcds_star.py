@@ -95,10 +95,9 @@ def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterI
 
 def bare_engine(spark, storage) -> None:  # SparkSession, LakeStorage
     """Each star table read from its raw objects and appended to a new Iceberg table (namespace `bare`)."""
-    from lake_assets.resources.catalog import lake_catalog
     from lake_assets.tpcds.schema import COLUMNS, RAW, TpcdsTable
 
-    client = lake_catalog(storage).pyiceberg()
+    client = storage.catalog().pyiceberg()
     client.create_namespace_if_not_exists("bare")
     for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM,
                  TpcdsTable.WEB_SALES):
@@ -117,7 +116,6 @@ def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]: 
     Parquet (one file per table, exported from the Iceberg tables: like with like), each in a new connection
     (cold: nothing cached) then again (warm); the Iceberg reads before and after maintenance's compaction."""
     from lake_assets.core.formats import iceberg_maintenance
-    from lake_assets.resources.catalog import lake_catalog
     from lake_assets.resources.duckdb_reader import connect, lake_connection
     from lake_assets.tpcds import raw_contract as contract
     from lake_assets.tpcds.reports import REPORTS
@@ -148,7 +146,7 @@ def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]: 
         return all_reports(lambda sql: con.execute(sql).fetchall()), all_reports(lambda sql: con.execute(sql).fetchall())
 
     def files() -> str:
-        client = lake_catalog(storage).pyiceberg()
+        client = storage.catalog().pyiceberg()
         return ", ".join(f"{name} {len(iceberg_maintenance.data_files(client.load_table(ledger_name(name))))}"
                          for name in contract.STAR_TABLES)
 
@@ -159,7 +157,7 @@ def measure_reports(storage, spark, server_pid: int, local: Path) -> list[str]: 
                 duckdb(lambda: lake_connection(storage))}
     started = time.perf_counter()
     compacted = sum(iceberg_maintenance.compact(spark, client_table, engine_name(name)) for name, client_table in
-                    ((n, lake_catalog(storage).pyiceberg().load_table(ledger_name(n))) for n in contract.STAR_TABLES))
+                    ((n, storage.catalog().pyiceberg().load_table(ledger_name(n))) for n in contract.STAR_TABLES))
     lines.append(f"  maintenance compaction: {compacted} partition(s) in {time.perf_counter() - started:.2f} s")
     measured[f"DuckDB on Iceberg after compaction (data files: {files()})"] = duckdb(lambda: lake_connection(storage))
     measured["DuckDB on local Parquet, again"] = duckdb(on_parquet)
@@ -212,7 +210,6 @@ def _land(storage, scale: float, raw: Path | None) -> dict[str, int]:  # LakeSto
 def _measure(scale: float, load_only: bool, raw: Path | None, home: Path, server) -> None:  # EmbeddedS3
     import dagster as dg
 
-    from lake_assets.resources.catalog import lake_catalog
     from lake_assets.resources.duckdb_reader import connect
     from lake_assets.resources.engine import SparkEngine
     from lake_assets.resources.storage import LakeStorage
@@ -225,7 +222,7 @@ def _measure(scale: float, load_only: bool, raw: Path | None, home: Path, server
     settings = LakeSettings.from_env()
     storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
     storage.ensure_bucket()
-    lake_catalog(storage)
+    storage.catalog()
     generated_rows = _land(storage, scale, raw)
     spark = SparkEngine.from_settings(settings).session(storage)
     spark.sql("SELECT 1").collect()  # the engine's start is not what we measure

@@ -1,23 +1,28 @@
 """Every environment variable `lake` reads, with its default, in one place.
 
-The code location (`definitions.py`: its resources and its sensors' pace) and the CLI are
+`ENV_VARS` says what each variable means. The resources' settings are models
+(`StorageSettings`, `EngineSettings` with Sail's `SailSettings`, `RulesSettings`): each field
+has its default and its variable's meaning once, the Dagster resources are those fields
+(the UI shows them), and each model's `from_env` reads its variables. The code location (`definitions.py`: its resources and its sensors' pace) and the CLI are
 built from `LakeSettings.from_env()`; nothing else in the package reads the environment for
 configuration: assets, checks and ops receive it through the resources. A malformed value
 is a `UsageError` naming the variable, never a traceback.
 
 S3 credentials come from one place, `s3_credentials()`: the environment when the user
 sets them, else (embedded server only) a per-lake pair generated on first use and kept in
-`LAKE_HOME/s3-credentials.json`, readable by its owner only. They are read only when a
-client is built and never stored in resource config, logs or asset metadata.
+`LAKE_HOME/s3-credentials.json`, readable by its owner only. They are read when a resolved
+storage builds its first client and never stored in resource config, logs or asset metadata.
 """
 
 import json
 import os
 import secrets
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from lake_assets.core.errors import UsageError
 from lake_assets.core.private_home import private_home
@@ -34,21 +39,13 @@ CREDENTIALS_FILE = "s3-credentials.json"
 #: The embedded server's second identity, allowed only to read and list (`lake query --engine duckdb`).
 READER_CREDENTIALS_FILE = "s3-reader-credentials.json"
 
-#: The object store's defaults, described once: the settings, `LakeStorage` and its Dagster
-#: resource take them from here.
-DEFAULT_HOME = ".lake"
-DEFAULT_BUCKET = "lake"
-DEFAULT_REGION = "us-east-1"
-DEFAULT_S3_PORT = 8333
-DEFAULT_WAREHOUSE = "warehouse"
-
 ENV_VARS: dict[str, str] = {
-    "LAKE_HOME": f"state directory: embedded S3 data, Dagster instance, server files (default ./{DEFAULT_HOME})",
+    "LAKE_HOME": "state directory: embedded S3 data, Dagster instance, server files",
     "LAKE_S3_ENDPOINT": "S3 endpoint URL; unset means the embedded SeaweedFS server",
-    "LAKE_S3_BUCKET": f"bucket holding raw/, staging/ and curated/ (default {DEFAULT_BUCKET})",
-    "LAKE_S3_REGION": f"S3 region (default {DEFAULT_REGION})",
-    "LAKE_S3_PORT": f"port of the embedded S3 server (default {DEFAULT_S3_PORT}, or a free port when "
-                    f"{DEFAULT_S3_PORT} is taken; a port set here is used or the start fails)",
+    "LAKE_S3_BUCKET": "bucket holding raw/, staging/ and curated/",
+    "LAKE_S3_REGION": "S3 region",
+    "LAKE_S3_PORT": "port of the embedded S3 server (unset: its default, or a free port when that is taken; "
+                    "a port set here is used or the start fails)",
     "AWS_ACCESS_KEY_ID": "S3 access key (embedded server: generated per lake unless set)",
     "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded server: generated per lake unless set)",
     "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL) or local (JVM Spark)",
@@ -57,30 +54,72 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
     "SAIL_MODE": "Sail's run mode for the lake's Sail server: local (default, one process, threads) or local-cluster "
                  "(a driver and workers exchanging data over gRPC, Sail's distributed runtime in one process)",
-    "SAIL_CLUSTER__WORKER_INITIAL_COUNT": "local-cluster: workers started with the driver (Sail's default 4)",
-    "SAIL_CLUSTER__WORKER_MAX_COUNT": "local-cluster: most workers Sail may run (Sail's default 0: no limit)",
-    "SAIL_CLUSTER__WORKER_TASK_SLOTS": "local-cluster: tasks one worker runs at once (Sail's default 8)",
-    "SAIL_EXECUTION__DEFAULT_PARALLELISM": "partitions a plan is split into (Sail's default 0: the CPU count); set it "
+    "SAIL_CLUSTER__WORKER_INITIAL_COUNT": "local-cluster: workers started with the driver (0: Sail's default 4)",
+    "SAIL_CLUSTER__WORKER_MAX_COUNT": "local-cluster: most workers Sail may run (0: Sail's default, no limit)",
+    "SAIL_CLUSTER__WORKER_TASK_SLOTS": "local-cluster: tasks one worker runs at once (0: Sail's default 8)",
+    "SAIL_EXECUTION__DEFAULT_PARALLELISM": "partitions a plan is split into (0: Sail's default, the CPU count); set it "
                                            "in cluster mode, where the driver's cores are not the workers'",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors list the raw zone while they wait (default 1)",
     "LAKE_SENSOR_WAIT_SECONDS": "how long one raw-zone sensor tick keeps listing before it reports nothing new "
                                 "(default 4; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
-    "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD (default) or DDMMYYYY",
-    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held (default 0.5)",
-    "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (default 7)",
+    "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY",
+    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held",
+    "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts",
     "LAKE_TIME_TRAVEL_HOURS": "how far back Delta time travel is guaranteed: vacuum keeps every file a version "
-                              "inside this window needs (default 168)",
+                              "inside this window needs",
     "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
     "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
                                 "(reads the whole raw zone; default 0)",
-    "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables (default warehouse)",
+    "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables",
 }
 
 
-@dataclass(frozen=True)
-class SailSettings:
+def _setting(variable: str, default: Any) -> Any:
+    """A settings field read from `variable`: its default here, its meaning in `ENV_VARS` (the
+    Dagster UI shows both in the resource's configuration)."""
+    return Field(default=default, description=f"{ENV_VARS[variable]} ({variable})")
+
+
+class StorageSettings(BaseModel):
+    """Where the lake's object store and Iceberg catalog are: each field, its default and its
+    variable described once. `LakeStorage` (resources/storage.py) adds the S3 logic to these
+    fields, and the `storage` resource (resources/storage_resource.py) shows them in the UI."""
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoint: str = _setting("LAKE_S3_ENDPOINT", "")
+    bucket: str = _setting("LAKE_S3_BUCKET", "lake")
+    region: str = _setting("LAKE_S3_REGION", "us-east-1")
+    home: str = _setting("LAKE_HOME", ".lake")
+    embedded_port: int = _setting("LAKE_S3_PORT", 8333)
+    embedded_port_fallback: bool = Field(
+        default=True, description="if embedded_port is taken, the embedded server starts on a free port instead "
+                                  "(and says so); off when LAKE_S3_PORT is set")
+    catalog_uri: str = _setting("LAKE_ICEBERG_URI", "")
+    warehouse: str = _setting("LAKE_ICEBERG_WAREHOUSE", "warehouse")
+
+    @classmethod
+    def from_env(cls) -> "StorageSettings":
+        env, default = os.environ, cls()
+        return cls(
+            endpoint=env.get("LAKE_S3_ENDPOINT", default.endpoint),
+            bucket=env.get("LAKE_S3_BUCKET") or default.bucket,
+            region=env.get("LAKE_S3_REGION") or default.region,
+            home=str(Path(env.get("LAKE_HOME") or default.home).resolve()),
+            embedded_port=_port("LAKE_S3_PORT", default.embedded_port),
+            embedded_port_fallback=not env.get("LAKE_S3_PORT", "").strip(),
+            catalog_uri=env.get("LAKE_ICEBERG_URI", default.catalog_uri),
+            warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or default.warehouse,
+        )
+
+    @property
+    def embedded(self) -> bool:
+        return not self.endpoint
+
+
+class SailSettings(BaseModel):
     """Sail's own settings the lake's Sail server runs with (Sail's variable names, validated here).
 
     0 means "Sail's default". Any other `SAIL_*` variable in the environment reaches the
@@ -88,93 +127,121 @@ class SailSettings:
     are the ones the lake types, checks and shows in the engine resource's configuration.
     """
 
-    mode: str = "local"
-    workers: int = 0
-    max_workers: int = 0
-    worker_task_slots: int = 0
-    parallelism: int = 0
+    model_config = ConfigDict(frozen=True)
+
+    sail_mode: str = _setting("SAIL_MODE", "local")
+    sail_workers: int = _setting("SAIL_CLUSTER__WORKER_INITIAL_COUNT", 0)
+    sail_max_workers: int = _setting("SAIL_CLUSTER__WORKER_MAX_COUNT", 0)
+    sail_worker_task_slots: int = _setting("SAIL_CLUSTER__WORKER_TASK_SLOTS", 0)
+    sail_parallelism: int = _setting("SAIL_EXECUTION__DEFAULT_PARALLELISM", 0)
 
     @classmethod
     def from_env(cls) -> "SailSettings":
         return cls(
-            mode=_choice("SAIL_MODE", SAIL_MODES, "local", hint="kubernetes-cluster runs in Sail's own pods "
-                         "(the Kubernetes manifests): point the lake at it with LAKE_SPARK_REMOTE"),
-            workers=_count("SAIL_CLUSTER__WORKER_INITIAL_COUNT"),
-            max_workers=_count("SAIL_CLUSTER__WORKER_MAX_COUNT"),
-            worker_task_slots=_count("SAIL_CLUSTER__WORKER_TASK_SLOTS"),
-            parallelism=_count("SAIL_EXECUTION__DEFAULT_PARALLELISM"),
+            sail_mode=_choice("SAIL_MODE", SAIL_MODES, cls().sail_mode, hint="kubernetes-cluster runs in Sail's own "
+                              "pods (the Kubernetes manifests): point the lake at it with LAKE_SPARK_REMOTE"),
+            sail_workers=_count("SAIL_CLUSTER__WORKER_INITIAL_COUNT"),
+            sail_max_workers=_count("SAIL_CLUSTER__WORKER_MAX_COUNT"),
+            sail_worker_task_slots=_count("SAIL_CLUSTER__WORKER_TASK_SLOTS"),
+            sail_parallelism=_count("SAIL_EXECUTION__DEFAULT_PARALLELISM"),
         )
+
+    @property
+    def sail(self) -> "SailSettings":
+        """Only Sail's settings (an `EngineSettings` without its engine fields): what a Sail server is keyed by."""
+        return SailSettings(**{name: getattr(self, name) for name in SailSettings.model_fields})
 
     def environment(self) -> dict[str, str]:
         """The variables a Sail server reads for these settings (those left at 0 are not set)."""
-        env = {"SAIL_MODE": self.mode}
-        for name, value in (("SAIL_CLUSTER__WORKER_INITIAL_COUNT", self.workers),
-                            ("SAIL_CLUSTER__WORKER_MAX_COUNT", self.max_workers),
-                            ("SAIL_CLUSTER__WORKER_TASK_SLOTS", self.worker_task_slots),
-                            ("SAIL_EXECUTION__DEFAULT_PARALLELISM", self.parallelism)):
+        env = {"SAIL_MODE": self.sail_mode}
+        for name, value in (("SAIL_CLUSTER__WORKER_INITIAL_COUNT", self.sail_workers),
+                            ("SAIL_CLUSTER__WORKER_MAX_COUNT", self.sail_max_workers),
+                            ("SAIL_CLUSTER__WORKER_TASK_SLOTS", self.sail_worker_task_slots),
+                            ("SAIL_EXECUTION__DEFAULT_PARALLELISM", self.sail_parallelism)):
             if value:
                 env[name] = str(value)
         return env
 
 
+class EngineSettings(SailSettings):
+    """Where Spark work runs: the engine and, for the embedded Sail server, Sail's settings.
+    `SparkConfig` (resources/spark.py) builds sessions from these fields, and the `engine`
+    resource (resources/engine.py) shows them in the UI."""
+
+    engine: str = _setting("LAKE_ENGINE", "sail")
+    remote: str = _setting("LAKE_SPARK_REMOTE", "")
+    jars_dir: str = _setting("LAKE_SPARK_JARS", "")
+    packages: str = _setting("LAKE_SPARK_PACKAGES", "")
+
+    @classmethod
+    def from_env(cls) -> "EngineSettings":
+        remote = os.environ.get("LAKE_SPARK_REMOTE", "")
+        return cls(
+            engine=_choice("LAKE_ENGINE", ENGINES, "remote" if remote else cls().engine),
+            remote=remote,
+            jars_dir=os.environ.get("LAKE_SPARK_JARS", ""),
+            packages=os.environ.get("LAKE_SPARK_PACKAGES", ""),
+            **SailSettings.from_env().model_dump(),
+        )
+
+
+class RulesSettings(BaseModel):
+    """How raw files are ingested and how long versions are kept (the `rules` resource, resources/rules.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cdc_folder_date_format: str = _setting("LAKE_CDC_FOLDER_DATE_FORMAT", "YYYY/MM/DD")
+    fullload_max_shrink: float = _setting("LAKE_FULLLOAD_MAX_SHRINK", 0.5)
+    tombstone_retention_days: float = _setting("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0)
+    time_travel_hours: int = _setting("LAKE_TIME_TRAVEL_HOURS", 168)
+
+    @classmethod
+    def from_env(cls) -> "RulesSettings":
+        default = cls()
+        return cls(
+            cdc_folder_date_format=os.environ.get("LAKE_CDC_FOLDER_DATE_FORMAT") or default.cdc_folder_date_format,
+            fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", default.fullload_max_shrink),
+            tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS",
+                                                     default.tombstone_retention_days),
+            time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", default.time_travel_hours),
+        )
+
+
 @dataclass(frozen=True)
 class LakeSettings:
-    home: Path
-    s3_endpoint: str
-    s3_bucket: str
-    s3_region: str
-    s3_port: int
-    engine: str
-    spark_remote: str
-    spark_jars: str
-    spark_packages: str
+    """Everything `lake` reads from its environment: the resources' settings (each read by its
+    model's `from_env`), the sensors' pace and the CLI's own."""
+
+    storage: StorageSettings
+    spark: EngineSettings
+    rules: RulesSettings
     sensor_interval_seconds: int
     sensor_wait_seconds: float
     web_port: int
-    cdc_folder_date_format: str = "YYYY/MM/DD"
-    fullload_max_shrink: float = 0.5
-    tombstone_retention_days: float = 7.0
-    time_travel_hours: int = 168
-    iceberg_uri: str = ""
-    iceberg_warehouse: str = DEFAULT_WAREHOUSE
     tpcds_report_checks: bool = False
-    #: LAKE_S3_PORT / LAKE_WEB_PORT were set: that port or a failure, no fallback to a free one
-    s3_port_explicit: bool = False
+    #: LAKE_WEB_PORT was set: that port or a failure, no fallback to a free one
     web_port_explicit: bool = False
-    sail: SailSettings = field(default_factory=SailSettings)
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
-        env = os.environ
-        remote = env.get("LAKE_SPARK_REMOTE", "")
         return cls(
-            home=Path(env.get("LAKE_HOME") or DEFAULT_HOME).resolve(),
-            s3_endpoint=env.get("LAKE_S3_ENDPOINT", ""),
-            s3_bucket=env.get("LAKE_S3_BUCKET") or DEFAULT_BUCKET,
-            s3_region=env.get("LAKE_S3_REGION") or DEFAULT_REGION,
-            s3_port=_port("LAKE_S3_PORT", DEFAULT_S3_PORT),
-            engine=_choice("LAKE_ENGINE", ENGINES, "remote" if remote else "sail"),
-            spark_remote=remote,
-            spark_jars=env.get("LAKE_SPARK_JARS", ""),
-            spark_packages=env.get("LAKE_SPARK_PACKAGES", ""),
+            storage=StorageSettings.from_env(),
+            spark=EngineSettings.from_env(),
+            rules=RulesSettings.from_env(),
             sensor_interval_seconds=_positive_int("LAKE_SENSOR_INTERVAL_SECONDS", 1),
             sensor_wait_seconds=_sensor_wait("LAKE_SENSOR_WAIT_SECONDS", 4.0),
             web_port=_port("LAKE_WEB_PORT", 3000),
-            cdc_folder_date_format=env.get("LAKE_CDC_FOLDER_DATE_FORMAT") or "YYYY/MM/DD",
-            fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", 0.5),
-            tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0),
-            time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", 168),
-            iceberg_uri=env.get("LAKE_ICEBERG_URI", ""),
-            iceberg_warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or DEFAULT_WAREHOUSE,
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
-            s3_port_explicit=bool(env.get("LAKE_S3_PORT", "").strip()),
-            web_port_explicit=bool(env.get("LAKE_WEB_PORT", "").strip()),
-            sail=SailSettings.from_env(),
+            web_port_explicit=bool(os.environ.get("LAKE_WEB_PORT", "").strip()),
         )
 
     @property
+    def home(self) -> Path:
+        return Path(self.storage.home)
+
+    @property
     def embedded(self) -> bool:
-        return not self.s3_endpoint
+        return self.storage.embedded
 
 
 def _count(name: str) -> int:

@@ -114,9 +114,8 @@ def spark(storage: "LakeStorage") -> "SparkSession":
 @pytest.fixture
 def catalog(storage: "LakeStorage") -> Iterator["LakeCatalog"]:
     """The session server's Iceberg REST catalog, with no `tpcds` tables left by earlier tests."""
-    from lake_assets.resources.catalog import lake_catalog
     from lake_assets_tests.helpers.iceberg import drop_namespace_tables
 
-    lake = lake_catalog(storage)
+    lake = storage.catalog()
     drop_namespace_tables(lake, "tpcds")
     yield lake

@@ -394,9 +394,9 @@ def test_settings_load_from_the_dagster_environment(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = LakeSettings.from_env()
-    assert settings.engine == "remote"
-    assert settings.spark_remote == f"sc://{SPARK_SERVICE}:15002"
-    assert settings.s3_endpoint == "http://minio:9000"
+    assert settings.spark.engine == "remote"
+    assert settings.spark.remote == f"sc://{SPARK_SERVICE}:15002"
+    assert settings.storage.endpoint == "http://minio:9000"
     assert settings.sensor_interval_seconds == 1
     assert str(settings.home) == env["LAKE_HOME"]
     # a configured endpoint requires explicit credentials: the file passes the user's on
@@ -407,10 +407,10 @@ def test_settings_load_from_the_dagster_environment(
 def test_defaults_match_the_code(compose: dict, services: dict, default_settings: LakeSettings) -> None:
     for name in DAGSTER_SERVICES:
         env = environment_of(services[name])
-        assert env["LAKE_S3_BUCKET"] == default_settings.s3_bucket == "lake"
-        assert env["LAKE_S3_REGION"] == default_settings.s3_region
+        assert env["LAKE_S3_BUCKET"] == default_settings.storage.bucket == "lake"
+        assert env["LAKE_S3_REGION"] == default_settings.storage.region
         assert int(env["LAKE_SENSOR_INTERVAL_SECONDS"]) == default_settings.sensor_interval_seconds
-    assert environment_of(services["minio-init"])["LAKE_S3_BUCKET"] == default_settings.s3_bucket
+    assert environment_of(services["minio-init"])["LAKE_S3_BUCKET"] == default_settings.storage.bucket
     # one set of credentials, the user's: MinIO's root user is what every client presents
     minio_env = environment_of(services["minio"])
     assert minio_env["MINIO_ROOT_USER"] == USER_ENV["AWS_ACCESS_KEY_ID"]
@@ -515,7 +515,7 @@ def test_ports_bind_localhost_only(services: dict) -> None:
 
 
 def test_dagster_services_run_the_locked_project(services: dict, raw: dict) -> None:
-    libraries_version = importlib.metadata.version("dagster-aws")
+    libraries_version = importlib.metadata.version("dagster-postgres")
     for name in DAGSTER_SERVICES:
         service = services[name]
         assert split_image(service["image"])[0] == "python"
@@ -632,7 +632,7 @@ def test_iceberg_rest_catalog_is_wired_like_the_embedded_one(services: dict, def
     for name in DAGSTER_SERVICES:
         env = environment_of(services[name])
         assert env["LAKE_ICEBERG_URI"] == "http://iceberg-rest:8181"
-        assert env["LAKE_ICEBERG_WAREHOUSE"] == default_settings.iceberg_warehouse
+        assert env["LAKE_ICEBERG_WAREHOUSE"] == default_settings.storage.warehouse
         assert catalog["CATALOG_WAREHOUSE"] == f"s3://{env['LAKE_ICEBERG_WAREHOUSE']}/"
     assert catalog["CATALOG_S3_ENDPOINT"] == "http://minio:9000"
     assert "LAKE_ICEBERG_WAREHOUSE" in " ".join(command_args(services["minio-init"]))
@@ -645,7 +645,7 @@ def test_spark_connect_has_the_local_jvm_engines_catalog_time_zone_and_s3_settin
         services: dict, default_settings: LakeSettings) -> None:
     """The server runs the pipeline's SQL as the local JVM engine does (`lake.tpcds.*`, UTC, S3A)."""
     env = environment_of(services["dagster-webserver"])
-    expected = jvm_conf(env["LAKE_S3_ENDPOINT"], env["LAKE_ICEBERG_URI"], f"s3://{default_settings.iceberg_warehouse}",
+    expected = jvm_conf(env["LAKE_S3_ENDPOINT"], env["LAKE_ICEBERG_URI"], f"s3://{default_settings.storage.warehouse}",
                         delta=True)
     confs = spark_confs(command_args(services[SPARK_SERVICE]))
     assert {k: confs.get(k) for k in expected} == expected

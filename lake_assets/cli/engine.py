@@ -37,14 +37,14 @@ def serve(
     from lake_assets.resources.spark import start_sail_server
 
     with lake_session() as lake:
-        sail = lake.settings.sail
+        sail = lake.settings.spark.sail
         try:
             server = start_sail_server(lake.storage, sail, ip=ip, port=port)
         except OSError as error:  # pysail: the address is taken or cannot be bound
             raise EngineUnavailable(f"the Sail server could not listen on {ip}:{port}: {error}") from None
         host, bound = server.listening_address
-        workers = f", {sail.workers or 'Sail default'} workers" if sail.mode != "local" else ""
-        console.print(f"Sail ({sail.mode}{workers}) serving s3://{lake.storage.bucket} "
+        workers = f", {sail.sail_workers or 'Sail default'} workers" if sail.sail_mode != "local" else ""
+        console.print(f"Sail ({sail.sail_mode}{workers}) serving s3://{lake.storage.bucket} "
                       f"(S3 {lake.storage.endpoint_url}) on sc://{host}:{bound}", soft_wrap=True)
         console.print(f"use it: LAKE_SPARK_REMOTE=sc://{host}:{bound} lake run   (Ctrl-C stops the server)",
                       soft_wrap=True)

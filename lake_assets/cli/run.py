@@ -55,7 +55,6 @@ def demo(
     """The seed's walkthrough (full load, query, CDC batches, query again, history), then the TPC-DS star and a report."""
     from lake_assets.core.formats.delta import open_table
     from lake_assets.core.tables import table
-    from lake_assets.resources.catalog import lake_catalog
     from lake_assets.tpcds.schema import NAMESPACE as TPCDS_NAMESPACE
 
     with lake_session() as lake:
@@ -64,7 +63,7 @@ def demo(
                 raise UsageError("--fresh only works on the embedded S3 server, never on LAKE_S3_ENDPOINT")
             for prefix in ("raw/", "staging/", "curated/"):
                 lake.storage.delete_prefix(prefix)
-            lake_catalog(lake.storage).drop_namespace(TPCDS_NAMESPACE)  # the Iceberg star lives in the catalog
+            lake.storage.catalog().drop_namespace(TPCDS_NAMESPACE)  # the Iceberg star lives in the catalog
         if open_table(lake.storage, table(TABLE)) is not None and not fresh:
             console.print("[yellow]note:[/yellow] this lake already has an insurance table; samples already "
                           "applied change nothing (start over with `lake demo --fresh`).")

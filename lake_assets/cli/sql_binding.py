@@ -154,7 +154,7 @@ class Binder:
         if travel is not None:  # inside the time-travel window, or a clear refusal
             version = ensure_readable(self.lake.storage, entry, travel.version,
                                       travel.when() if travel.timestamp else None,
-                                      self.lake.settings.time_travel_hours)
+                                      self.lake.settings.rules.time_travel_hours)
             reader = reader.option("versionAsOf", version)
         return self._view((name, travel), reader.load(entry.uri(self.lake.storage)))
 

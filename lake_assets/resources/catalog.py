@@ -19,7 +19,6 @@ gets the catalog as its *default* catalog, so the short `tpcds.web_sales` also r
 """
 
 import contextlib
-import functools
 import json
 import os
 import threading
@@ -27,16 +26,16 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.embedded_s3 import running_server
-from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage import LakeStorage, boto3_client
 
 #: The name of the REST catalog in Sail (its default catalog), JVM Spark and DuckDB (`ATTACH ... AS lake`).
 CATALOG_NAME = ICEBERG_CATALOG
@@ -52,14 +51,20 @@ class CatalogUnavailable(StorageUnavailable):
     """The Iceberg REST catalog cannot be found, reached, or refused us."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class LakeCatalog:
-    """The REST catalog (its URI and table bucket) reached with the storage's credentials."""
+    """The REST catalog (its URI and table bucket) reached with the storage's credentials.
+
+    Made by `LakeStorage.catalog()`, once per resolved storage (a run, a command), which
+    closes it with its storage; its pyiceberg client is made at first use.
+    """
 
     uri: str
     warehouse: str
     storage: LakeStorage
     embedded: bool
+    _client: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def warehouse_uri(self) -> str:
@@ -119,7 +124,7 @@ class LakeCatalog:
         if not self.embedded:
             return
         key, secret = self.storage.credentials()
-        client = boto3.client("s3tables", endpoint_url=self.storage.endpoint_url, aws_access_key_id=key,
+        client = boto3_client("s3tables", endpoint_url=self.storage.endpoint_url, aws_access_key_id=key,
                               aws_secret_access_key=secret, region_name=self.storage.region)
         try:
             client.create_table_bucket(name=self.warehouse)
@@ -128,19 +133,41 @@ class LakeCatalog:
                 raise CatalogUnavailable(f"table bucket {self.warehouse}: {error}") from error
         except BotoCoreError as error:
             raise CatalogUnavailable(f"table bucket {self.warehouse}: {error}") from error
+        finally:
+            client.close()
 
     # --- clients -----------------------------------------------------------------
 
     def pyiceberg(self):  # pyiceberg is imported lazily (slow import)
-        """The process's pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog.
+        """This catalog's pyiceberg `RestCatalog` on the warehouse; commits go through the REST catalog.
 
-        Made once per catalog, S3 endpoint, key pair and process (each a token request and a
-        config call); pyiceberg fetches a new token itself when the server answers 401.
+        Made once per `LakeCatalog` (a token request and a config call); pyiceberg fetches a
+        new token itself when the server answers 401.
         """
-        key, secret = self.storage.credentials()
-        with _clients_lock:
-            return _rest_catalog(self.uri, self.warehouse_uri, self.storage.endpoint_url, key, secret,
-                                 self.storage.region, os.getpid())
+        with self._lock:
+            if self._client is None:
+                from pyiceberg.catalog.rest import RestCatalog
+
+                key, secret = self.storage.credentials()
+                self._client = RestCatalog(
+                    CATALOG_NAME, uri=self.uri, warehouse=self.warehouse_uri, credential=f"{key}:{secret}",
+                    **{
+                        "oauth2-server-uri": f"{self.uri}/v1/oauth/tokens",
+                        "s3.endpoint": self.storage.endpoint_url,
+                        "s3.access-key-id": key,
+                        "s3.secret-access-key": secret,
+                        "s3.region": self.storage.region,
+                        "s3.force-virtual-addressing": "false",
+                    },
+                )
+            return self._client
+
+    def close(self) -> None:
+        """Close the pyiceberg client's HTTP session, if one was made."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def drop_namespace(self, namespace: str) -> None:
         """Drop every table in `namespace`, purging its files (`lake demo --fresh`, tests)."""
@@ -192,29 +219,6 @@ class LakeCatalog:
         )
 
 
-_clients_lock = threading.Lock()
-#: (home, catalog URI, table bucket) whose table bucket this process made sure of.
-_ensured: set[tuple[str, str, str]] = set()
-
-
-@functools.lru_cache(maxsize=16)
-def _rest_catalog(uri: str, warehouse_uri: str, endpoint: str, key: str, secret: str, region: str,
-                  pid: int):  # pid: part of the key, so a forked run worker makes its own
-    from pyiceberg.catalog.rest import RestCatalog
-
-    return RestCatalog(
-        CATALOG_NAME, uri=uri, warehouse=warehouse_uri, credential=f"{key}:{secret}",
-        **{
-            "oauth2-server-uri": f"{uri}/v1/oauth/tokens",
-            "s3.endpoint": endpoint,
-            "s3.access-key-id": key,
-            "s3.secret-access-key": secret,
-            "s3.region": region,
-            "s3.force-virtual-addressing": "false",
-        },
-    )
-
-
 def sail_catalog_environment(uri: str, warehouse_uri: str, token_file: Path | str) -> dict[str, str]:
     """Sail's variables for the REST catalog at `uri` as its default catalog, named `lake`, its
     bearer token read from `token_file` (the Kubernetes manifests in resources/k8s/ set the same)."""
@@ -244,14 +248,12 @@ def find_catalog(storage: LakeStorage) -> LakeCatalog | None:
 
 
 def lake_catalog(storage: LakeStorage) -> LakeCatalog:
-    """The lake's Iceberg catalog with its warehouse in place; raises if there is none."""
+    """A new client of the lake's Iceberg catalog, its table bucket made sure of; raises if there
+    is none. Code asks its storage instead (`LakeStorage.catalog()`), which makes one per storage."""
     catalog = find_catalog(storage)
     if catalog is None:
         raise CatalogUnavailable(
             "no Iceberg REST catalog: the embedded S3 server is not running and LAKE_ICEBERG_URI is not set"
         )
-    ensured = (storage.home, catalog.uri, catalog.warehouse)
-    if ensured not in _ensured:  # the table bucket, once per process (it lives as long as the server's data)
-        catalog.ensure_warehouse()
-        _ensured.add(ensured)
+    catalog.ensure_warehouse()
     return catalog

@@ -66,7 +66,7 @@ from lake_assets.resources.s3_supervisor import (
     supervisors_of,
     terminate,
 )
-from lake_assets.settings import DEFAULT_REGION, S3Credentials, embedded_reader_credentials
+from lake_assets.settings import S3Credentials, StorageSettings, embedded_reader_credentials
 
 START_TIMEOUT_SECONDS = 30.0
 #: Starts tried when weed finds one of its ports taken (by a program that bound it after we chose it).
@@ -408,7 +408,7 @@ def _write_security(run_dir: Path) -> None:
 def _s3_answers(endpoint: str, credentials: S3Credentials) -> bool:
     client = boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id=credentials.access_key_id,
-        aws_secret_access_key=credentials.secret_access_key, region_name=DEFAULT_REGION,
+        aws_secret_access_key=credentials.secret_access_key, region_name=StorageSettings().region,  # SeaweedFS accepts any region
         config=Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 0}),
     )
     try:

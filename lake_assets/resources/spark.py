@@ -25,7 +25,6 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
@@ -34,7 +33,7 @@ from lake_assets.core.errors import EngineUnavailable
 from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.catalog import find_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import ENGINES, LakeSettings, SailSettings
+from lake_assets.settings import ENGINES, EngineSettings, LakeSettings, SailSettings
 
 #: Jars of the local JVM engine that the `jvm` extra installs from package registries:
 #: file-name prefix -> (the package holding them, the jar's name pattern, what it is for).
@@ -63,35 +62,14 @@ _lock = threading.Lock()
 _servers_lock = threading.Lock()  # apart from _lock: a session build under _lock starts a server
 
 
-class SparkConfig(BaseModel):
-    """Where Spark work runs: a session per process (`session`, for commands and tests), or of
-    one run's own (`run_session`, what the Dagster resource gives a run)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    engine: str = "sail"
-    remote: str = ""
-    jars_dir: str = ""
-    packages: str = ""
-    #: the embedded Sail server's SAIL_MODE and cluster sizes (settings.SailSettings; 0: Sail's default)
-    sail_mode: str = "local"
-    sail_workers: int = 0
-    sail_max_workers: int = 0
-    sail_worker_task_slots: int = 0
-    sail_parallelism: int = 0
+class SparkConfig(EngineSettings):
+    """Where Spark work runs (the fields: `settings.EngineSettings`): a session per process
+    (`session`, for commands and tests), or of one run's own (`run_session`, what the Dagster
+    resource gives a run)."""
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "SparkConfig":
-        sail = settings.sail
-        return cls(engine=settings.engine, remote=settings.spark_remote,
-                   jars_dir=settings.spark_jars, packages=settings.spark_packages,
-                   sail_mode=sail.mode, sail_workers=sail.workers, sail_max_workers=sail.max_workers,
-                   sail_worker_task_slots=sail.worker_task_slots, sail_parallelism=sail.parallelism)
-
-    @property
-    def sail(self) -> SailSettings:
-        return SailSettings(mode=self.sail_mode, workers=self.sail_workers, max_workers=self.sail_max_workers,
-                            worker_task_slots=self.sail_worker_task_slots, parallelism=self.sail_parallelism)
+        return cls(**settings.spark.model_dump())
 
     def session(self, storage: LakeStorage) -> SparkSession:
         """The process's session for this engine, able to read and write `storage`."""
@@ -355,16 +333,21 @@ def sail_server_environment(storage: LakeStorage, sail: SailSettings) -> dict[st
 def start_sail_server(storage: LakeStorage, sail: SailSettings, ip: str = "127.0.0.1", port: int = 0) -> Any:
     """A running pysail `SparkConnectServer` (in this process) configured for `storage`.
 
-    Sail reads its configuration from the process environment when the server is created:
-    the lake's variables are set for that moment and the ones it replaced put back, except
-    S3 and the catalog's, which stay (the embedded server's object store may read them later).
+    pysail takes no configuration but the address (`SparkConnectServer(ip, port)`); Sail reads
+    the rest from the process environment, at two moments. Its own settings (`SAIL_*`: the mode,
+    the worker counts, the catalog list) are read when the server is created, so they are set
+    for that moment only and what they replaced is put back. Its object store reads the S3
+    variables (`AWS_*`) later, when a query reaches a bucket: a server started with them set
+    only around its creation failed to read `s3://` in its first session and in a later one
+    (the store fell back to AWS's own endpoint) while its catalog worked (pysail 0.7.2). So the
+    S3 variables stay in this process's environment (`test_sail_environment.py` checks both).
     """
     from pysail.spark import SparkConnectServer
 
     env = sail_server_environment(storage, sail)
-    transient = sail.environment()
-    os.environ.update({name: value for name, value in env.items() if name not in transient})
-    with environment(transient):
+    read_at_start = {name: value for name, value in env.items() if name.startswith("SAIL_")}
+    os.environ.update({name: value for name, value in env.items() if name not in read_at_start})
+    with environment(read_at_start):
         server = SparkConnectServer(ip=ip, port=port)
         server.start(background=True)
     return server

@@ -1,109 +1,88 @@
 """S3 access for every part of `lake`: boto3 clients, delta-rs storage options, engine env.
 
-`LakeStorage` is plain configuration plus logic, free of Dagster, so core/, the domains and
-the CLI use it without importing Dagster; the Dagster resource wrapping it is
-`resources/storage_resource.py`. With no endpoint configured, `running()` leases the
-embedded SeaweedFS server (attaching to the live one or starting it) for the duration of a
-block; with one it talks to that endpoint (MinIO, AWS S3, ...). Credentials come from one
-place, `settings.s3_credentials`, when a client is built.
+`LakeStorage` is the storage settings (`settings.StorageSettings`) plus logic, free of
+Dagster, so core/, the domains and the CLI use it without importing Dagster; the Dagster
+resource holding it is `resources/storage_resource.py`. With no endpoint configured,
+`running()` leases the embedded SeaweedFS server (attaching to the live one or starting
+it) for the duration of a block; with one it talks to that endpoint (MinIO, AWS S3, ...).
+
+What `running()` and `attached()` give is a *resolved* storage: the settings with a
+reachable endpoint. A resolved storage makes its key pair (read from one place,
+`settings.s3_credentials`), its S3 client, its delta-rs options and its Iceberg catalog
+(resources/catalog.py) once, at their first use, and `close()` lets them go; a copy
+(`with_endpoint`, `reading_only`) starts with none of them. So whoever holds a resolved
+storage owns its clients: a run (the storage resource: one per run), a CLI command (one per
+command), a sensor tick (one per tick). Nothing is cached per process.
 """
 
 import contextlib
-import functools
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import PrivateAttr
 
 from lake_assets.core.errors import StorageUnavailable
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
 from lake_assets.settings import (
-    DEFAULT_BUCKET,
-    DEFAULT_HOME,
-    DEFAULT_REGION,
-    DEFAULT_S3_PORT,
-    DEFAULT_WAREHOUSE,
     LakeSettings,
     S3Credentials,
+    StorageSettings,
     embedded_reader_credentials,
     s3_credentials,
 )
 
+if TYPE_CHECKING:
+    from lake_assets.resources.catalog import LakeCatalog
 
-_client_lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=32)
-def _client_unlocked(endpoint: str, key: str, secret: str, region: str, pid: int):  # pid: part of the key
-    return boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret, region_name=region,
-        config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=60,
-                      retries={"max_attempts": 2, "mode": "standard"}),
-    )
+#: boto3's default session is not thread-safe while it builds a client (its clients are).
+_boto3_lock = threading.Lock()
 
 
-def _client(endpoint: str, key: str, secret: str, region: str, pid: int):
-    """One client per (endpoint, key pair, region) and process: a forked run worker never
-    shares its parent's pooled connections. Made under a lock: boto3's default session is
-    not thread-safe while it builds a client."""
-    with _client_lock:
-        return _client_unlocked(endpoint, key, secret, region, pid)
+def boto3_client(service: str, **options: Any) -> Any:  # boto3's client types are generated at run time
+    """A new boto3 client of `service`, built under the lock boto3's default session needs."""
+    with _boto3_lock:
+        return boto3.client(service, **options)
 
 
-class LakeStorage(BaseModel):
+class LakeStorage(StorageSettings):
     """The lake's object store: one bucket holding `raw/`, `staging/` and `curated/`."""
 
-    model_config = ConfigDict(frozen=True)
-
-    endpoint: str = ""
-    bucket: str = DEFAULT_BUCKET
-    region: str = DEFAULT_REGION
-    home: str = DEFAULT_HOME
-    embedded_port: int = DEFAULT_S3_PORT
-    #: True: if `embedded_port` is taken, the embedded server starts on a free port instead (and says so)
-    embedded_port_fallback: bool = True
-    #: Iceberg REST catalog: empty means the one the embedded server serves (see resources/catalog.py).
-    catalog_uri: str = ""
-    warehouse: str = DEFAULT_WAREHOUSE
     _resolved_endpoint: str = PrivateAttr(default="")
     #: True: clients use the embedded server's read-only pair (see `reading_only`)
     _read_only: bool = PrivateAttr(default=False)
+    #: made at first use, by this resolved storage only (see the module's docstring)
+    _credentials: S3Credentials | None = PrivateAttr(default=None)
+    _client: Any = PrivateAttr(default=None)
+    _delta_options: dict[str, str] | None = PrivateAttr(default=None)
+    _catalog: "LakeCatalog | None" = PrivateAttr(default=None)
+    _closed: bool = PrivateAttr(default=False)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @classmethod
     def from_settings(cls, settings: LakeSettings) -> "LakeStorage":
-        return cls(
-            endpoint=settings.s3_endpoint, bucket=settings.s3_bucket, region=settings.s3_region,
-            home=str(settings.home), embedded_port=settings.s3_port,
-            embedded_port_fallback=not settings.s3_port_explicit,
-            catalog_uri=settings.iceberg_uri, warehouse=settings.iceberg_warehouse,
-        )
-
-    @property
-    def embedded(self) -> bool:
-        return not self.endpoint
+        return cls(**settings.storage.model_dump())
 
     @contextlib.contextmanager
     def running(self) -> Iterator["LakeStorage"]:
-        """This storage with a reachable endpoint and bucket.
+        """This storage with a reachable endpoint and bucket, and clients of its own, closed after the block.
 
         The embedded server is leased for the block: reused if one is up (e.g. `lake dev`'s),
         else started; it stops once its last user is done. Sensors use `attached()` instead,
         which never starts anything.
         """
         if not self.embedded:
-            resolved = self.with_endpoint(self.endpoint)
-            resolved.ensure_bucket()
-            yield resolved
+            with contextlib.closing(self.with_endpoint(self.endpoint)) as resolved:
+                resolved.ensure_bucket()
+                yield resolved
             return
         with embedded_s3(Path(self.home), self.embedded_port, self.credentials(),
-                         fallback=self.embedded_port_fallback) as server:
-            resolved = self.with_endpoint(server.endpoint)
+                         fallback=self.embedded_port_fallback) as server, \
+                contextlib.closing(self.with_endpoint(server.endpoint)) as resolved:
             resolved.ensure_bucket()
             yield resolved
 
@@ -115,9 +94,25 @@ class LakeStorage(BaseModel):
         return self.with_endpoint(server.endpoint) if server else None
 
     def with_endpoint(self, endpoint: str) -> "LakeStorage":
-        resolved = self.model_copy()
-        resolved._resolved_endpoint = endpoint
-        return resolved
+        """This storage resolved to `endpoint`, with clients of its own (none made yet)."""
+        return self._copy(endpoint, self._read_only)
+
+    def _copy(self, endpoint: str, read_only: bool) -> "LakeStorage":
+        copy = LakeStorage(**self.model_dump())  # private state (clients) is not copied
+        copy._resolved_endpoint, copy._read_only = endpoint, read_only
+        return copy
+
+    def close(self) -> None:
+        """Let this storage's clients go (the catalog's HTTP session, the S3 client's pool); a
+        later use raises. The storage resource calls it when its run ends."""
+        with self._lock:
+            client, catalog = self._client, self._catalog
+            self._client = self._catalog = self._delta_options = None
+            self._closed = True
+        if catalog is not None:
+            catalog.close()
+        if client is not None:
+            client.close()
 
     # --- clients and options -------------------------------------------------------
 
@@ -128,13 +123,16 @@ class LakeStorage(BaseModel):
         return self._resolved_endpoint
 
     def credentials(self) -> S3Credentials:
-        """The lake's S3 key pair (environment, or this lake's generated pair for the embedded server).
+        """The lake's S3 key pair (environment, or this lake's generated pair for the embedded server),
+        read once per storage.
 
         A `reading_only()` storage on the embedded server gets its read-only pair instead.
         """
-        if self._read_only and self.embedded:
-            return embedded_reader_credentials(Path(self.home))
-        return s3_credentials(Path(self.home), self.embedded)
+        if self._credentials is None:
+            home = Path(self.home)
+            self._credentials = (embedded_reader_credentials(home) if self._read_only and self.embedded
+                                 else s3_credentials(home, self.embedded))
+        return self._credentials
 
     def reading_only(self) -> "LakeStorage":
         """This storage with clients that can only read and list (the embedded server's reader identity).
@@ -142,30 +140,55 @@ class LakeStorage(BaseModel):
         On an external S3 (`LAKE_S3_ENDPOINT`) the configured pair is all there is: give
         `lake query --engine duckdb` a read-only key there through that pair's own policy.
         """
-        resolved = self.model_copy()
-        resolved._read_only = True
-        return resolved
+        return self._copy(self._resolved_endpoint, True)
 
     def get_client(self):  # boto3's client type is generated at run time
-        """The process's S3 client for this endpoint and key pair (made once; boto3 clients are thread-safe)."""
-        key, secret = self.credentials()
-        return _client(self.endpoint_url, key, secret, self.region, os.getpid())
+        """This storage's S3 client, made at its first use (boto3 clients are thread-safe)."""
+        with self._lock:
+            self._check_open()
+            if self._client is None:
+                key, secret = self.credentials()
+                self._client = boto3_client(
+                    "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,
+                    region_name=self.region,
+                    config=Config(s3={"addressing_style": "path"}, connect_timeout=3, read_timeout=60,
+                                  retries={"max_attempts": 2, "mode": "standard"}),
+                )
+            return self._client
+
+    def catalog(self) -> "LakeCatalog":
+        """This storage's Iceberg REST catalog, its table bucket in place: found, checked and
+        connected at its first use (resources/catalog.py); raises if there is none."""
+        from lake_assets.resources.catalog import lake_catalog  # the catalog module imports this one
+
+        with self._lock:
+            self._check_open()
+            if self._catalog is None:
+                self._catalog = lake_catalog(self)
+            return self._catalog
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("LakeStorage used after close(): its run or command has ended")
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
     def delta_storage_options(self) -> dict[str, str]:
-        """Options for delta-rs (object_store) to read and commit to tables in this bucket."""
-        key, secret = self.credentials()
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_ACCESS_KEY_ID": key,
-            "AWS_SECRET_ACCESS_KEY": secret,
-            "AWS_REGION": self.region,
-            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
-            "conditional_put": "etag",
-        }
+        """Options for delta-rs (object_store) to read and commit to tables in this bucket (made once;
+        callers must not change them)."""
+        if self._delta_options is None:
+            key, secret = self.credentials()
+            self._delta_options = {
+                "AWS_ENDPOINT_URL": self.endpoint_url,
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_ACCESS_KEY_ID": key,
+                "AWS_SECRET_ACCESS_KEY": secret,
+                "AWS_REGION": self.region,
+                "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+                "conditional_put": "etag",
+            }
+        return self._delta_options
 
     def engine_environment(self) -> dict[str, str]:
         """Environment the embedded Sail engine reads to reach this bucket over `s3://`."""

@@ -49,7 +49,6 @@ from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
-from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes, days_hold_rows
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
@@ -130,7 +129,7 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
     from pyiceberg.transforms import TruncateTransform
 
-    client = lake_catalog(storage).pyiceberg()
+    client = storage.catalog().pyiceberg()
     client.create_namespace_if_not_exists(NAMESPACE)
     schema = iceberg_schema(name)
     spec = UNPARTITIONED_PARTITION_SPEC

@@ -26,7 +26,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import current_version, open_table
 from lake_assets.core.tables import INSURANCE
 from lake_assets.resources import duckdb_sandbox
-from lake_assets.resources.catalog import LakeCatalog, lake_catalog
+from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.embedded_s3 import EmbeddedS3
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -68,7 +68,7 @@ class Lake:
 def attack_lake(s3_server: EmbeddedS3, lake_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     """A bucket with `insurance` (Delta, 5 rows) and the catalog with `tpcds.web_sales` (Iceberg, 3 rows)."""
     storage = make_storage(s3_server.endpoint, lake_home, f"atk-{uuid.uuid4().hex[:12]}")
-    catalog = lake_catalog(storage)
+    catalog = storage.catalog()
     drop_namespace_tables(catalog, "tpcds")
     spark = SparkEngine().session(storage)
     spark.sql("SELECT id AS policy_id, id * 2 AS premium FROM range(5)").write.format("delta") \

@@ -23,7 +23,7 @@ def _no_sail_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unset_means_local_mode_and_sails_defaults() -> None:
-    assert LakeSettings.from_env().sail == SailSettings()
+    assert LakeSettings.from_env().spark.sail == SailSettings()
     assert SailSettings().environment() == {"SAIL_MODE": "local"}  # no count forced on Sail
 
 
@@ -34,18 +34,20 @@ def test_local_cluster_settings_reach_the_engine_resource(monkeypatch: pytest.Mo
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     settings = LakeSettings.from_env()
-    assert settings.sail == SailSettings(mode="local-cluster", workers=2, max_workers=3, worker_task_slots=4)
+    assert settings.spark.sail == SailSettings(sail_mode="local-cluster", sail_workers=2, sail_max_workers=3,
+                                               sail_worker_task_slots=4)
     # the Dagster resource shows them and builds the same session configuration
     engine = SparkEngine.from_settings(settings)
     assert (engine.sail_mode, engine.sail_workers, engine.sail_max_workers) == ("local-cluster", 2, 3)
     config = SparkConfig.from_settings(settings)
-    assert config.sail == settings.sail
+    assert config.sail == settings.spark.sail
     # what the Sail server is started with: Sail's own names, parallelism left to Sail (0)
     assert config.sail.environment() == {"SAIL_MODE": "local-cluster", "SAIL_CLUSTER__WORKER_INITIAL_COUNT": "2",
                                          "SAIL_CLUSTER__WORKER_MAX_COUNT": "3",
                                          "SAIL_CLUSTER__WORKER_TASK_SLOTS": "4"}
     # a different mode is a different engine: its own server and session in the process
-    assert config != SparkConfig.from_settings(dataclasses.replace(settings, sail=SailSettings()))
+    assert config != SparkConfig.from_settings(
+        dataclasses.replace(settings, spark=settings.spark.model_copy(update=SailSettings().model_dump())))
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [

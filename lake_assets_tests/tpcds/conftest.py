@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.embedded_s3 import EmbeddedS3
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -32,7 +31,7 @@ def raw_star(s3_server: EmbeddedS3, lake_home: Path) -> Iterator[tuple[LakeStora
 @pytest.fixture(scope="module")
 def star_catalog(raw_star):
     storage, _ = raw_star
-    catalog = lake_catalog(storage)
+    catalog = storage.catalog()
     drop_namespace_tables(catalog, "tpcds")
     return catalog
 

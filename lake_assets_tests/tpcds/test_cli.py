@@ -9,7 +9,6 @@ from typer.testing import CliRunner
 
 from lake_assets.cli import app
 from lake_assets.core.tables import TPCDS_REPORTS, table
-from lake_assets.resources.catalog import lake_catalog
 from lake_assets.tpcds.raw_contract import CDC_PREFIX
 from lake_assets.tpcds.report_tables import refresh_report
 from lake_assets.tpcds.reports import REPORTS, REPORTS_BY_NAME
@@ -50,10 +49,10 @@ def test_rollback_an_iceberg_table(lake, raw_star, star_engine):
     storage, _ = raw_star
     report = REPORTS_BY_NAME["top_customers"]
     rows = refresh_report(star_engine, report).rows
-    good = lake_catalog(storage).pyiceberg().load_table(report.table).current_snapshot().snapshot_id
+    good = storage.catalog().pyiceberg().load_table(report.table).current_snapshot().snapshot_id
     star_engine.sql(f"INSERT INTO {report.table} SELECT * FROM {report.table}")  # a bad write
     assert star_engine.table(report.table).count() == 2 * rows
-    bad = lake_catalog(storage).pyiceberg().load_table(report.table).current_snapshot()
+    bad = storage.catalog().pyiceberg().load_table(report.table).current_snapshot()
     code, output = lake("rollback", report.table, "--snapshot", str(good))  # the older name of `lake restore`
     assert code == 0, output
     assert star_engine.table(report.table).count() == rows

@@ -7,7 +7,6 @@ import pytest
 
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg_maintenance as maintenance
-from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.engine import SparkEngine
 
 FUTURE = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
@@ -25,11 +24,11 @@ def table_name(raw_star):
         spark.sql(f"INSERT INTO {name} SELECT id + {batch * 100}, DATE '2000-01-01' + CAST(id % 2 AS INT), "
                   f"CAST(id AS DECIMAL(7,2)) FROM range(100)")
     yield name
-    lake_catalog(storage).pyiceberg().purge_table(name)
+    storage.catalog().pyiceberg().purge_table(name)
 
 
 def _load(storage, name):
-    return lake_catalog(storage).pyiceberg().load_table(name)
+    return storage.catalog().pyiceberg().load_table(name)
 
 
 def _rows(spark, name):

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from lake_assets.core.formats import iceberg
 from lake_assets.core.ledger import APPLIED, REVERTED, Ledger
 from lake_assets.core.tables import table
-from lake_assets.resources.catalog import LakeCatalog, lake_catalog
+from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.jobs.restore import _rollback_iceberg
 from lake_assets.tpcds.corrections import apply_corrections
@@ -102,7 +102,7 @@ def scenarios(draw) -> list[tuple]:
 def test_restores_reapplies_and_killed_runs_match_the_model(storage: LakeStorage, spark: SparkSession,
                                                             steps) -> None:
     bucket = make_storage(storage.endpoint_url, Path(storage.home), f"n-{uuid.uuid4().hex[:12]}")
-    catalog: LakeCatalog = lake_catalog(bucket)
+    catalog: LakeCatalog = bucket.catalog()
     drop_namespace_tables(catalog, "tpcds")
     try:
         run_steps(bucket, spark, catalog, steps)

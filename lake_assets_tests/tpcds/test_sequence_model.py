@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.sequence import ARRIVAL_PART, FileStamp
-from lake_assets.resources.catalog import LakeCatalog, lake_catalog
+from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import apply_corrections
 from lake_assets.tpcds.load import load_fact_days, pending_fact_days
@@ -102,7 +102,7 @@ class Lake:
 def test_day_loads_backfills_and_corrections_match_the_model(storage: LakeStorage, spark: SparkSession,
                                                              steps) -> None:
     bucket = make_storage(storage.endpoint_url, Path(storage.home), f"m-{uuid.uuid4().hex[:12]}")
-    catalog: LakeCatalog = lake_catalog(bucket)
+    catalog: LakeCatalog = bucket.catalog()
     drop_namespace_tables(catalog, "tpcds")
     try:
         run_steps(bucket, spark, catalog, steps)

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.cli.raw import _tpcds_rows
 from lake_assets.core.ledger import Ledger
-from lake_assets.resources.catalog import LakeCatalog, lake_catalog
+from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.checks import evaluate_rows_accounted, evaluate_rows_match_raw
@@ -214,7 +214,7 @@ def test_a_table_without_sequences_gets_the_column_and_its_rows_count_as_oldest(
     oracle = generated(0.01)
     days = sold_dates(oracle)[:2]
     land_facts(storage, oracle, days)
-    client = lake_catalog(storage).pyiceberg()
+    client = storage.catalog().pyiceberg()
     client.create_namespace_if_not_exists(NAMESPACE)
     old_schema = iceberg_schema(TpcdsTable.WEB_SALES).select(*(n for n, _ in COLUMNS[TpcdsTable.WEB_SALES]))
     old = client.create_table((NAMESPACE, TpcdsTable.WEB_SALES), schema=old_schema)

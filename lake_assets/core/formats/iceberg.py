@@ -10,13 +10,12 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
 from lake_assets.core.tables import LakeTable
-from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
 
 
 def open_table(storage: LakeStorage, table: LakeTable) -> Table | None:
     try:
-        return lake_catalog(storage).pyiceberg().load_table(table.identifier)
+        return storage.catalog().pyiceberg().load_table(table.identifier)
     except (NoSuchTableError, NoSuchNamespaceError):
         return None
 
