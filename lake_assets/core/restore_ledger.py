@@ -60,21 +60,22 @@ def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict],
 _BEGINNINGS = (APPLIED, REJECTED, HELD, REVERTED)
 
 
-def tombstones_until(history: pa.Table, contains: Callable[[dict], bool]) -> dt.datetime | None:
+def tombstones_until(history: pa.Table, ran: Callable[[dict], bool]) -> dt.datetime | None:
     """When the first run or restore after the newest run the restored version contains
     began (None: that run is the newest; no run contained: the first one's start). The
     tombstones table's last version before then is as that run left it.
 
     A run is the applied entries it recorded: an object's first applied entry at a table
-    version (a restore that reinstates it copies the entry, version and all, later)."""
-    runs: dict[tuple[str, str, int | None], dt.datetime] = {}
+    version (a restore that reinstates it copies the entry, version and all, later);
+    `ran(entry)` says whether the entry's run is in the restored version's lineage."""
+    runs: dict[tuple[str, str, int | None], dict] = {}
     beginnings = []
     for entry in history.to_pylist():
         if entry["status"] in _BEGINNINGS:
             beginnings.append(entry["recorded_at"])
-        if entry["status"] == APPLIED and contains(entry):
-            runs.setdefault((entry["source_file"], entry["source_etag"], entry["table_version"]), entry["recorded_at"])
-    newest = max(runs.values(), default=None)
+        if entry["status"] == APPLIED:
+            runs.setdefault((entry["source_file"], entry["source_etag"], entry["table_version"]), entry)
+    newest = max((e["recorded_at"] for e in runs.values() if ran(e)), default=None)
     return min((at for at in beginnings if newest is None or at > newest), default=None)
 
 

@@ -86,9 +86,9 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     report = restore_delta(storage, table, version)
     ledger = Ledger(storage)
     history = ledger.entries(TABLE)
-    contains = version_contains(open_table(storage, table), history, version)
+    contains, ran = version_rules(open_table(storage, table), history, version)
     reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
-    until = restore_ledger.tombstones_until(history, contains) if reverted or reinstated else None
+    until = restore_ledger.tombstones_until(history, ran) if reverted or reinstated else None
     report.tombstones_before, report.tombstones_after = restore_tombstones(storage, until)
     report.history = restore_history(storage, reverted, reinstated)
     restore_ledger.record_restore(ledger, reverted, reinstated,
@@ -98,9 +98,13 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     return report
 
 
-def version_contains(delta: DeltaTable, history: pa.Table, version: int) -> Callable[[dict], bool]:
-    """Whether `version` of the table contains an applied ledger entry's changes (see the
-    module docstring): the shared rule (core/restore_ledger.py) takes it over the version's lineage."""
+def version_rules(delta: DeltaTable, history: pa.Table,
+                  version: int) -> tuple[Callable[[dict], bool], Callable[[dict], bool]]:
+    """Over `version`'s lineage (see the module docstring), for an applied ledger entry:
+    whether `version` contains its changes (the shared rule, core/restore_ledger.py; a run
+    that committed nothing: the version its object's first run started from), and whether
+    its own run is in the lineage (committed nothing: the version that run started from;
+    the tombstones follow those runs)."""
     times = commit_times(delta)
     operations = {h["version"]: h for h in delta.history()}
     first_run: dict[FileId, dt.datetime] = {}  # its first run, not a restore that reinstated it
@@ -116,12 +120,18 @@ def version_contains(delta: DeltaTable, history: pa.Table, version: int) -> Call
         else:
             at -= 1
 
-    def applied_at(entry: dict) -> int:
-        if entry["table_version"] is not None:
-            return entry["table_version"]
-        started = first_run[(entry["source_file"], entry["source_etag"])]  # nothing committed: the version
-        return max((v for v, t in times.items() if t <= started), default=-1)  # its run started from
-    return lambda e: applied_at(e) in lineage
+    def started_from(started: dt.datetime) -> int:
+        return max((v for v, t in times.items() if t <= started), default=-1)
+
+    def contains(entry: dict) -> bool:
+        version = entry["table_version"]
+        return (started_from(first_run[(entry["source_file"], entry["source_etag"])]) if version is None
+                else version) in lineage
+
+    def ran(entry: dict) -> bool:
+        version = entry["table_version"]
+        return (started_from(entry["recorded_at"]) if version is None else version) in lineage
+    return contains, ran
 
 
 def restore_tombstones(storage: LakeStorage, until: dt.datetime | None,
