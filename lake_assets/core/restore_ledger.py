@@ -10,8 +10,17 @@ an Iceberg snapshot's parent chain). Then, judging each (key, ETag) by its lates
 - reverted by an earlier restore, and contained: `applied` again (reinstated).
 
 The new entries copy the entry the object was applied with (its table version, counts and
-`source_sequence`, which it keeps when it is applied again) and name the restore in `detail`.
-Lists come in sequence order (then key), the order `--reapply` applies them in.
+`source_sequence`, which it keeps when it is applied again), name the restore in `detail`
+and are recorded as of the restore's start. Lists come in sequence order (then key), the
+order `--reapply` applies them in.
+
+Tombstones (a Delta table beside either format's table) follow the restored version's
+runs: they go to their version as the newest run the restored version contains left them,
+that is, the last version committed before the next run or restore began (`tombstones_until`;
+runs and restores are serialized by the table's write lock, and each records when it
+began: a run its start, a restore its own start). Restoring back, the reverted runs'
+tombstones go and the older ones they replaced come back; restoring forward, the
+reinstated runs' come back, as they were when those runs finished.
 """
 
 import datetime as dt
@@ -19,7 +28,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from lake_assets.core.ledger import APPLIED, REVERTED, Ledger, LedgerEntry
+from lake_assets.core.ledger import APPLIED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 
 FileId = tuple[str, str]  # (key, ETag)
 
@@ -38,11 +47,36 @@ def ledger_changes(history: pa.Table, contained: set[FileId]) -> tuple[list[dict
     return _in_sequence(reverted), _in_sequence(reinstated)
 
 
-def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict], restore: str, run_id: str) -> None:
-    """Record the reverted and reinstated objects; `restore` names it ("restore to version 3 (as version 7)")."""
-    now = dt.datetime.now(dt.timezone.utc)
-    ledger.record([_entry(e, REVERTED, f"reverted by {restore}", run_id, now) for e in reverted]
-                  + [_entry(e, APPLIED, f"back in the table: {restore}", run_id, now) for e in reinstated])
+def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict], restore: str, run_id: str,
+                   started: dt.datetime) -> None:
+    """Record the reverted and reinstated objects as of `started`, when the restore began
+    (before it changed anything: see `tombstones_until`); `restore` names it ("restore to
+    version 3 (as version 7)")."""
+    ledger.record([_entry(e, REVERTED, f"reverted by {restore}", run_id, started) for e in reverted]
+                  + [_entry(e, APPLIED, f"back in the table: {restore}", run_id, started) for e in reinstated])
+
+
+#: Entries that mark a run or a restore beginning (an approval is neither: it changes no table).
+_BEGINNINGS = (APPLIED, REJECTED, HELD, REVERTED)
+
+
+def tombstones_until(history: pa.Table, ran: Callable[[dict], bool]) -> dt.datetime | None:
+    """When the first run or restore after the newest run the restored version contains
+    began (None: that run is the newest; no run contained: the first one's start). The
+    tombstones table's last version before then is as that run left it.
+
+    A run is the applied entries it recorded: an object's first applied entry at a table
+    version (a restore that reinstates it copies the entry, version and all, later);
+    `ran(entry)` says whether the entry's run is in the restored version's lineage."""
+    runs: dict[tuple[str, str, int | None], dict] = {}
+    beginnings = []
+    for entry in history.to_pylist():
+        if entry["status"] in _BEGINNINGS:
+            beginnings.append(entry["recorded_at"])
+        if entry["status"] == APPLIED:
+            runs.setdefault((entry["source_file"], entry["source_etag"], entry["table_version"]), entry)
+    newest = max((e["recorded_at"] for e in runs.values() if ran(e)), default=None)
+    return min((at for at in beginnings if newest is None or at > newest), default=None)
 
 
 def _in_sequence(entries: list[dict]) -> list[dict]:

@@ -28,11 +28,19 @@ Writes happen in an order that makes a rerun converge after a failure at any poi
 quarantine rows are inserted only if absent, the table commit is one Delta commit of
 changes that are idempotent (a change equal to the key's sequence re-applies), tombstones
 are upserts, the history replaces the (key, sequence) pairs it records, and the ledger
-is written after them. The feed of the run's commit is written beside the history (a
-thread: delta-rs releases the GIL) and its failure is raised only once the ledger is
-written: the next run applies nothing again and derives that version's feed from the
-Delta log (the same rows), as it does for any version the feed lacks (a run killed
-anywhere after its table commit).
+is written after them. The tombstones, history and ledger are computed against the table
+as the run found it, which a rerun no longer sees once the commit is made (the rows it
+removed are gone, and with them a snapshot's implied deletes). So just before its commit
+a run records itself (insurance/unfinished.py: its start, the version it found, the
+objects it read), and a run that finds the newest commit unrecorded in the ledger first
+finishes the run that made it: the same objects resolved against the same version with
+the same start give the same tombstones, history rows and ledger entries, recorded at
+that commit (no second commit). Killed before its commit, a run left nothing to finish:
+its objects are pending, and a snapshot delete equal to a key's tombstone re-applies.
+The feed of the run's commit is written beside the history (a thread: delta-rs releases
+the GIL) and its failure is raised only once the ledger is written: the next run applies
+nothing again and derives that version's feed from the Delta log (the same rows), as it
+does for any version the feed lacks (a run killed anywhere after its table commit).
 """
 
 import datetime as dt
@@ -57,7 +65,7 @@ from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED,
 from lake_assets.core import change_feed, scd2
 from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
                                      INSURANCE_TOMBSTONES)
-from lake_assets.insurance import changes as feed, merge
+from lake_assets.insurance import changes as feed, merge, unfinished
 from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
     CONTRACTS,
@@ -268,20 +276,49 @@ def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> l
 
 def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
                   rules: IngestRules | None = None, reapply: bool = False) -> ApplyReport:
-    """Apply what is pending; with `reapply`, also the files `lake restore` reverted."""
+    """Apply what is pending; with `reapply`, also the files `lake restore` reverted. A run
+    that committed to the table and was stopped before its ledger write is finished first
+    (insurance/unfinished.py)."""
     rules = rules or IngestRules()
     started = time.perf_counter()
-    applied_at = dt.datetime.now(dt.timezone.utc)
     ledger = Ledger(storage)
     pending = pending_objects(storage, ledger, reapply)
     caught_up = feed.catch_up(storage)  # versions committed since the last run's catch-up (see changes.py)
-    history = ledger.entries(TABLE)
     before = open_table(storage, INSURANCE)
     report = ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0)
+    stopped = unfinished.to_finish(storage, before, ledger.entries(TABLE))
+    if stopped is not None:
+        _finish(storage, spark, ledger, rules, report, *stopped)
+        pending = pending_objects(storage, ledger, reapply)
+    applied_at = dt.datetime.now(dt.timezone.utc)  # after the finished run's writes (a restore orders runs by it)
     _evolve(before, report)
     if before is not None:
         scd2.start_over(storage, INSURANCE_HISTORY, KEY, functools.partial(to_arrow, before), before.version())
+    _apply(storage, spark, ledger, rules, report, run_id, applied_at, pending, before)
+    report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # versions still missing
+    last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
+    report.version_after = last.version if last else report.version_before
+    report.rows_after = last.rows_after if last else report.rows_before
+    report.duration_seconds = time.perf_counter() - started
+    return report
 
+
+def _finish(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: IngestRules, report: ApplyReport,
+            run: unfinished.Unfinished, committed: int) -> None:
+    """Write what `run` had still to write after its table commit (`committed`): its objects
+    resolved again against the version it found, with its start, recorded at its commit."""
+    read = set(run.files)
+    objects = [o for o in raw_objects(storage) if (o.key, o.etag) in read]  # a replaced object: its new content is pending
+    found = None if run.version_before is None else open_table(storage, INSURANCE, version=run.version_before)
+    _apply(storage, spark, ledger, rules, report, run.run_id, run.applied_at, objects, found, committed)
+
+
+def _apply(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: IngestRules, report: ApplyReport,
+           run_id: str, applied_at: dt.datetime, pending: list[InsuranceFile], before: DeltaTable | None,
+           committed: int | None = None) -> None:
+    """Resolve `pending` against the table as `before` holds it, commit (unless the run's
+    commit is `committed` already), then write tombstones, history and ledger."""
+    history = ledger.entries(TABLE)
     approved = _approved(history)
     deliveries = _deliveries(history)
     batches = [_read_batch(storage, obj, deliveries, approved, rules) for obj in pending]
@@ -310,35 +347,40 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
             batch.superseded = batch.valid.num_rows - plan.applied_per_batch.get(index, 0)
 
     versions: dict[str, int] = {}
+    if committed is not None:
+        versions.update({b.obj.key: committed for b in sources})
     staging = f"{STAGING}{run_id}/"
     with ThreadPoolExecutor(max_workers=1) as beside:  # delta-rs writes without holding the GIL
         feed_written: Future[change_feed.FeedReport] | None = None
         try:
-            if plan.touches_table:
+            if plan.touches_table and committed is None:
+                unfinished.begin(storage, unfinished.Unfinished(run_id, applied_at, before.version() if before else None,
+                                                                [(b.obj.key, b.obj.etag) for b in batches]))
                 published = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
                                      "full load" if newest else "merge")
                 versions.update({b.obj.key: published.version for b in sources})
+                committed = published.version
                 # the commit's feed, from the rows it replaced and wrote, while the history is written
                 feed_written = beside.submit(change_feed.write_version, storage, INSURANCE, INSURANCE_CHANGES, KEY,
                                              published.removed, published.added, published.version)
             _record_tombstones(storage, batches, plan, newest, applied_at)
-            committed = report.commits[-1].version if report.commits else report.version_before
-            report.derived.history = scd2.record(storage, INSURANCE_HISTORY, KEY,
-                                                 _history_changes(batches, plan, newest, applied_at), committed)
-            report.files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
-            ledger.record(report.files)
+            left = committed if committed is not None else \
+                report.commits[-1].version if report.commits else report.version_before  # the version it left
+            recorded = scd2.record(storage, INSURANCE_HISTORY, KEY, _history_changes(batches, plan, newest, applied_at),
+                                   left)
+            if recorded.version is not None:  # (a run finishing a stopped one may record nothing of its own)
+                report.derived.history = recorded
+            files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]
+            ledger.record(files)
+            report.files += files
+            if committed is not None:
+                unfinished.end(storage, run_id)
         except BaseException as error:
             _clean_up(storage, staging, error)
             raise
         _clean_up(storage, staging, None)
         if feed_written is not None:  # its failure surfaces once the ledger is written: the rerun only catches up
             report.derived.feed = feed_written.result()
-    report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # versions still missing
-    last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
-    report.version_after = last.version if last else report.version_before
-    report.rows_after = last.rows_after if last else report.rows_before
-    report.duration_seconds = time.perf_counter() - started
-    return report
 
 
 def _release_refusals(storage: LakeStorage, ledger: Ledger, pending: list[InsuranceFile]) -> None:
@@ -597,7 +639,8 @@ def resolve(events: pa.Table, current: pa.Table, tombstones: pa.Table, floor: st
         pool = pa.concat_tables([existing.rename_columns([KEY, SEQUENCE]), events.select([KEY, SEQUENCE])])
         pool = pool.filter(pa.array(~np.isin(pool[KEY].to_numpy(), kept)))
         newest = pool.group_by(KEY).aggregate([(SEQUENCE, "max")])
-        deletes = np.sort(newest.filter(pc.less(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy())
+        # a key whose newest is the snapshot's own tombstone (a rerun) is deleted again: ties re-apply
+        deletes = np.sort(newest.filter(pc.less_equal(newest[f"{SEQUENCE}_max"], base))[KEY].to_numpy())
         if len(deletes):
             beaten = pc.and_(pc.is_in(events[KEY], value_set=pa.array(deletes, pa.int64())),
                              pc.less(events[SEQUENCE], base))

@@ -9,11 +9,12 @@ history keeps the mistake and everything derived from commits sees the restore).
 - `insurance_history` loses the reverted files' changes and gets back the reinstated
   files' (core/scd2.py), their keys' intervals recomputed: it is the history of the files
   applied, on the source's sequence axis;
-- the tombstones table goes back to its state before the first reverted run: the
-  tombstones those runs recorded are gone (a key they deleted no longer supersedes changes
-  arriving for it later), and the older tombstones they had replaced are back. Every run
-  after the first reverted one is reverted too (it was judged against a version after the
-  restored one), so nothing else is lost.
+- the tombstones table goes to its version as the newest run the restored version
+  contains left it (core/restore_ledger.py): restoring back, the tombstones the reverted
+  runs recorded are gone (a key they deleted no longer supersedes changes arriving for it
+  later) and the older tombstones they had replaced are back; restoring forward, the
+  reinstated runs' tombstones are back (a late change older than one of their deletes is
+  superseded again).
 
 Which files a version contains follows its lineage in the table's history: a RESTORE
 commit contains what its target version contained; any other commit, what the version
@@ -23,11 +24,13 @@ nothing (all its rows superseded) belongs to the version current when its run st
 Which files are reverted or reinstated from there is the rule both formats share
 (core/restore_ledger.py).
 
-Order for a rerun after a failure: table commit, tombstones, history, ledger last. A rerun restores
-the same content again (one more RESTORE commit) and finishes the rest.
+Order for a rerun after a failure: table commit, tombstones, history, ledger last (its entries
+as of the restore's start). A rerun restores the same content again (one more RESTORE
+commit), takes the tombstones to the same version and finishes the rest.
 """
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -79,23 +82,29 @@ def restore_delta(storage: LakeStorage, table: LakeTable, version: int) -> Resto
 
 def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_id: str) -> RestoreReport:
     """Restore `insurance` to `version`, then revert (or reinstate) ledger files and tombstones."""
+    started = dt.datetime.now(dt.timezone.utc)
     report = restore_delta(storage, table, version)
     ledger = Ledger(storage)
     history = ledger.entries(TABLE)
-    contained = contained_files(open_table(storage, table), history, version)
-    reverted, reinstated = restore_ledger.ledger_changes(history, contained)
-    report.tombstones_before, report.tombstones_after = restore_tombstones(storage, reverted)
+    contains, ran = version_rules(open_table(storage, table), history, version)
+    reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
+    until = restore_ledger.tombstones_until(history, ran) if reverted or reinstated else None
+    report.tombstones_before, report.tombstones_after = restore_tombstones(storage, until)
     report.history = restore_history(storage, reverted, reinstated)
     restore_ledger.record_restore(ledger, reverted, reinstated,
-                                  f"restore to version {version} (as version {report.version_after})", run_id)
+                                  f"restore to version {version} (as version {report.version_after})", run_id, started)
     report.reverted = [e["source_file"] for e in reverted]
     report.reinstated = [e["source_file"] for e in reinstated]
     return report
 
 
-def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[FileId]:
-    """The files whose changes `version` of the table contains (see the module docstring):
-    the shared rule (core/restore_ledger.py) over the version's lineage."""
+def version_rules(delta: DeltaTable, history: pa.Table,
+                  version: int) -> tuple[Callable[[dict], bool], Callable[[dict], bool]]:
+    """Over `version`'s lineage (see the module docstring), for an applied ledger entry:
+    whether `version` contains its changes (the shared rule, core/restore_ledger.py; a run
+    that committed nothing: the version its object's first run started from), and whether
+    its own run is in the lineage (committed nothing: the version that run started from;
+    the tombstones follow those runs)."""
     times = commit_times(delta)
     operations = {h["version"]: h for h in delta.history()}
     first_run: dict[FileId, dt.datetime] = {}  # its first run, not a restore that reinstated it
@@ -111,31 +120,37 @@ def contained_files(delta: DeltaTable, history: pa.Table, version: int) -> set[F
         else:
             at -= 1
 
-    def applied_at(entry: dict) -> int:
-        if entry["table_version"] is not None:
-            return entry["table_version"]
-        started = first_run[(entry["source_file"], entry["source_etag"])]  # nothing committed: the version
-        return max((v for v, t in times.items() if t <= started), default=-1)  # its run started from
-    return restore_ledger.contained_files(history, lambda e: applied_at(e) in lineage)
+    def started_from(started: dt.datetime) -> int:
+        return max((v for v, t in times.items() if t <= started), default=-1)
+
+    def contains(entry: dict) -> bool:
+        version = entry["table_version"]
+        return (started_from(first_run[(entry["source_file"], entry["source_etag"])]) if version is None
+                else version) in lineage
+
+    def ran(entry: dict) -> bool:
+        version = entry["table_version"]
+        return (started_from(entry["recorded_at"]) if version is None else version) in lineage
+    return contains, ran
 
 
-def restore_tombstones(storage: LakeStorage, reverted: list[dict],
+def restore_tombstones(storage: LakeStorage, until: dt.datetime | None,
                        tombstones: LakeTable = INSURANCE_TOMBSTONES) -> tuple[int, int]:
-    """Take the tombstones table back to its last version before the first reverted run
-    started (runs record their start as `recorded_at`; they write tombstones after it).
-    Returns the tombstone count before and after. (Also tpcds_tombstones', for an Iceberg
-    restore of web_sales: lake_assets/jobs/restore.py.)"""
+    """Take the tombstones table to its last version committed before `until` (the start of
+    the first run or restore after the newest run the restored version contains:
+    core/restore_ledger.py's `tombstones_until`; None leaves it as it is). Returns the
+    tombstone count before and after. (Also tpcds_tombstones', for an Iceberg restore of
+    web_sales: lake_assets/jobs/restore.py.)"""
     delta = open_table(storage, tombstones)
     if delta is None:
         return 0, 0
     before = row_count(delta)
-    if not reverted:
+    if until is None:
         return before, before
-    since = min(e["recorded_at"] for e in reverted)
-    earlier = [v for v, at in commit_times(delta).items() if at < since]
-    if not earlier:  # created by a reverted run: none of its rows stay
+    earlier = [v for v, at in commit_times(delta).items() if at < until]
+    if not earlier:  # created by a later run: none of its rows stay
         delta.delete()
-    elif max(earlier) < delta.version():
+    elif max(earlier) != delta.version():
         delta.restore(max(earlier))
     return before, row_count(open_table(storage, tombstones))
 

@@ -7,8 +7,11 @@ materialization of the table with what it did. Delta tables go back with delta-r
 `insurance_history`, insurance/restore.py); Iceberg tables with pyiceberg (a rollback to an
 ancestor snapshot, else set-current), and the raw objects the restored snapshot does not
 contain are reverted in the ledger (the rule both formats share, core/restore_ledger.py),
-web_sales' tombstones going back with them as insurance's do: `lake run --reapply` loads them again.
+web_sales' tombstones following the restored snapshot's runs as insurance's do (back or
+forward): `lake run --reapply` loads them again.
 """
+
+import datetime as dt
 
 import dagster as dg
 
@@ -122,7 +125,9 @@ def restore_metadata(report: RestoreReport) -> dict:
 def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run_id: str) -> dict:
     """Make `snapshot` current, then keep the ledger true (core/restore_ledger.py): objects whose
     snapshot is not in `snapshot`'s ancestry are reverted, reverted ones in it reinstated;
-    web_sales' tombstones go back to before the first reverted run (ledger last, as for Delta)."""
+    web_sales' tombstones go to their version as the newest run `snapshot` contains left them
+    (core/restore_ledger.py; ledger last, as for Delta)."""
+    started = dt.datetime.now(dt.timezone.utc)
     handle = iceberg.open_table(storage, entry)
     before, rows_before = iceberg.current_snapshot_id(handle), iceberg.row_count(handle)
     iceberg_maintenance.rollback(handle, snapshot)
@@ -130,12 +135,14 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
     ancestry = iceberg.ancestry(after, snapshot)
     ledger = Ledger(storage)
     history = ledger.entries(entry.name)
-    contained = restore_ledger.contained_files(
-        history, lambda e: e["table_version"] is None or e["table_version"] in ancestry)
-    reverted, reinstated = restore_ledger.ledger_changes(history, contained)
-    if entry.name == TPCDS_WEB_SALES.name:  # a reverted delete must not supersede older changes of its key
-        restore_tombstones(storage, reverted, TPCDS_TOMBSTONES)
-    restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id)
+
+    def contains(e: dict) -> bool:
+        return e["table_version"] is None or e["table_version"] in ancestry
+    reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
+    if entry.name == TPCDS_WEB_SALES.name and (reverted or reinstated):
+        # a reverted delete must not supersede older changes of its key; a reinstated one must again
+        restore_tombstones(storage, restore_ledger.tombstones_until(history, contains), TPCDS_TOMBSTONES)
+    restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id, started)
     return {
         "operation": "restore",
         "description": dg.MetadataValue.text(f"current snapshot {before} -> {snapshot}; rows {rows_before} -> "

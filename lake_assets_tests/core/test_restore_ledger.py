@@ -11,8 +11,8 @@ import datetime as dt
 
 import pyarrow as pa
 
-from lake_assets.core.ledger import APPLIED, LEDGER_SCHEMA, REJECTED, REVERTED, LedgerEntry
-from lake_assets.core.restore_ledger import contained_files, ledger_changes
+from lake_assets.core.ledger import APPLIED, APPROVED, LEDGER_SCHEMA, REJECTED, REVERTED, LedgerEntry
+from lake_assets.core.restore_ledger import contained_files, ledger_changes, tombstones_until
 
 PARENT = {1: None, 2: 1, 3: 2, 4: 1, 5: 4}
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -56,3 +56,32 @@ def test_revert_then_reinstate_along_the_snapshot_tree() -> None:
     log += [entry("b", APPLIED, 5, 9, "3")]  # b applied again by `--reapply`, at S5 on S4's branch
     assert restore(log, 2) == (["d"], [])  # b's first application is in S2's ancestry: it stays applied
     assert restore(log, 1) == (["b", "d"], [])
+
+
+def until(entries: list[LedgerEntry], snapshot: int) -> dt.datetime | None:
+    inside = ancestry(snapshot)
+    return tombstones_until(history(entries), lambda e: e["table_version"] is None or e["table_version"] in inside)
+
+
+def at(n: int) -> dt.datetime:
+    return START + dt.timedelta(minutes=n)
+
+
+def test_tombstones_follow_the_newest_run_the_restored_snapshot_contains() -> None:
+    """The tombstones go to their version before the run or restore that followed the newest
+    run the snapshot contains: back (its later runs' tombstones go) or forward (a reinstated
+    run's come back), whatever restores came between. A restore's entries are as of its start;
+    an approval is no run; a reinstated entry (a copy, recorded by a restore) is not its run."""
+    log = [entry("a", APPLIED, 1, 1, "1"), entry("b", APPLIED, 2, 2, "2"), entry("c", APPLIED, 3, 3, "3"),
+           entry("h", APPROVED, None, 4, None)]
+    assert until(log, 3) is None  # the newest run: the tombstones as they are
+    assert until(log, 1) == at(2)  # before b's run
+    log += [entry("b", REVERTED, 2, 5, "2"), entry("c", REVERTED, 3, 5, "3"),  # a restore to S1 at minute 5
+            entry("d", APPLIED, 4, 6, "4")]
+    assert until(log, 3) == at(5)  # forward: as c's run left them (before the restore to S1)
+    assert until(log, 2) == at(3)  # forward to S2: before c's run
+    assert until(log, 1) == at(2)
+    log += [entry("d", REVERTED, 4, 7, "4"), entry("b", APPLIED, 2, 7, "2"), entry("c", APPLIED, 3, 7, "3")]
+    assert until(log, 3) == at(5)  # c's reinstated entry (minute 7) is not c's run
+    assert until(log, 4) == at(7)  # as d's run left them
+    assert until([entry("x", REJECTED, None, 1, None)], 1) == at(1)  # no run contained: before the first

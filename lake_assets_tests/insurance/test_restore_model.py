@@ -10,10 +10,11 @@ their arrival, some re-delivered) are interleaved with:
 - `lake run --reapply`: the reverted deliveries still in the raw zone are applied again
   with the delivery number and stamp they had, in one run with whatever else is pending;
 - a killed run: the run (plain or reapply) in a child process that SIGKILLs itself at a seam
-  (helpers/killed_run.py: at the ledger write, after the table commit, tombstones and
-  history); the table must then be at a committed version (the one before, or the run's
-  own), and the next run, in process, must converge to the model of that run. A kill just
-  after the table commit is a deterministic test below (it does not converge yet).
+  (helpers/killed_run.py: just after the table commit, before tombstones, history and
+  ledger; or at the ledger write, after them); the table must then be at a committed
+  version (the one before, or the run's own), and the next run, in process, must converge
+  to the model of that run (it finishes the killed run: insurance/unfinished.py). The
+  deterministic test below also compares such a lake with a twin where nothing was killed.
 
 After every step the table, `_sequence`s, every delivery's latest ledger entry (status and
 counts), the quarantine, the feed replayed from version 0 at every version and the SCD2
@@ -30,23 +31,24 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
-from lake_assets.core.tables import INSURANCE
+from lake_assets.core.ledger import Ledger
+from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import changes
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.insurance.pipeline import apply_pending, approve_held
 from lake_assets.insurance.restore import restore_insurance
+from lake_assets.insurance.unfinished import UNFINISHED
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import make_storage
-from lake_assets_tests.helpers.changes import assert_history_invariants
+from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions
 from lake_assets_tests.helpers.killed_run import KILLED, killed
 from lake_assets_tests.insurance.test_cdc_model import (
     FILE, FULL, FULL2, NEWLINES, SETTINGS, Delivery, Model, assert_lake_matches, cdc_name, drop_bucket,
     full_load_line, render,
 )
 
-#: Where the property test kills runs. Not `table-commit`: a snapshot's implied deletes are then
-#: lost from the history for good (test_a_run_killed_after_its_table_commit_keeps_the_snapshot_deletes).
-SEAMS = ("ledger",)
+#: Where the property test kills runs: just after the table commit, and at the ledger write.
+SEAMS = ("table-commit", "ledger")
 
 
 @st.composite
@@ -162,20 +164,49 @@ def copy_of(model: Model) -> Model:
     return model.restored(model)  # a deep copy (restoring to itself changes no status)
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: killed between its table commit and its history write, a run "
-                   "that published a snapshot loses the snapshot's implied deletes from insurance_history: the "
-                   "rerun finds those keys gone from the table (and no tombstone yet), so it deletes nothing")
-def test_a_run_killed_after_its_table_commit_keeps_the_snapshot_deletes(storage: LakeStorage,
-                                                                        spark: SparkSession) -> None:
-    """A real SIGKILL just after the table commit of a snapshot that drops key 2; the rerun
-    must leave the history's current rows equal to the table."""
+def lake_state(storage: LakeStorage) -> dict:
+    """What a finished run leaves, without the times and run ids that differ between two lakes:
+    the table, its version, the history, the tombstones, the feed and the ledger."""
+    tombstones = open_table(storage, INSURANCE_TOMBSTONES)
+    return {
+        "table": table_rows(storage), "version": current_version(storage, INSURANCE),
+        "history": history_versions(storage),
+        "tombstones": sorted((t["policy_id"], t["_sequence"], t["source_file"]) for t in to_arrow(tombstones).to_pylist())
+        if tombstones else [],
+        "feed": [(r["policy_id"], r["_change_type"], r["_commit_version"], r["_sequence"])
+                 for r in changes.read_changes(storage, 0).to_pylist()],
+        "ledger": [(e["source_file"], e["status"], e["rows_applied"], e["rows_superseded"], e["table_version"],
+                    e["source_sequence"]) for e in Ledger(storage).entries("insurance").to_pylist()],
+    }
+
+
+@pytest.mark.parametrize("seams", [("table-commit",), ("ledger",), ("table-commit", "ledger")])
+def test_a_killed_run_is_finished_as_an_unkilled_run_would_have_been(storage: LakeStorage, spark: SparkSession,
+                                                                    seams: tuple[str, ...]) -> None:
+    """A run publishing a snapshot that drops key 2 and a CDC file deleting key 3 is killed by
+    a real SIGKILL just after its table commit (before tombstones, history and ledger) or at
+    its ledger write; with two seams, the run that finishes it is killed at its ledger write
+    too. The next run must leave the table, history, tombstones, feed and ledger exactly as
+    in a twin lake where nothing was killed (found by this file's model test: the rerun saw
+    2 gone from the table and deleted nothing, so the history kept 2 current)."""
+    twin = make_storage(storage.endpoint_url, Path(storage.home), f"t-{uuid.uuid4().hex[:12]}")
     header = ",".join(DATA_COLUMN_NAMES)
     row = "{},2024-01-31,Urban,CA,West,{},Retail,N,Y"
-    storage.put_bytes(FULL, f"{header}\n{row.format(1, 1)}\n{row.format(2, 2)}\n".encode())
-    apply_pending(storage, spark, "run-1")
-    storage.put_bytes(FULL2, f"{header}\n{row.format(1, 10)}\n".encode())  # as of its arrival: 2 is deleted
-    assert killed(storage, "insurance", "table-commit") == KILLED
-    assert table_rows(storage).keys() == {1}  # committed before the kill
-    apply_pending(storage, spark, "run-2")
-    assert table_rows(storage).keys() == {1}
-    assert_history_invariants(storage)
+    try:
+        for lake in (twin, storage):
+            lake.put_bytes(FULL, f"{header}\n{row.format(1, 1)}\n{row.format(2, 2)}\n{row.format(3, 3)}\n".encode())
+            apply_pending(lake, spark, "run-1")
+            lake.put_bytes(cdc_name(0)[0], f"D,{row.format(3, 0)}\nU,{row.format(1, 5)}\n".encode())
+            lake.put_bytes(FULL2, f"{header}\n{row.format(1, 10)}\n{row.format(3, 30)}\n".encode())  # 2 deleted
+        apply_pending(twin, spark, "run-2")
+        committed = current_version(storage, INSURANCE)
+        for seam in seams:
+            assert killed(storage, "insurance", seam) == KILLED
+            assert current_version(storage, INSURANCE) == committed + 1  # committed once, never again
+        assert table_rows(storage).keys() == {1}  # 3 deleted by the CDC file (newer than the snapshot)
+        apply_pending(storage, spark, "run-2")
+        assert lake_state(storage) == lake_state(twin)
+        assert_history_invariants(storage)
+        assert not storage.list_objects(UNFINISHED)
+    finally:
+        drop_bucket(twin)

@@ -235,3 +235,30 @@ def test_a_restore_takes_the_reverted_deletes_tombstones_out(storage: LakeStorag
     storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("U|" + "|".join(line(key, day, 7)) + "\n").encode())
     apply_corrections(storage, spark, "run-3")
     assert [r[QUANTITY] for r in fact_rows(catalog)] == [7]
+
+
+def test_restoring_forward_brings_the_reinstated_deletes_tombstones_back(storage: LakeStorage, spark: SparkSession,
+                                                                         catalog: LakeCatalog) -> None:
+    """As above, then restored forward to the correction's snapshot: K is deleted again and
+    the correction is applied again, and so is its tombstone: a correction of 2024-01-01
+    (older than the delete) is superseded, as it was before the first restore."""
+    key, day = (1, 1), DAYS[0]
+    storage.put_bytes(fact_key(sk_date(day)), ("|".join(line(key, day, 5)) + "\n").encode())
+    load_fact_days(storage, spark, [sk_date(day)], "run-1")
+    loaded = current_snapshot(storage)
+    delete = f"{RAW.corrections}20240102-000000000.dat"
+    storage.put_bytes(delete, ("D|" + "|".join(line(key, day, 5)) + "\n").encode())
+    apply_corrections(storage, spark, "run-2")
+    deleted = current_snapshot(storage)
+    assert loaded is not None and deleted is not None
+    _rollback_iceberg(storage, table(WEB_SALES), loaded, "restore-1")
+    assert [r[QUANTITY] for r in fact_rows(catalog)] == [5]
+    metadata = _rollback_iceberg(storage, table(WEB_SALES), deleted, "restore-2")
+    assert metadata["reinstated_files"].value == [delete] and fact_rows(catalog) == []
+    late = f"{RAW.corrections}20240101-000000000.dat"
+    storage.put_bytes(late, ("U|" + "|".join(line(key, day, 7)) + "\n").encode())
+    apply_corrections(storage, spark, "run-3")
+    assert fact_rows(catalog) == []
+    latest = Ledger(storage).latest(WEB_SALES)
+    assert [(e["status"], e["rows_applied"], e["rows_superseded"]) for (k, _), e in latest.items() if k == late] == \
+        [(APPLIED, 0, 1)]
