@@ -25,7 +25,9 @@ The Dagster process lists objects and receives per-object counts; it never holds
   one object, is refused by its layout (`fact_layout`): listed with a reason by `lake
   status`, never loaded, blocking no other day.
 - Dimensions: one snapshot object per table, upserted with one `MERGE INTO` on the
-  surrogate key (the last line of a key wins; earlier ones count as superseded).
+  surrogate key (the last line of a key wins; earlier ones count as superseded). Into an
+  empty table it is appended instead, when the survey finds no key listed twice: no line
+  numbers, no staged copy, no window (rejects are read again with line numbers, as above).
 
 Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the ledger is written last, so a failed run leaves objects pending and a
 rerun converges.
@@ -53,7 +55,7 @@ from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes, days_hold_rows
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
-from lake_assets.tpcds.layout import fact_layout, fact_objects
+from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
 from lake_assets.tpcds.schema import (
     COLUMNS,
@@ -153,21 +155,24 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
 
 # --- facts -----------------------------------------------------------------------
 
-def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[dt.date | None]:
-    """Days whose object is new (with `reapply`, also those `lake restore` reverted)."""
-    objects = fact_objects(storage)
+def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False,
+                      objects: dict[dt.date | None, RawObject] | None = None) -> list[dt.date | None]:
+    """Days whose object is new (with `reapply`, also those `lake restore` reverted); `objects`:
+    the raw zone's fact objects when the caller has listed them already (`fact_objects`)."""
+    objects = fact_objects(storage) if objects is None else objects
     done = ledger.settled(ledger_name(TpcdsTable.WEB_SALES), reapply)
     return [day for day, obj in objects.items() if (obj.key, obj.etag) not in done]
 
 
 def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.date | None],
-                   run_id: str) -> LoadReport:
-    """Load the objects of `days` (those that exist), each a snapshot of its day (see above)."""
+                   run_id: str, layout: FactLayout | None = None) -> LoadReport:
+    """Load the objects of `days` (those that exist), each a snapshot of its day (see above);
+    `layout`: the raw zone's fact layout when the caller has listed it already."""
     started = time.perf_counter()
     name = ledger_name(TpcdsTable.WEB_SALES)
     ensure_table(storage, TpcdsTable.WEB_SALES)
     report = start_report(storage, name)
-    layout = fact_layout(storage)
+    layout = fact_layout(storage) if layout is None else layout
     selected = {day: layout.objects[day] for day in sorted(set(days), key=_day_order) if day in layout.objects}
     if not selected:
         return finish_report(storage, report, started)
@@ -220,27 +225,28 @@ def _parse_facts(lines: DataFrame) -> DataFrame:
                                              F.col(_FOLDER), F.lit(")")))]).drop(_FOLDER)
 
 
-def survey(parsed: DataFrame, table_keys: DataFrame | None = None) -> tuple[dict[str, tuple[int, int]], bool, bool]:
-    """(lines, valid lines) per SOURCE; whether any key has more than one valid line in
-    `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
+def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
+           keys: tuple[str, ...] = KEYS[TpcdsTable.WEB_SALES]) -> tuple[dict[str, tuple[int, int]], bool, bool]:
+    """(lines, valid lines) per SOURCE; whether any key (`keys`) has more than one valid line
+    in `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
     frame with the key columns, e.g. the table; None: not asked). ONE aggregate over the
     parse (grouping sets), nothing staged; the Dagster process receives one row per object."""
-    k1, k2 = KEYS[TpcdsTable.WEB_SALES]
     spark = parsed.sparkSession
     parsed.createOrReplaceTempView("lake_tpcds_survey")
     source = "lake_tpcds_survey"
     if table_keys is not None:
         table_keys.createOrReplaceTempView("lake_tpcds_survey_keys")
-        source = (f"(SELECT p.*, e.{k1} IS NOT NULL AS _held FROM lake_tpcds_survey p LEFT JOIN (SELECT DISTINCT "
-                  f"{k1}, {k2} FROM lake_tpcds_survey_keys) e ON p.{k1} = e.{k1} AND p.{k2} = e.{k2})")
+        on = " AND ".join(f"p.{k} = e.{k}" for k in keys)
+        source = (f"(SELECT p.*, e.{keys[0]} IS NOT NULL AS _held FROM lake_tpcds_survey p LEFT JOIN (SELECT DISTINCT "
+                  f"{', '.join(keys)} FROM lake_tpcds_survey_keys) e ON {on})")
     held = "_held" if table_keys is not None else "FALSE"
     rows = spark.sql(
         f"SELECT CASE WHEN by_key = 0 THEN {SOURCE} END AS source, sum(CASE WHEN by_key = 0 THEN lines END) AS lines, "
         f"sum(CASE WHEN by_key = 0 THEN valid END) AS valid, sum(CASE WHEN by_key = 0 THEN held END) AS held, "
         f"count_if(by_key = 1 AND valid > 1) AS duplicated "
         f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, count_if({REASON} IS NULL) AS valid, "
-        f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} GROUP BY GROUPING SETS (({SOURCE}), ({k1}, {k2}))) "
-        f"GROUP BY 1").collect()
+        f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} "
+        f"GROUP BY GROUPING SETS (({SOURCE}), ({', '.join(keys)}))) GROUP BY 1").collect()
     counts = {r["source"]: (int(r["lines"]), int(r["valid"] or 0)) for r in rows if r["source"] is not None}
     return counts, any(r["duplicated"] for r in rows), any(r["held"] for r in rows)
 
@@ -301,11 +307,26 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
     if not objects:
         return finish_report(storage, report, started)
     obj = objects[0]
-    lines = spark.read.text(storage.uri(key)).withColumn(SOURCE, F.lit(key))
-    parsed = parse(numbered(lines), COLUMNS[name], KEYS[name])
     columns = [c for c, _ in COLUMNS[name]]
-    with staged_parse(storage, spark, parsed, run_id) as staged:
-        at = dt.datetime.now(dt.timezone.utc)
+
+    def parsed_lines(number: bool = False) -> DataFrame:
+        lines = spark.read.text(storage.uri(key)).withColumn(SOURCE, F.lit(key))
+        return parse(numbered(lines) if number else lines, COLUMNS[name], KEYS[name])
+
+    at = dt.datetime.now(dt.timezone.utc)
+    if report.rows_before == 0:  # the first snapshot: appended when no key is listed twice (the usual case)
+        with report.step("survey"):
+            counts, duplicated, _ = survey(parsed_lines(), keys=KEYS[name])
+        in_file, valid = counts.get(key, (0, 0))
+        if not duplicated:
+            with report.step("quarantine"):
+                if valid < in_file:  # only an object with rejects is read again, with line numbers
+                    quarantine_rejected(storage, parsed_lines(number=True), {key: obj}, run_id, at)
+            with report.step("commit"):
+                if valid:
+                    parsed_lines().where(F.col(REASON).isNull()).select(*columns).writeTo(engine_name(name)).append()
+            return _record_dimension(storage, report, obj, (in_file, valid, 0), run_id, at, started)
+    with staged_parse(storage, spark, parsed_lines(number=True), run_id) as staged:
         quarantine_rejected(storage, staged, {key: obj}, run_id, at)
         latest = Window.partitionBy(*KEYS[name]).orderBy(F.col(LINE).desc())
         winners = (staged.where(F.col(REASON).isNull())
@@ -315,8 +336,14 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
         spark.sql(merge_sql(engine_name(name), view, KEYS[name], columns, operation=None)).collect()
         in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
         applied = int(winners.count())
-    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(ledger_table)))
-    report.files = [ledger_entry(ledger_table, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
+    return _record_dimension(storage, report, obj, (in_file, valid, valid - applied), run_id, at, started)
+
+
+def _record_dimension(storage: LakeStorage, report: LoadReport, obj: RawObject, counts: tuple[int, int, int],
+                      run_id: str, at: dt.datetime, started: float) -> LoadReport:
+    """The dimension's ledger entry (lines, valid lines, superseded), recorded last."""
+    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(report.table)))
+    report.files = [ledger_entry(report.table, obj, SNAPSHOT, counts, snapshot, run_id, at)]
     Ledger(storage).record(report.files)
     return finish_report(storage, report, started)
 
