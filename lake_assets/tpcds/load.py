@@ -14,12 +14,18 @@ The Dagster process lists objects and receives per-object counts; it never holds
   as its row and its tombstone (tpcds/apply.py, shared with the corrections). So a
   backfill never undoes a newer correction, and a key in two days ends in the newer one.
   Loading a set of days reads those folders with hive-style discovery (Sail has no
-  `input_file_name()`): first one aggregate over the parse (`survey`: lines and valid
-  lines per object, and whether any key has two valid lines), then, only for the objects
-  that had rejects, a re-read with line numbers for the quarantine, then the commit
-  straight from the raw objects (no staged copy): an append into an empty table, else ONE
-  `MERGE INTO`. Valid lines are numbered only when a key has two of them (the last line of
-  an object wins); otherwise no window ranks the changes. A row whose `ws_sold_date_sk` is
+  `input_file_name()`). Into days that hold no rows (a first load, new days), when no
+  tombstone is newer than the objects: one aggregate over the lines' key fields only
+  (`survey` of `_line_keys`: lines per object, whether a key is listed twice or already
+  in the table), then ONE parse appended straight to the table; the rows each object
+  applied are counted in the table, so an object's rejects are its lines less those, and
+  only the objects that had rejects are read again, with line numbers, for the
+  quarantine. Otherwise (or when a key is listed twice or held): one aggregate over the
+  parse (`survey`: lines and valid lines per object, whether any key has two valid
+  lines), the rejects' re-read, then the commit straight from the raw objects (no staged
+  copy): an append of new keys into empty days, else ONE `MERGE INTO`. Valid lines are
+  numbered only when a key has two of them (the last line of an object wins); otherwise
+  no window ranks the changes. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
   write its own day. A folder that is not a sold date, or a day folder holding more than
   one object, is refused by its layout (`fact_layout`): listed with a reason by `lake
@@ -29,8 +35,10 @@ The Dagster process lists objects and receives per-object counts; it never holds
   empty table it is appended instead, when the survey finds no key listed twice: no line
   numbers, no staged copy, no window (rejects are read again with line numbers, as above).
 
-Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the ledger is written last, so a failed run leaves objects pending and a
-rerun converges.
+Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the
+ledger is written last, so a failed run leaves objects pending and a rerun converges (an
+append whose run died before its ledger entries leaves its days holding rows: the rerun
+MERGEs them, with the same sequences, and quarantines what is absent).
 """
 
 import contextlib
@@ -38,7 +46,7 @@ import datetime as dt
 import functools
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +61,15 @@ from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import lake_catalog
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes, days_hold_rows
+from lake_assets.tpcds.apply import (
+    UPSERT,
+    Floor,
+    append_rows,
+    apply_changes,
+    days_hold_rows,
+    newer_tombstones,
+    rows_per_object,
+)
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
@@ -193,25 +209,69 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         # may move between days): that is checked in the survey, against the table's keys
         empty_days = report.rows_before == 0 or not days_hold_rows(spark, floors)
         against = spark.table(engine_name(TpcdsTable.WEB_SALES)) if empty_days and report.rows_before else None
-        counts, duplicated, held = survey(parsed_facts(folders), against)
+        append = empty_days and newer_tombstones(storage, spark, floors) is None
+        if append:  # the lines' keys only (no parse): if no key is listed twice or held, neither is a valid one's
+            line_counts, duplicated, held = survey(_line_keys(_fact_lines(storage, spark, folders, bool(layout.refused))),
+                                             against)
+            append = not (duplicated or held)
+        if not append:
+            counts, duplicated, held = survey(parsed_facts(folders), against)
     at = dt.datetime.now(dt.timezone.utc)
-    with report.step("quarantine"):
-        rejects = {folder: obj for folder, obj in folders.items() if counts.get(folder, (0, 0))[1] < counts.get(folder, (0, 0))[0]}
-        if rejects:  # only the objects that have rejects are read again, with line numbers
-            quarantine_rejected(storage, parsed_facts(rejects, number=True), rejects, run_id, at)
-    with report.step("commit"):
-        parsed = parsed_facts(folders, number=duplicated)
-        changes = (with_row_sequences(parsed.where(F.col(REASON).isNull()), row_sequences, SOURCE, SEQUENCE)
-                   .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
-        applied = apply_changes(storage, spark, changes, folders, floors, empty_days and not held,
-                                lambda frame: staged_parse(storage, spark, frame, run_id), at,
-                                counts=None if duplicated else {s: valid for s, (_, valid) in counts.items()},
-                                tie=LINE if duplicated else None)
+    if append:  # ONE parse: valid rows appended, then counted in the table; lines - applied are the rejects
+        with report.step("commit"):
+            append_rows(with_row_sequences(parsed_facts(folders).where(F.col(REASON).isNull()), row_sequences, SOURCE,
+                                           SEQUENCE))
+            held_rows = rows_per_object(spark, floors)
+            applied = {folder: held_rows.get(sequences[obj.key].prefix, 0) for folder, obj in folders.items()}
+            counts = {folder: (line_counts.get(folder, (0, 0))[0], applied[folder]) for folder in folders}
+        with report.step("quarantine"):
+            quarantine_rejects(storage, counts, folders, parsed_facts, run_id, at)
+    else:
+        with report.step("quarantine"):
+            quarantine_rejects(storage, counts, folders, parsed_facts, run_id, at)
+        with report.step("commit"):
+            applied = _merge(storage, spark, parsed_facts(folders, number=duplicated), counts, duplicated, folders,
+                             row_sequences, floors, empty_days and not held, run_id, at)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
     report.files = [ledger_entry(name, obj, DAILY, _accounted(counts.get(folder, (0, 0)), applied.get(folder, 0)),
                                  snapshot, run_id, at, sequences[obj.key].base) for folder, obj in folders.items()]
     ledger.record(report.files)
     return finish_report(storage, report, started)
+
+
+def quarantine_rejects(storage: LakeStorage, counts: dict[str, tuple[int, int]], folders: dict[str, RawObject],
+                       parsed_facts: Callable[..., DataFrame], run_id: str, at: dt.datetime) -> None:
+    """Quarantine the rejects of the objects whose (lines, valid lines) differ: only those
+    objects are read again, with line numbers."""
+    rejects = {folder: obj for folder, obj in folders.items() if counts.get(folder, (0, 0))[1] < counts.get(folder, (0, 0))[0]}
+    if rejects:
+        quarantine_rejected(storage, parsed_facts(rejects, number=True), rejects, run_id, at)
+
+
+def _merge(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, counts: dict[str, tuple[int, int]],
+           duplicated: bool, folders: dict[str, RawObject], row_sequences: dict[str, str], floors: dict[str, Floor],
+           into_empty: bool, run_id: str, at: dt.datetime) -> dict[str, int]:
+    """The day objects' valid rows applied by the change rule (apply.py); the changes applied per object."""
+    changes = (with_row_sequences(parsed.where(F.col(REASON).isNull()), row_sequences, SOURCE, SEQUENCE)
+               .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
+    return apply_changes(storage, spark, changes, folders, floors, into_empty,
+                         lambda frame: staged_parse(storage, spark, frame, run_id), at,
+                         counts=None if duplicated else {s: valid for s, (_, valid) in counts.items()},
+                         tie=LINE if duplicated else None)
+
+
+def _line_keys(lines: DataFrame) -> DataFrame:
+    """SOURCE and the key columns of every line (as `survey` takes them, without parsing the rest),
+    REASON NULL where every key field casts: their keys are a superset of the valid lines' keys."""
+    names = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
+    fields = lines.select(SOURCE, F.split(F.col("value"), r"\|", -1).alias("_fields"))
+    keys = [F.expr(f"try_cast(nullif(get(_fields, {names.index(k)}), '') AS BIGINT)").alias(k)
+            for k in KEYS[TpcdsTable.WEB_SALES]]
+    typed = fields.select(SOURCE, *keys)
+    unkeyed = F.lit(False)
+    for k in KEYS[TpcdsTable.WEB_SALES]:
+        unkeyed = unkeyed | F.col(k).isNull()
+    return typed.withColumn(REASON, F.when(unkeyed, F.lit("unkeyed")))
 
 
 def _parse_facts(lines: DataFrame) -> DataFrame:
