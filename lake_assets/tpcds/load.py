@@ -72,7 +72,7 @@ from lake_assets.tpcds.apply import (
 )
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
-from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
+from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, valid_rows
 from lake_assets.tpcds.schema import (
     COLUMNS,
     JULIAN_EPOCH,
@@ -219,7 +219,7 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
     at = dt.datetime.now(dt.timezone.utc)
     if append:  # ONE parse: valid rows appended, then counted in the table; lines - applied are the rejects
         with report.step("commit"):
-            append_rows(with_row_sequences(parsed_facts(folders).where(F.col(REASON).isNull()), row_sequences, SOURCE,
+            append_rows(with_row_sequences(valid_rows(parsed_facts(folders)), row_sequences, SOURCE,
                                            SEQUENCE))
             held_rows = rows_per_object(spark, floors)
             applied = {folder: held_rows.get(sequences[obj.key].prefix, 0) for folder, obj in folders.items()}
@@ -252,7 +252,7 @@ def _merge(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, counts:
            duplicated: bool, folders: dict[str, RawObject], row_sequences: dict[str, str], floors: dict[str, Floor],
            into_empty: bool, run_id: str, at: dt.datetime) -> dict[str, int]:
     """The day objects' valid rows applied by the change rule (apply.py); the changes applied per object."""
-    changes = (with_row_sequences(parsed.where(F.col(REASON).isNull()), row_sequences, SOURCE, SEQUENCE)
+    changes = (with_row_sequences(valid_rows(parsed), row_sequences, SOURCE, SEQUENCE)
                .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
     return apply_changes(storage, spark, changes, folders, floors, into_empty,
                          lambda frame: staged_parse(storage, spark, frame, run_id), at,
@@ -384,7 +384,7 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
                     quarantine_rejected(storage, parsed_lines(number=True), {key: obj}, run_id, at)
             with report.step("commit"):
                 if valid:
-                    parsed_lines().where(F.col(REASON).isNull()).select(*columns).writeTo(engine_name(name)).append()
+                    valid_rows(parsed_lines()).select(*columns).writeTo(engine_name(name)).append()
             return _record_dimension(storage, report, obj, (in_file, valid, 0), run_id, at, started)
     with staged_parse(storage, spark, parsed_lines(number=True), run_id) as staged:
         quarantine_rejected(storage, staged, {key: obj}, run_id, at)

@@ -16,7 +16,7 @@ from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.checks import evaluate_rows_accounted, evaluate_rows_match_raw
 from lake_assets.tpcds.load import load_fact_days, survey
-from lake_assets.tpcds.parse import REASON, SOURCE
+from lake_assets.tpcds.parse import REASON, SOURCE, parse, valid_rows
 from lake_assets.tpcds.schema import SEQUENCE, TpcdsTable, date_sk, ledger_name
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH, SNAPSHOT_ROW
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
@@ -45,6 +45,16 @@ def test_survey_counts_lines_and_valid_lines_and_finds_keys_listed_twice_or_held
     # a key held only by a rejected line is not applied, so it does not count
     assert survey(spark.createDataFrame(unique, schema), spark.createDataFrame([(None, None)], keys)) == \
         (counts, False, False)
+
+
+def test_valid_rows_are_the_lines_without_a_reason(spark: SparkSession) -> None:
+    columns = [("k", "BIGINT"), ("n", "DECIMAL(7,2)")]
+    lines = spark.createDataFrame([("a", "1|2.50"), ("a", "2|lots"), ("a", "|3"), ("a", "3|"), ("a", "4|1|9")],
+                                  f"{SOURCE} STRING, value STRING")
+    parsed = parse(lines, columns, ["k"])
+    expected = sorted((r["k"], r["n"]) for r in parsed.collect() if r[REASON] is None)
+    assert sorted((r["k"], r["n"]) for r in valid_rows(parsed).collect()) == expected
+    assert [k for k, _ in expected] == [1, 3]
 
 
 def test_a_key_twice_in_one_day_object_takes_its_last_line(storage: LakeStorage, catalog: LakeCatalog,
