@@ -92,16 +92,13 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     if current is None:  # the loaders create it first (load.ensure_table)
         raise LakeError(f"{TPCDS_WEB_SALES.name} does not exist: nothing to apply changes to")
     table_uuid = str(current.metadata.table_uuid)
-    tombstones = _tombstones(storage, spark, table_uuid)
-    if tombstones is not None and into_empty and floors:  # only a delete newer than a row can refuse it
-        tombstones = tombstones.where(F.col(SEQUENCE) > min(f.floor for f in floors.values()))
-        if not tombstones.limit(1).count():
-            tombstones = None
+    tombstones = (newer_tombstones(storage, spark, floors) if into_empty and floors
+                  else _tombstones(storage, spark, table_uuid))
     if tombstones is not None:
         winners = (winners.join(tombstones.select(*KEY_COLUMNS, F.col(SEQUENCE).alias("_tomb")), KEY_COLUMNS, "left")
                    .where(F.col("_tomb").isNull() | (F.col(SEQUENCE) >= F.col("_tomb"))).drop("_tomb"))
     if into_empty and floors:  # day objects into empty days, keys new: only inserts, nothing to delete
-        winners.select(*COLUMNS).writeTo(WEB_SALES).append()
+        append_rows(winners)
         if counts is not None and tombstones is None:  # every change applied: nothing to count again
             return counts
         return _per_source(winners)
@@ -125,6 +122,33 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
                             newer=f"(s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '') OR substr(s.{SEQUENCE}, 1, "
                                   f"{PREFIX_WIDTH}) = substr(t.{SEQUENCE}, 1, {PREFIX_WIDTH}))")).collect()
         return _per_source(staged.where(F.col(SOURCE).isNotNull()))
+
+
+def newer_tombstones(storage: LakeStorage, spark: SparkSession, floors: dict[str, Floor]) -> DataFrame | None:
+    """The tombstones of the table newer than the oldest floor of `floors`: only those can refuse
+    a row of these day objects appended into days that hold none (None: there is none)."""
+    current = iceberg.open_table(storage, TPCDS_WEB_SALES)
+    if current is None:
+        return None
+    tombstones = _tombstones(storage, spark, str(current.metadata.table_uuid))
+    if tombstones is None or not floors:
+        return tombstones
+    tombstones = tombstones.where(F.col(SEQUENCE) > min(f.floor for f in floors.values()))
+    return tombstones if tombstones.limit(1).count() else None
+
+
+def append_rows(rows: DataFrame) -> None:
+    """Append `rows` (the table's columns and more) to the table: day objects' rows into days that
+    hold none, of keys the table does not hold, that no tombstone refuses (the caller knows)."""
+    rows.select(*COLUMNS).writeTo(WEB_SALES).append()
+
+
+def rows_per_object(spark: SparkSession, floors: dict[str, Floor]) -> dict[str, int]:
+    """Rows per object (the prefix of their `_sequence`) in the days of `floors` (a day object
+    writes only its own day): what an append of those objects applied, counted in the table."""
+    rows = (spark.table(WEB_SALES).where(_within(floors))
+            .groupBy(F.substring(F.col(SEQUENCE), 1, PREFIX_WIDTH).alias("_prefix")).count().collect())
+    return {r["_prefix"]: int(r["count"]) for r in rows if r["_prefix"] is not None}
 
 
 def days_hold_rows(spark: SparkSession, floors: dict[str, Floor]) -> bool:

@@ -35,6 +35,7 @@ from lake_assets.tpcds.load import (
     pending_fact_days,
     start_report,
 )
+from lake_assets.tpcds.layout import fact_layout
 from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import (
     DIMENSIONS,
@@ -163,11 +164,12 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
     window: list[dt.date | None] = list(days_of(context.partition_time_window))
     with _writing(context, storage, ledger_name(TpcdsTable.WEB_SALES)) as running:
         ledger = Ledger(running)
-        left = set() if config.reapply else reverted_days(running, ledger)  # `lake restore` took them out
+        layout = fact_layout(running)  # one listing of the day objects for the whole step
+        left = set() if config.reapply else reverted_days(running, ledger, layout.objects)  # `lake restore` took them out
         days = [day for day in window if day not in left]
-        if None in pending_fact_days(running, ledger, config.reapply):
+        if None in pending_fact_days(running, ledger, config.reapply, layout.objects):
             days.append(None)
-        report = load_fact_days(running, engine.session(running), days, context.run.run_id)
+        report = load_fact_days(running, engine.session(running), days, context.run.run_id, layout)
     context.log.info(f"web_sales: {len(report.files)} object(s) for {window[0]}..{window[-1]}"
                      + (f" ({len(left & set(window))} reverted day(s) left out)" if left & set(window) else "")
                      + f", {report.rows_before} -> {report.rows_after} rows")

@@ -14,21 +14,31 @@ The Dagster process lists objects and receives per-object counts; it never holds
   as its row and its tombstone (tpcds/apply.py, shared with the corrections). So a
   backfill never undoes a newer correction, and a key in two days ends in the newer one.
   Loading a set of days reads those folders with hive-style discovery (Sail has no
-  `input_file_name()`): first one aggregate over the parse (`survey`: lines and valid
-  lines per object, and whether any key has two valid lines), then, only for the objects
-  that had rejects, a re-read with line numbers for the quarantine, then the commit
-  straight from the raw objects (no staged copy): an append into an empty table, else ONE
-  `MERGE INTO`. Valid lines are numbered only when a key has two of them (the last line of
-  an object wins); otherwise no window ranks the changes. A row whose `ws_sold_date_sk` is
+  `input_file_name()`). Into days that hold no rows (a first load, new days), when no
+  tombstone is newer than the objects: one aggregate over the lines' key fields only
+  (`survey` of `_line_keys`: lines per object, whether a key is listed twice or already
+  in the table), then ONE parse appended straight to the table; the rows each object
+  applied are counted in the table, so an object's rejects are its lines less those, and
+  only the objects that had rejects are read again, with line numbers, for the
+  quarantine. Otherwise (or when a key is listed twice or held): one aggregate over the
+  parse (`survey`: lines and valid lines per object, whether any key has two valid
+  lines), the rejects' re-read, then the commit straight from the raw objects (no staged
+  copy): an append of new keys into empty days, else ONE `MERGE INTO`. Valid lines are
+  numbered only when a key has two of them (the last line of an object wins); otherwise
+  no window ranks the changes. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
   write its own day. A folder that is not a sold date, or a day folder holding more than
   one object, is refused by its layout (`fact_layout`): listed with a reason by `lake
   status`, never loaded, blocking no other day.
 - Dimensions: one snapshot object per table, upserted with one `MERGE INTO` on the
-  surrogate key (the last line of a key wins; earlier ones count as superseded).
+  surrogate key (the last line of a key wins; earlier ones count as superseded). Into an
+  empty table it is appended instead, when the survey finds no key listed twice: no line
+  numbers, no staged copy, no window (rejects are read again with line numbers, as above).
 
-Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the ledger is written last, so a failed run leaves objects pending and a
-rerun converges.
+Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the
+ledger is written last, so a failed run leaves objects pending and a rerun converges (an
+append whose run died before its ledger entries leaves its days holding rows: the rerun
+MERGEs them, with the same sequences, and quarantines what is absent).
 """
 
 import contextlib
@@ -36,7 +46,7 @@ import datetime as dt
 import functools
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -50,10 +60,18 @@ from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.apply import UPSERT, Floor, apply_changes, days_hold_rows
+from lake_assets.tpcds.apply import (
+    UPSERT,
+    Floor,
+    append_rows,
+    apply_changes,
+    days_hold_rows,
+    newer_tombstones,
+    rows_per_object,
+)
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
-from lake_assets.tpcds.layout import fact_layout, fact_objects
-from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse
+from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
+from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, valid_rows
 from lake_assets.tpcds.schema import (
     COLUMNS,
     JULIAN_EPOCH,
@@ -152,21 +170,24 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
 
 # --- facts -----------------------------------------------------------------------
 
-def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[dt.date | None]:
-    """Days whose object is new (with `reapply`, also those `lake restore` reverted)."""
-    objects = fact_objects(storage)
+def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = False,
+                      objects: dict[dt.date | None, RawObject] | None = None) -> list[dt.date | None]:
+    """Days whose object is new (with `reapply`, also those `lake restore` reverted); `objects`:
+    the raw zone's fact objects when the caller has listed them already (`fact_objects`)."""
+    objects = fact_objects(storage) if objects is None else objects
     done = ledger.settled(ledger_name(TpcdsTable.WEB_SALES), reapply)
     return [day for day, obj in objects.items() if (obj.key, obj.etag) not in done]
 
 
 def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.date | None],
-                   run_id: str) -> LoadReport:
-    """Load the objects of `days` (those that exist), each a snapshot of its day (see above)."""
+                   run_id: str, layout: FactLayout | None = None) -> LoadReport:
+    """Load the objects of `days` (those that exist), each a snapshot of its day (see above);
+    `layout`: the raw zone's fact layout when the caller has listed it already."""
     started = time.perf_counter()
     name = ledger_name(TpcdsTable.WEB_SALES)
     ensure_table(storage, TpcdsTable.WEB_SALES)
     report = start_report(storage, name)
-    layout = fact_layout(storage)
+    layout = fact_layout(storage) if layout is None else layout
     selected = {day: layout.objects[day] for day in sorted(set(days), key=_day_order) if day in layout.objects}
     if not selected:
         return finish_report(storage, report, started)
@@ -187,25 +208,69 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         # may move between days): that is checked in the survey, against the table's keys
         empty_days = report.rows_before == 0 or not days_hold_rows(spark, floors)
         against = spark.table(engine_name(TpcdsTable.WEB_SALES)) if empty_days and report.rows_before else None
-        counts, duplicated, held = survey(parsed_facts(folders), against)
+        append = empty_days and newer_tombstones(storage, spark, floors) is None
+        if append:  # the lines' keys only (no parse): if no key is listed twice or held, neither is a valid one's
+            line_counts, duplicated, held = survey(_line_keys(_fact_lines(storage, spark, folders, bool(layout.refused))),
+                                             against)
+            append = not (duplicated or held)
+        if not append:
+            counts, duplicated, held = survey(parsed_facts(folders), against)
     at = dt.datetime.now(dt.timezone.utc)
-    with report.step("quarantine"):
-        rejects = {folder: obj for folder, obj in folders.items() if counts.get(folder, (0, 0))[1] < counts.get(folder, (0, 0))[0]}
-        if rejects:  # only the objects that have rejects are read again, with line numbers
-            quarantine_rejected(storage, parsed_facts(rejects, number=True), rejects, run_id, at)
-    with report.step("commit"):
-        parsed = parsed_facts(folders, number=duplicated)
-        changes = (with_row_sequences(parsed.where(F.col(REASON).isNull()), row_sequences, SOURCE, SEQUENCE)
-                   .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
-        applied = apply_changes(storage, spark, changes, folders, floors, empty_days and not held,
-                                lambda frame: staged_parse(storage, spark, frame, run_id), at,
-                                counts=None if duplicated else {s: valid for s, (_, valid) in counts.items()},
-                                tie=LINE if duplicated else None)
+    if append:  # ONE parse: valid rows appended, then counted in the table; lines - applied are the rejects
+        with report.step("commit"):
+            append_rows(with_row_sequences(valid_rows(parsed_facts(folders)), row_sequences, SOURCE,
+                                           SEQUENCE))
+            held_rows = rows_per_object(spark, floors)
+            applied = {folder: held_rows.get(sequences[obj.key].prefix, 0) for folder, obj in folders.items()}
+            counts = {folder: (line_counts.get(folder, (0, 0))[0], applied[folder]) for folder in folders}
+        with report.step("quarantine"):
+            quarantine_rejects(storage, counts, folders, parsed_facts, run_id, at)
+    else:
+        with report.step("quarantine"):
+            quarantine_rejects(storage, counts, folders, parsed_facts, run_id, at)
+        with report.step("commit"):
+            applied = _merge(storage, spark, parsed_facts(folders, number=duplicated), counts, duplicated, folders,
+                             row_sequences, floors, empty_days and not held, run_id, at)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
     report.files = [ledger_entry(name, obj, DAILY, _accounted(counts.get(folder, (0, 0)), applied.get(folder, 0)),
                                  snapshot, run_id, at, sequences[obj.key].base) for folder, obj in folders.items()]
     ledger.record(report.files)
     return finish_report(storage, report, started)
+
+
+def quarantine_rejects(storage: LakeStorage, counts: dict[str, tuple[int, int]], folders: dict[str, RawObject],
+                       parsed_facts: Callable[..., DataFrame], run_id: str, at: dt.datetime) -> None:
+    """Quarantine the rejects of the objects whose (lines, valid lines) differ: only those
+    objects are read again, with line numbers."""
+    rejects = {folder: obj for folder, obj in folders.items() if counts.get(folder, (0, 0))[1] < counts.get(folder, (0, 0))[0]}
+    if rejects:
+        quarantine_rejected(storage, parsed_facts(rejects, number=True), rejects, run_id, at)
+
+
+def _merge(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, counts: dict[str, tuple[int, int]],
+           duplicated: bool, folders: dict[str, RawObject], row_sequences: dict[str, str], floors: dict[str, Floor],
+           into_empty: bool, run_id: str, at: dt.datetime) -> dict[str, int]:
+    """The day objects' valid rows applied by the change rule (apply.py); the changes applied per object."""
+    changes = (with_row_sequences(valid_rows(parsed), row_sequences, SOURCE, SEQUENCE)
+               .select(SOURCE, F.lit(UPSERT).alias(OPERATION), *TABLE_COLUMNS, *([LINE] if duplicated else [])))
+    return apply_changes(storage, spark, changes, folders, floors, into_empty,
+                         lambda frame: staged_parse(storage, spark, frame, run_id), at,
+                         counts=None if duplicated else {s: valid for s, (_, valid) in counts.items()},
+                         tie=LINE if duplicated else None)
+
+
+def _line_keys(lines: DataFrame) -> DataFrame:
+    """SOURCE and the key columns of every line (as `survey` takes them, without parsing the rest),
+    REASON NULL where every key field casts: their keys are a superset of the valid lines' keys."""
+    names = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
+    fields = lines.select(SOURCE, F.split(F.col("value"), r"\|", -1).alias("_fields"))
+    keys = [F.expr(f"try_cast(nullif(get(_fields, {names.index(k)}), '') AS BIGINT)").alias(k)
+            for k in KEYS[TpcdsTable.WEB_SALES]]
+    typed = fields.select(SOURCE, *keys)
+    unkeyed = F.lit(False)
+    for k in KEYS[TpcdsTable.WEB_SALES]:
+        unkeyed = unkeyed | F.col(k).isNull()
+    return typed.withColumn(REASON, F.when(unkeyed, F.lit("unkeyed")))
 
 
 def _parse_facts(lines: DataFrame) -> DataFrame:
@@ -219,27 +284,28 @@ def _parse_facts(lines: DataFrame) -> DataFrame:
                                              F.col(_FOLDER), F.lit(")")))]).drop(_FOLDER)
 
 
-def survey(parsed: DataFrame, table_keys: DataFrame | None = None) -> tuple[dict[str, tuple[int, int]], bool, bool]:
-    """(lines, valid lines) per SOURCE; whether any key has more than one valid line in
-    `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
+def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
+           keys: tuple[str, ...] = KEYS[TpcdsTable.WEB_SALES]) -> tuple[dict[str, tuple[int, int]], bool, bool]:
+    """(lines, valid lines) per SOURCE; whether any key (`keys`) has more than one valid line
+    in `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
     frame with the key columns, e.g. the table; None: not asked). ONE aggregate over the
     parse (grouping sets), nothing staged; the Dagster process receives one row per object."""
-    k1, k2 = KEYS[TpcdsTable.WEB_SALES]
     spark = parsed.sparkSession
     parsed.createOrReplaceTempView("lake_tpcds_survey")
     source = "lake_tpcds_survey"
     if table_keys is not None:
         table_keys.createOrReplaceTempView("lake_tpcds_survey_keys")
-        source = (f"(SELECT p.*, e.{k1} IS NOT NULL AS _held FROM lake_tpcds_survey p LEFT JOIN (SELECT DISTINCT "
-                  f"{k1}, {k2} FROM lake_tpcds_survey_keys) e ON p.{k1} = e.{k1} AND p.{k2} = e.{k2})")
+        on = " AND ".join(f"p.{k} = e.{k}" for k in keys)
+        source = (f"(SELECT p.*, e.{keys[0]} IS NOT NULL AS _held FROM lake_tpcds_survey p LEFT JOIN (SELECT DISTINCT "
+                  f"{', '.join(keys)} FROM lake_tpcds_survey_keys) e ON {on})")
     held = "_held" if table_keys is not None else "FALSE"
     rows = spark.sql(
         f"SELECT CASE WHEN by_key = 0 THEN {SOURCE} END AS source, sum(CASE WHEN by_key = 0 THEN lines END) AS lines, "
         f"sum(CASE WHEN by_key = 0 THEN valid END) AS valid, sum(CASE WHEN by_key = 0 THEN held END) AS held, "
         f"count_if(by_key = 1 AND valid > 1) AS duplicated "
         f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, count_if({REASON} IS NULL) AS valid, "
-        f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} GROUP BY GROUPING SETS (({SOURCE}), ({k1}, {k2}))) "
-        f"GROUP BY 1").collect()
+        f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} "
+        f"GROUP BY GROUPING SETS (({SOURCE}), ({', '.join(keys)}))) GROUP BY 1").collect()
     counts = {r["source"]: (int(r["lines"]), int(r["valid"] or 0)) for r in rows if r["source"] is not None}
     return counts, any(r["duplicated"] for r in rows), any(r["held"] for r in rows)
 
@@ -300,11 +366,26 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
     if not objects:
         return finish_report(storage, report, started)
     obj = objects[0]
-    lines = spark.read.text(storage.uri(key)).withColumn(SOURCE, F.lit(key))
-    parsed = parse(numbered(lines), COLUMNS[name], KEYS[name])
     columns = [c for c, _ in COLUMNS[name]]
-    with staged_parse(storage, spark, parsed, run_id) as staged:
-        at = dt.datetime.now(dt.timezone.utc)
+
+    def parsed_lines(number: bool = False) -> DataFrame:
+        lines = spark.read.text(storage.uri(key)).withColumn(SOURCE, F.lit(key))
+        return parse(numbered(lines) if number else lines, COLUMNS[name], KEYS[name])
+
+    at = dt.datetime.now(dt.timezone.utc)
+    if report.rows_before == 0:  # the first snapshot: appended when no key is listed twice (the usual case)
+        with report.step("survey"):
+            counts, duplicated, _ = survey(parsed_lines(), keys=KEYS[name])
+        in_file, valid = counts.get(key, (0, 0))
+        if not duplicated:
+            with report.step("quarantine"):
+                if valid < in_file:  # only an object with rejects is read again, with line numbers
+                    quarantine_rejected(storage, parsed_lines(number=True), {key: obj}, run_id, at)
+            with report.step("commit"):
+                if valid:
+                    valid_rows(parsed_lines()).select(*columns).writeTo(engine_name(name)).append()
+            return _record_dimension(storage, report, obj, (in_file, valid, 0), run_id, at, started)
+    with staged_parse(storage, spark, parsed_lines(number=True), run_id) as staged:
         quarantine_rejected(storage, staged, {key: obj}, run_id, at)
         latest = Window.partitionBy(*KEYS[name]).orderBy(F.col(LINE).desc())
         winners = (staged.where(F.col(REASON).isNull())
@@ -314,8 +395,14 @@ def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id:
         spark.sql(merge_sql(engine_name(name), view, KEYS[name], columns, operation=None)).collect()
         in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
         applied = int(winners.count())
-    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(ledger_table)))
-    report.files = [ledger_entry(ledger_table, obj, SNAPSHOT, (in_file, valid, valid - applied), snapshot, run_id, at)]
+    return _record_dimension(storage, report, obj, (in_file, valid, valid - applied), run_id, at, started)
+
+
+def _record_dimension(storage: LakeStorage, report: LoadReport, obj: RawObject, counts: tuple[int, int, int],
+                      run_id: str, at: dt.datetime, started: float) -> LoadReport:
+    """The dimension's ledger entry (lines, valid lines, superseded), recorded last."""
+    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(report.table)))
+    report.files = [ledger_entry(report.table, obj, SNAPSHOT, counts, snapshot, run_id, at)]
     Ledger(storage).record(report.files)
     return finish_report(storage, report, started)
 

@@ -111,6 +111,18 @@ def parse(lines: DataFrame, columns: Sequence[tuple[str, str]], keys: Sequence[s
     return frame.withColumn(REASON, reason).withColumn(DETAIL, detail).drop(_FIELDS)
 
 
+def valid_rows(parsed: DataFrame) -> DataFrame:
+    """The valid rows of a parse (`_reason` NULL), each field cast once.
+
+    A plain filter on `_reason` is pushed below the casts by the engine's optimizer (Sail's
+    DataFusion rewrites it into the reason's expression), which then splits and casts every
+    line twice, once to filter and once to output. A volatile guard that is always true keeps
+    the filter above the casts (optimizers do not push a filter through a volatile column).
+    """
+    guarded = F.when(F.rand() >= 0, F.col(REASON))
+    return parsed.withColumn(REASON, guarded).where(F.col(REASON).isNull())
+
+
 def _passthrough(lines: DataFrame) -> list[str]:
     """Columns of `lines` besides the raw line and its position (e.g. a partition folder)."""
     return [c for c in lines.columns if c not in ("value", SOURCE, LINE)]

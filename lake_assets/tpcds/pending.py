@@ -54,10 +54,14 @@ def pending_work(storage: LakeStorage, reapply: bool = False) -> PendingWork:
     )
 
 
-def reverted_days(storage: LakeStorage, ledger: Ledger) -> set[dt.date | None]:
+def reverted_days(storage: LakeStorage, ledger: Ledger,
+                  objects: dict[dt.date | None, RawObject] | None = None) -> set[dt.date | None]:
     """Days whose object `lake restore` reverted: a run re-loading a range of days leaves them
-    as they are unless it says `reapply`."""
-    return set(pending_fact_days(storage, ledger, reapply=True)) - set(pending_fact_days(storage, ledger))
+    as they are unless it says `reapply`. `objects`: the fact objects, if listed already."""
+    objects = fact_objects(storage) if objects is None else objects
+    latest = ledger.latest(WEB_SALES)
+    reverted = settled(latest) - settled(latest, reapply=True)
+    return {day for day, obj in objects.items() if (obj.key, obj.etag) in reverted}
 
 
 def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[tuple[str, RawObject]]:

@@ -16,7 +16,7 @@ from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.checks import evaluate_rows_accounted, evaluate_rows_match_raw
 from lake_assets.tpcds.load import load_fact_days, survey
-from lake_assets.tpcds.parse import REASON, SOURCE
+from lake_assets.tpcds.parse import REASON, SOURCE, parse, valid_rows
 from lake_assets.tpcds.schema import SEQUENCE, TpcdsTable, date_sk, ledger_name
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH, SNAPSHOT_ROW
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
@@ -45,6 +45,16 @@ def test_survey_counts_lines_and_valid_lines_and_finds_keys_listed_twice_or_held
     # a key held only by a rejected line is not applied, so it does not count
     assert survey(spark.createDataFrame(unique, schema), spark.createDataFrame([(None, None)], keys)) == \
         (counts, False, False)
+
+
+def test_valid_rows_are_the_lines_without_a_reason(spark: SparkSession) -> None:
+    columns = [("k", "BIGINT"), ("n", "DECIMAL(7,2)")]
+    lines = spark.createDataFrame([("a", "1|2.50"), ("a", "2|lots"), ("a", "|3"), ("a", "3|"), ("a", "4|1|9")],
+                                  f"{SOURCE} STRING, value STRING")
+    parsed = parse(lines, columns, ["k"])
+    expected = sorted((r["k"], r["n"]) for r in parsed.collect() if r[REASON] is None)
+    assert sorted((r["k"], r["n"]) for r in valid_rows(parsed).collect()) == expected
+    assert [k for k, _ in expected] == [1, 3]
 
 
 def test_a_key_twice_in_one_day_object_takes_its_last_line(storage: LakeStorage, catalog: LakeCatalog,
@@ -88,4 +98,45 @@ def test_a_key_twice_in_one_day_object_takes_its_last_line(storage: LakeStorage,
     current = iceberg.open_table(storage, lake_table(WEB_SALES))
     assert current.current_snapshot().summary.operation == Operation.APPEND
     assert len(rows_by_key(catalog)) == len(table) + len(day_lines(storage, third))
+    assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
+
+
+def test_an_append_parses_once_and_counts_rejects_as_lines_less_the_rows_applied(
+        storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession) -> None:
+    oracle = generated(0.01)
+    days = sold_dates(oracle)[:3]
+    land_facts(storage, oracle, days[:2])
+    lines = day_lines(storage, days[0])
+    fields = lines[0].split("|")
+    bad_value = fields[:17] + ["999999992", "lots"] + fields[19:]  # a key of its own
+    wrong_day = [str(date_sk(days[0]) + 1), *fields[1:17], "999999993", *fields[18:]]
+    put_lines(storage, fact_key(days[0]), [lines[0], "only|three|fields", "|".join(bad_value), *lines[1:],
+                                           "|".join(wrong_day)])
+    engine = SparkEngine()
+
+    report = load_fact_days(storage, spark, days[:2], "run-append")
+    assert list(report.steps) == ["survey", "commit", "quarantine"]  # keys surveyed, ONE parse appended, then rejects
+    current = iceberg.open_table(storage, lake_table(WEB_SALES))
+    assert current.current_snapshot().summary.operation == Operation.APPEND
+    assert len(rows_by_key(catalog)) == len(lines) + len(day_lines(storage, days[1]))
+    day = {e["source_file"]: e for e in entries(storage)}[fact_key(days[0])]
+    assert (day["rows_in_file"], day["rows_applied"], day["rows_superseded"], day["rows_quarantined"]) == \
+        (len(lines) + 3, len(lines), 0, 3)
+    assert [(r["line_number"], r["reason"]) for r in quarantine(storage)] == [
+        (2, "wrong_field_count"), (3, "bad_value"), (len(lines) + 3, "wrong_partition")]
+    assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
+
+    # a reject repeating a valid line's key: the key survey cannot rule the key out, so the parse is surveyed
+    land_facts(storage, oracle, [days[2]])
+    third = day_lines(storage, days[2])
+    again = third[0].split("|")
+    again[QUANTITY] = "lots"
+    put_lines(storage, fact_key(days[2]), [*third, "|".join(again)])
+    report = load_fact_days(storage, spark, [days[2]], "run-append-again")
+    assert list(report.steps) == ["survey", "quarantine", "commit"]
+    current = iceberg.open_table(storage, lake_table(WEB_SALES))
+    assert current.current_snapshot().summary.operation == Operation.APPEND  # still an append: keys are new
+    day = {e["source_file"]: e for e in entries(storage)}[fact_key(days[2])]
+    assert (day["rows_in_file"], day["rows_applied"], day["rows_quarantined"]) == (len(third) + 1, len(third), 1)
+    assert rows_by_key(catalog)[key_of(third[0].split("|"))] == third[0].split("|")
     assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
