@@ -14,13 +14,15 @@ The new entries copy the entry the object was applied with (its table version, c
 and are recorded as of the restore's start. Lists come in sequence order (then key), the
 order `--reapply` applies them in.
 
-Tombstones (a Delta table beside either format's table) follow the restored version's
-runs: they go to their version as the newest run the restored version contains left them,
-that is, the last version committed before the next run or restore began (`tombstones_until`;
-runs and restores are serialized by the table's write lock, and each records when it
-began: a run its start, a restore its own start). Restoring back, the reverted runs'
-tombstones go and the older ones they replaced come back; restoring forward, the
-reinstated runs' come back, as they were when those runs finished.
+Tombstones (a Delta table beside either format's table), and insurance's SCD2 history,
+follow the restored version's runs: they go to their version as the newest run the
+restored version contains left them, that is, the last version committed before the next
+run or restore began (`tombstones_until`; runs and restores are serialized by the table's
+write lock, and each records when it began: a run its start, a restore its own start).
+Restoring back, the reverted runs' tombstones go and the older ones they replaced come
+back; restoring forward, the reinstated runs' come back, as they were when those runs
+finished. The history likewise is the one those runs wrote, not what the same objects
+recorded when applied again later.
 """
 
 import datetime as dt

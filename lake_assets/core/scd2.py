@@ -70,7 +70,6 @@ TARGET_FILE_BYTES = 2 << 20
 class HistoryReport:
     changes: int = 0  # changes recorded (versions and deletes)
     keys: int = 0  # keys whose history was rewritten
-    removed: int = 0  # changes taken out (a restore's reverted files)
     version: int | None = None  # the history's commit
 
 
@@ -133,72 +132,6 @@ def start_over(storage: LakeStorage, history: LakeTable, key: str, table: Callab
     write_deltalake(history.uri(storage), intervals(rows, key), mode="overwrite", schema_mode="overwrite",
                     storage_options=storage.delta_storage_options(), target_file_size=TARGET_FILE_BYTES)
     return True
-
-
-def revert(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]],
-           metadata: dict[str, str] | None = None) -> HistoryReport:
-    """Take the changes of `files` ((source file, sequence prefix) pairs) out of the history
-    and recompute the intervals of their keys, in one commit (nothing to take: no commit)."""
-    delta = open_table(storage, history)
-    if delta is None or not files:
-        return HistoryReport()
-    found = delta.to_pyarrow_dataset().to_table(columns=[key], filter=_of_files(files))
-    keys = np.unique(found[key].to_numpy()).astype(np.int64)
-    if not len(keys):
-        return HistoryReport()
-    ranges = _ranges(delta, key, keys)
-    existing = _existing(delta, key, ranges)
-    gone = _matches(existing, files)
-    kept = existing.filter(pc.invert(gone)).drop_columns(VALIDITY.names[:-1])
-    rows = intervals(kept, key)
-    version = _replace(storage, history, delta, key, ranges, rows, metadata)
-    return HistoryReport(keys=len(keys), removed=int(pc.sum(gone).as_py() or 0), version=version)
-
-
-def restore_changes(storage: LakeStorage, history: LakeTable, key: str, files: list[tuple[str, str]]) -> HistoryReport:
-    """Put back the changes of `files` that an earlier `revert` took out (a restore forward
-    reinstating them): read from the history as it was before that revert's commit."""
-    delta = open_table(storage, history)
-    if delta is None or not files:
-        return HistoryReport()
-    wanted = {f"{source}\n{prefix}" for source, prefix in files}
-    found = []
-    for commit in delta.history():  # newest first: the last revert of each file
-        taken = set((commit.get("lake.reverted") or "").split("\t")) & wanted
-        if taken and commit["version"] > 0:
-            before = DeltaTable(history.uri(storage), version=commit["version"] - 1,
-                                storage_options=storage.delta_storage_options())
-            pairs = [(source, prefix) for source, prefix in (t.split("\n", 1) for t in taken)]
-            rows = before.to_pyarrow_dataset().to_table(filter=_of_files(pairs))
-            found.append(rows.drop_columns(VALIDITY.names[:-1]))
-            wanted -= taken
-        if not wanted:
-            break
-    if not found:
-        return HistoryReport()
-    return record(storage, history, key, pa.concat_tables(found, promote_options="default"), None)
-
-
-def reverted_metadata(files: list[tuple[str, str]]) -> dict[str, str]:
-    """The commit metadata of a revert: which files' changes it took out (see restore_changes)."""
-    return {"lake.reverted": "\t".join(f"{source}\n{prefix}" for source, prefix in files)}
-
-
-def _of_files(files: list[tuple[str, str]]) -> ds.Expression:
-    """Rows of `files`: their source file, and a sequence starting with the file's prefix."""
-    mask = None
-    for source, prefix in files:
-        hit = (ds.field("_source_file") == source) & pc.starts_with(ds.field(SEQUENCE), prefix)
-        mask = hit if mask is None else mask | hit
-    return mask
-
-
-def _matches(rows: pa.Table, files: list[tuple[str, str]]) -> pa.ChunkedArray:
-    mask = pa.chunked_array([pa.array(np.zeros(rows.num_rows, bool))])
-    for source, prefix in files:
-        hit = pc.and_(pc.equal(rows["_source_file"], source), pc.starts_with(rows[SEQUENCE], prefix))
-        mask = pc.or_(mask, pc.fill_null(hit, False))
-    return mask
 
 
 def intervals(changes: pa.Table, key: str) -> pa.Table:

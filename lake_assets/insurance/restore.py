@@ -6,15 +6,16 @@ history keeps the mistake and everything derived from commits sees the restore).
 - the files whose changes the restored version does not contain are `reverted` in the
   ledger (and not applied again unless `lake run --reapply` asks), and files reverted by
   an earlier restore that the restored version does contain are `applied` again;
-- `insurance_history` loses the reverted files' changes and gets back the reinstated
-  files' (core/scd2.py), their keys' intervals recomputed: it is the history of the files
-  applied, on the source's sequence axis;
-- the tombstones table goes to its version as the newest run the restored version
-  contains left it (core/restore_ledger.py): restoring back, the tombstones the reverted
-  runs recorded are gone (a key they deleted no longer supersedes changes arriving for it
-  later) and the older tombstones they had replaced are back; restoring forward, the
-  reinstated runs' tombstones are back (a late change older than one of their deletes is
-  superseded again).
+- the tombstones table and `insurance_history` go to their versions as the newest run the
+  restored version contains left them (core/restore_ledger.py): restoring back, the
+  tombstones and history versions the reverted runs recorded are gone (a key they deleted
+  no longer supersedes changes arriving for it later) and the older tombstones they had
+  replaced are back; restoring forward, the reinstated runs' are back (a late change older
+  than one of their deletes is superseded again). So the history is the one the restored
+  version's runs wrote, whose current rows are that version's table: not the history of
+  the same files as applied since (a reverted full load applied again in the run of a
+  newer snapshot has all its rows superseded and records no version of its own, yet the
+  version of its first application holds its rows).
 
 Which files a version contains follows its lineage in the table's history: a RESTORE
 commit contains what its target version contained; any other commit, what the version
@@ -26,7 +27,7 @@ Which files are reverted or reinstated from there is the rule both formats share
 
 Order for a rerun after a failure: table commit, tombstones, history, ledger last (its entries
 as of the restore's start). A rerun restores the same content again (one more RESTORE
-commit), takes the tombstones to the same version and finishes the rest.
+commit), takes the tombstones and the history to the same versions and finishes the rest.
 """
 
 import datetime as dt
@@ -41,11 +42,9 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core import restore_ledger
 from lake_assets.core.formats.delta import commit_times, open_table, row_count
 from lake_assets.core.ledger import APPLIED, Ledger
-from lake_assets.core import scd2
 from lake_assets.core.restore_ledger import FileId
 from lake_assets.core.tables import INSURANCE_HISTORY, INSURANCE_TOMBSTONES, LakeTable
-from lake_assets.insurance.contract import KEY, TABLE
-from lake_assets.insurance.raw_zone import FULLLOAD
+from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 
 RESTORE_OPERATION = "RESTORE"
@@ -63,7 +62,8 @@ class RestoreReport:
     reinstated: list[str] = field(default_factory=list)  # files reverted earlier, back in the table
     tombstones_before: int = 0
     tombstones_after: int = 0
-    history: scd2.HistoryReport = field(default_factory=scd2.HistoryReport)  # insurance_history's changes
+    history_before: int = 0  # insurance_history's rows (versions and deletes)
+    history_after: int = 0
 
 
 def restore_delta(storage: LakeStorage, table: LakeTable, version: int) -> RestoreReport:
@@ -81,7 +81,7 @@ def restore_delta(storage: LakeStorage, table: LakeTable, version: int) -> Resto
 
 
 def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_id: str) -> RestoreReport:
-    """Restore `insurance` to `version`, then revert (or reinstate) ledger files and tombstones."""
+    """Restore `insurance` to `version`, then revert (or reinstate) ledger files, tombstones and history."""
     started = dt.datetime.now(dt.timezone.utc)
     report = restore_delta(storage, table, version)
     ledger = Ledger(storage)
@@ -89,8 +89,8 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     contains, ran = version_rules(open_table(storage, table), history, version)
     reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
     until = restore_ledger.tombstones_until(history, ran) if reverted or reinstated else None
-    report.tombstones_before, report.tombstones_after = restore_tombstones(storage, until)
-    report.history = restore_history(storage, reverted, reinstated)
+    report.tombstones_before, report.tombstones_after = restore_as_before(storage, until, INSURANCE_TOMBSTONES)
+    report.history_before, report.history_after = restore_as_before(storage, until, INSURANCE_HISTORY)
     restore_ledger.record_restore(ledger, reverted, reinstated,
                                   f"restore to version {version} (as version {report.version_after})", run_id, started)
     report.reverted = [e["source_file"] for e in reverted]
@@ -134,14 +134,13 @@ def version_rules(delta: DeltaTable, history: pa.Table,
     return contains, ran
 
 
-def restore_tombstones(storage: LakeStorage, until: dt.datetime | None,
-                       tombstones: LakeTable = INSURANCE_TOMBSTONES) -> tuple[int, int]:
-    """Take the tombstones table to its last version committed before `until` (the start of
-    the first run or restore after the newest run the restored version contains:
-    core/restore_ledger.py's `tombstones_until`; None leaves it as it is). Returns the
-    tombstone count before and after. (Also tpcds_tombstones', for an Iceberg restore of
-    web_sales: lake_assets/jobs/restore.py.)"""
-    delta = open_table(storage, tombstones)
+def restore_as_before(storage: LakeStorage, until: dt.datetime | None, table: LakeTable) -> tuple[int, int]:
+    """Take a table derived from the runs (the tombstones, insurance_history) to its last
+    version committed before `until` (the start of the first run or restore after the newest
+    run the restored version contains: core/restore_ledger.py's `tombstones_until`; None
+    leaves it as it is). Returns its row count before and after. (Also tpcds_tombstones',
+    for an Iceberg restore of web_sales: lake_assets/jobs/restore.py.)"""
+    delta = open_table(storage, table)
     if delta is None:
         return 0, 0
     before = row_count(delta)
@@ -152,23 +151,4 @@ def restore_tombstones(storage: LakeStorage, until: dt.datetime | None,
         delta.delete()
     elif max(earlier) != delta.version():
         delta.restore(max(earlier))
-    return before, row_count(open_table(storage, tombstones))
-
-
-def restore_history(storage: LakeStorage, reverted: list[dict], reinstated: list[dict]) -> scd2.HistoryReport:
-    """Take the reverted files' changes out of `insurance_history` and put the reinstated
-    files' back (as an earlier revert took them out), recomputing the intervals of their
-    keys: the history stays the history of the files applied. A rerun changes nothing more."""
-    taken = [history_files(e) for e in reverted]
-    report = scd2.revert(storage, INSURANCE_HISTORY, KEY, taken, scd2.reverted_metadata(taken))
-    back = scd2.restore_changes(storage, INSURANCE_HISTORY, KEY, [history_files(e) for e in reinstated])
-    return scd2.HistoryReport(back.changes, report.keys + back.keys, report.removed, back.version or report.version)
-
-
-def history_files(entry: dict) -> tuple[str, str]:
-    """(source file, sequence prefix) of a ledger entry's changes in the history: a CDC
-    file's rows share its time, part and delivery; a full load's (its parts and its implied
-    deletes) its time."""
-    sequence = entry["source_sequence"] or ""
-    return entry["source_file"], sequence[:17] if entry["source_kind"] == FULLLOAD else sequence[:30]
-
+    return before, row_count(open_table(storage, table))

@@ -23,7 +23,7 @@ from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import (INSURANCE, INSURANCE_TOMBSTONES, LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES,
                                      LakeTable, TableFormat, table)
 from lake_assets.insurance import changes
-from lake_assets.insurance.restore import RestoreReport, restore_delta, restore_insurance, restore_tombstones
+from lake_assets.insurance.restore import RestoreReport, restore_as_before, restore_delta, restore_insurance
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
@@ -117,8 +117,8 @@ def restore_metadata(report: RestoreReport) -> dict:
         "reinstated_files": dg.MetadataValue.json(report.reinstated),
         "tombstones_before": report.tombstones_before,
         "tombstones_after": report.tombstones_after,
-        "history_changes_removed": report.history.removed,
-        "history_changes_restored": report.history.changes,
+        "history_rows_before": report.history_before,
+        "history_rows_after": report.history_after,
     }
 
 
@@ -141,7 +141,7 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
     reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
     if entry.name == TPCDS_WEB_SALES.name and (reverted or reinstated):
         # a reverted delete must not supersede older changes of its key; a reinstated one must again
-        restore_tombstones(storage, restore_ledger.tombstones_until(history, contains), TPCDS_TOMBSTONES)
+        restore_as_before(storage, restore_ledger.tombstones_until(history, contains), TPCDS_TOMBSTONES)
     restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id, started)
     return {
         "operation": "restore",

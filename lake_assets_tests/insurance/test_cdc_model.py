@@ -284,36 +284,26 @@ class Model:
 
     def restored(self, then: "Model") -> "Model":
         """The model after a restore to the version `then` was taken at: the table, its
-        tombstones and floor as they were then; deliveries applied since are `reverted`
-        (counts kept), reverted ones applied then are `applied` again; the history loses
-        the reverted deliveries' changes and gets the reinstated ones' back (it is the
-        history of the deliveries applied); what arrived, was quarantined or is held
-        stays as it is now."""
+        tombstones, floor and history as they were then (the history those runs wrote: a
+        delivery applied again since, with all its rows superseded, keeps the versions of
+        its first application); deliveries applied since are `reverted` (counts kept),
+        reverted ones applied then are `applied` again. A restore that reverts and
+        reinstates nothing leaves the tombstones and history as they are. What arrived, was quarantined or
+        is held stays as it is now."""
         back = copy.deepcopy(then)
         applied_then = {k for k, entry in then.ledger.items() if entry[0] == APPLIED}
-        back.ledger, back.changes = {}, copy.deepcopy(self.changes)
+        back.ledger = {}
         for k, (status, *counts) in self.ledger.items():
             if status == APPLIED and k not in applied_then:
                 status = REVERTED
-                for key, changes in back.changes.items():
-                    back.changes[key] = {s: c for s, c in changes.items() if not self.made(k, s)}
             elif status == REVERTED and k in applied_then:
                 status = APPLIED
-                for key, changes in then.changes.items():
-                    back.changes.setdefault(key, {}).update({s: c for s, c in changes.items() if self.made(k, s)})
             back.ledger[k] = (status, *counts)
-        back.changes = {key: changes for key, changes in back.changes.items() if changes}
+        if back.ledger == self.ledger:
+            back.tombs, back.changes = dict(self.tombs), copy.deepcopy(self.changes)
         back.seen, back.parked, back.held = dict(self.seen), self.parked.copy(), list(self.held)
         back.newest, back.items = self.newest, dict(self.items)
         return back
-
-    def made(self, delivery: tuple[str, int], seq: Seq) -> bool:
-        """Whether the change at `seq` is the delivery's: a CDC file's rows, a snapshot's
-        rows and its implied deletes (at its stamp)."""
-        item, number, base = self.items[delivery]
-        if base is None:
-            return seq[:3] == (item.time, 0, number)
-        return seq[:2] == base[:2] and seq[2] in (number, 0)
 
     def table(self) -> dict[int, dict]:
         return {k: row for k, (_, row) in self.rows.items()}
