@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import hypothesis
 import pytest
 
 if TYPE_CHECKING:
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
+
+#: The property tests' examples come from each test's name, not a random seed: the suite runs the
+#: same examples everywhere, so CI fails only on a change, never on a draw. To look for new
+#: counterexamples: `HYPOTHESIS_PROFILE=explore uv run pytest ... --hypothesis-seed=N`.
+hypothesis.settings.register_profile("suite", derandomize=True, database=None)
+hypothesis.settings.register_profile("explore")
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 TIERS = ("unit", "integration", "e2e", "cluster", "jvm")
 SERVER_FIXTURES = {"s3_server"}  # every fixture that reaches a server depends on this one

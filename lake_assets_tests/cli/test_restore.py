@@ -136,4 +136,4 @@ def test_restore_as_of_and_refusals(lake_env: LakeStorage) -> None:
     assert code == 0, out
     assert rows(storage) == {k: k for k in range(2, 5)}
     assert status(storage)[CDC_BEFORE]["status"] == "applied"
-    assert LakeSettings.from_env().time_travel_hours == 168
+    assert LakeSettings.from_env().rules.time_travel_hours == 168
