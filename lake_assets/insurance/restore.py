@@ -102,14 +102,19 @@ def version_rules(delta: DeltaTable, history: pa.Table,
                   version: int) -> tuple[Callable[[dict], bool], Callable[[dict], bool]]:
     """Over `version`'s lineage (see the module docstring), for an applied ledger entry:
     whether `version` contains its changes (the shared rule, core/restore_ledger.py; a run
-    that committed nothing: the version its object's first run started from), and whether
+    that committed nothing: the version the object's first run that committed nothing
+    started from, not a restore that reinstated that run's entry), and whether
     its own run is in the lineage (committed nothing: the version that run started from;
     the tombstones follow those runs)."""
     times = commit_times(delta)
     operations = {h["version"]: h for h in delta.history()}
-    first_run: dict[FileId, dt.datetime] = {}  # its first run, not a restore that reinstated it
+    # the run that committed nothing: the object's first applied entry without a table version
+    # (a restore reinstating it copies it later; the object's applications that committed are
+    # other runs: found by test_restore_model, a reapplication was judged by their start)
+    first_run: dict[FileId, dt.datetime] = {}
     for entry in history.filter(pc.equal(history["status"], APPLIED)).to_pylist():
-        first_run.setdefault((entry["source_file"], entry["source_etag"]), entry["recorded_at"])
+        if entry["table_version"] is None:
+            first_run.setdefault((entry["source_file"], entry["source_etag"]), entry["recorded_at"])
     lineage = {-1}  # before version 0: files whose run committed nothing into no table
     at = version
     while at >= 0:

@@ -43,8 +43,8 @@ from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions
 from lake_assets_tests.helpers.killed_run import KILLED, killed
 from lake_assets_tests.insurance.test_cdc_model import (
-    FILE, FULL, FULL2, NEWLINES, SETTINGS, Delivery, Model, assert_lake_matches, cdc_name, drop_bucket,
-    full_load_line, render,
+    FILE, FULL, FULL2, NEWLINES, SETTINGS, Delivery, Line, Model, _cdc, _delete, _upsert, assert_lake_matches,
+    bad_rows, cdc_name, drop_bucket, full_load_line, render,
 )
 
 #: Where the property test kills runs: just after the table commit, and at the ledger write.
@@ -91,6 +91,12 @@ def test_restores_reapplies_and_killed_runs_match_the_model(storage: LakeStorage
         drop_bucket(bucket)
 
 
+def event(value: str) -> None:
+    """Count `value` in Hypothesis's statistics (run_steps also runs outside a property test)."""
+    if hypothesis.currently_in_test_context():
+        hypothesis.event(value)
+
+
 def table_rows(storage: LakeStorage) -> dict[int, dict]:
     delta = open_table(storage, INSURANCE)
     rows = to_arrow(delta).select(DATA_COLUMN_NAMES).to_pylist() if delta else []
@@ -110,7 +116,7 @@ def run_steps(storage: LakeStorage, spark: SparkSession, steps: list[tuple]) -> 
                 continue
             target = targets[step[1] % len(targets)]
             report = restore_insurance(storage, INSURANCE, target, f"restore-{number}")
-            hypothesis.event(f"restore reverting {len(report.reverted)}, reinstating {len(report.reinstated)}")
+            event(f"restore reverting {len(report.reverted)}, reinstating {len(report.reinstated)}")
             changes.catch_up(storage)  # as the restore job does: the restore's commit reaches the feed
             model = model.restored(at_version[target])
             at_version[report.version_after] = copy_of(model)
@@ -129,7 +135,7 @@ def run_steps(storage: LakeStorage, spark: SparkSession, steps: list[tuple]) -> 
                 before = current_version(storage, INSURANCE)
                 committed = {v: table_rows_at(storage, v) for v in ([before] if before is not None else [])}
                 code = killed(storage, "insurance", seam, *(["reapply"] if reapply else []))
-                hypothesis.event(f"run at {seam}: {'killed' if code == KILLED else 'not reached'}")
+                event(f"run at {seam}: {'killed' if code == KILLED else 'not reached'}")
                 if code == KILLED:
                     after = current_version(storage, INSURANCE)
                     # a committed version: the one before, or (killed after its commit) the run's own, once
@@ -210,3 +216,26 @@ def test_a_killed_run_is_finished_as_an_unkilled_run_would_have_been(storage: La
         assert not storage.list_objects(UNFINISHED)
     finally:
         drop_bucket(twin)
+
+
+def test_a_restore_after_finishing_a_killed_run_keeps_an_approved_snapshot_it_contains(
+        storage: LakeStorage, spark: SparkSession) -> None:
+    """Found by the property test (seeds 8 and 10), shrunk: a CDC file of deletes only, its
+    run killed just after its table commit and finished by the next run; a late CDC file and
+    a full load whose only row is bad (held, approved, published); restores and reapplies.
+    After the last reapply the ledger had the full load `applied` where the model had it
+    `reverted`: its first application committed version 2, its reapplication (on the restore
+    to version 0) committed nothing, and the restore to version 1 judged that reapplication
+    by the start of the first run (before version 2: version 1), so it kept it."""
+    bad = bad_rows(5, "")[0]
+    full = Delivery(FULL, [Line(bad[1], "bad", reason=bad[0].value)], "\n", None)
+    steps = [
+        ("run", [_cdc(1, _delete(4), _delete(1))], False, "table-commit"),
+        ("run", [_cdc(0, _upsert(1, 1), _upsert(2, 2), _upsert(4, 4)), full], False, None),
+        ("restore", 42),
+        ("run", [_cdc(0)], False, None),  # 20240101 re-delivered empty
+        ("run", [], True, None),
+        ("restore", 25),
+        ("run", [], True, None),
+    ]
+    run_steps(storage, spark, steps)
