@@ -41,6 +41,8 @@ def _web_up(port: int) -> bool:
 #: `lake dev`'s line for the sensor's run of the two files the test puts.
 RUN_LINE = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.* "
                       r"\(raw_insurance_sensor, \d files?\)$", re.MULTILINE)
+RUN_FILES = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS .*\(raw_insurance_sensor, (\d) files?\)$",
+                       re.MULTILINE)
 
 
 @pytest.mark.e2e
@@ -74,9 +76,10 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         print(f"put -> visible in lake query: {elapsed:.1f} s")
         status = json.loads(lake("status", "--format", "json").stdout)
         assert {row["status"] for row in status} == {"applied"}
-        # one line per finished run (the row is visible before the run's checks end): wait for it
-        _wait(lambda: RUN_LINE.search((tmp_path / "dev.log").read_text()) is not None, 90,
-              "lake dev's line for the finished run")
+        # one line per finished run (the row is visible before the run's checks end): wait until the
+        # finished runs' lines name both files, so no run is still in flight when lake dev is stopped
+        _wait(lambda: sum(map(int, RUN_FILES.findall((tmp_path / "dev.log").read_text()))) >= 2, 90,
+              "lake dev's lines for the finished runs of both files")
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         try:
