@@ -10,9 +10,10 @@ One process (Sail is embedded, so peak RSS covers the engine) and one embedded S
 keys above the table's, 5 % D): ours puts it in `raw/cdcload/` and runs the job
 (`execute_in_process`, with its asset checks; the asset's own `duration_seconds` is the
 figure, the job's wall time is in the note), the baseline runs one plain
-`MERGE INTO ... ON t.policy_id = s.policy_id` of the same CSV into its copy. Peak RSS is
-sampled per phase (the whole process, engine included; memory the engine keeps from an
-earlier phase counts too).
+`MERGE INTO ... ON t.policy_id = s.policy_id` of the same CSV into its copy, after all of
+ours. Peak RSS is sampled per phase (the whole process, engine included; memory the engine
+keeps from an earlier phase counts too, which is why the baselines' MERGEs, 12-15 GiB, run
+after every batch of ours).
 
 Which keys a batch updates decides what a narrow commit can save, so it is said in each
 figure: `recent` batches update and delete keys among the newest `HOT_FRACTION` of the
@@ -150,34 +151,39 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
 
     keys = Keys.loaded(rows)
     plan = [(b, "recent") for b in batches] + ([(1_000, "uniform")] if uniform else [])
-    figures, problems = [], []
+    runs, problems = [], []
     for index, (batch_rows, spread) in enumerate(plan, start=1):
         batch = cdc_batch(rng, keys, batch_rows, spread)
         storage.put_bytes(f"raw/cdcload/20260101-{index:06d}000.csv", batch["csv"])
+        base.put_bytes(f"base/cdc-{index}.csv", batch["csv"])
         phases = time_phases()
         ours = _run_job(definitions)
         restore_phases()
         breakdown = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items() if seconds >= 0.005)
         delta = open_table(storage, INSURANCE)
         history = delta.history(limit=1)[0].get("operationMetrics", {}) or {}
-        files_after = len(delta.file_uris())
-        base.put_bytes(f"base/cdc-{index}.csv", batch["csv"])
-        bare = _bare_merge(spark, base.uri(f"base/cdc-{index}.csv"), base_table)
         expected = (batch["inserts"], batch["updates"], batch["deletes"])
         if (ours["inserted"], ours["updated"], ours["deleted"]) != expected:
             problems.append(f"{batch_rows:,} {spread}: I/U/D {ours['inserted']}/{ours['updated']}/{ours['deleted']}, "
                             f"expected {expected}")
+        commit = (f"{ours['strategy']}: {history.get('numRemovedFiles', '?')} files replaced by "
+                  f"{history.get('numAddedFiles', '?')}, {len(delta.file_uris())} files after")
+        runs.append((batch_rows, spread, ours, commit, breakdown))
+        print(f"CDC {batch_rows:,} rows into {_size(rows)} ({spread} keys): ours {ours['asset_s']:.2f} s "
+              f"({commit}), {ours['gib']:.2f} GiB; {breakdown}", flush=True)
+    # the bare MERGEs after all of ours: the engine keeps memory it used (the bare MERGE's
+    # 12-15 GiB), which would otherwise count in the next batch's peak
+    figures = []
+    for index, (batch_rows, spread, ours, commit, breakdown) in enumerate(runs, start=1):
+        bare = _bare_merge(spark, base.uri(f"base/cdc-{index}.csv"), base_table)
         target, meets = TARGETS.get(batch_rows, ("", None)) if spread == "recent" else ("", None)
         met = meets(ours["asset_s"], bare["seconds"], ours["gib"]) if meets else None
         figures.append(Figure(
             f"CDC {batch_rows:,} rows into {_size(rows)} ({spread} keys)", ours["asset_s"], bare["seconds"],
             "bare-engine MERGE", ours["gib"], target, met,
-            f"job wall {ours['wall_s']:.2f} s; {ours['strategy']}: {history.get('numRemovedFiles', '?')} files "
-            f"replaced by {history.get('numAddedFiles', '?')}, {files_after} files after; "
-            f"baseline peak {bare['gib']:.2f} GiB; {breakdown}", rows=batch_rows if spread == "recent" else None))
-        print(f"{figures[-1].work}: ours {ours['asset_s']:.2f} s ({ours['strategy']}, "
-              f"{history.get('numRemovedFiles', '?')} files replaced), bare MERGE {bare['seconds']:.2f} s; {breakdown}", flush=True)
-
+            f"job wall {ours['wall_s']:.2f} s; {commit}; baseline peak {bare['gib']:.2f} GiB; {breakdown}",
+            rows=batch_rows if spread == "recent" else None))
+        print(f"{figures[-1].work}: bare MERGE {bare['seconds']:.2f} s, {bare['gib']:.2f} GiB", flush=True)
     ours_rows = row_count(open_table(storage, INSURANCE))
     fingerprint = "SELECT count(*) AS n, sum(insured_value) AS v, count(DISTINCT policy_id) AS k FROM delta.`{}`"
     mine = spark.sql(fingerprint.format(INSURANCE.uri(storage))).collect()[0].asDict()
