@@ -20,6 +20,7 @@ def test_the_catalog_variables_are_scoped_to_the_start_and_still_serve(storage: 
     storage.put_bytes("probe/x.parquet", buffer.getvalue())
     sail_before = {name: value for name, value in os.environ.items() if name.startswith("SAIL_")}
     server = start_sail_server(storage, SailSettings())
+    sessions: list[SparkSession] = []
     try:
         assert {name: value for name, value in os.environ.items() if name.startswith("SAIL_")} == sail_before
         assert os.environ["AWS_ENDPOINT"] == storage.endpoint_url  # read later, by the object store
@@ -27,10 +28,15 @@ def test_the_catalog_variables_are_scoped_to_the_start_and_still_serve(storage: 
         for _ in range(2):  # a later session (a new run) as well as the first
             spark = SparkSession.builder.remote(f"sc://{host}:{port}").config("spark.sql.session.timeZone",
                                                                              "UTC").create()
+            sessions.append(spark)
             assert spark.read.parquet(storage.uri("probe/x.parquet")).count() == 3
             namespace = f"probe_{uuid.uuid4().hex[:8]}"
             spark.sql(f"CREATE NAMESPACE lake.{namespace}")  # the catalog list was read at the start
             assert namespace in {row[0] for row in spark.sql("SHOW NAMESPACES IN lake").collect()}
             spark.sql(f"DROP NAMESPACE lake.{namespace}")
     finally:
+        # closed while their server runs: a client closed after it (at garbage collection)
+        # retries its pending execution releases against nothing, for minutes
+        for spark in sessions:
+            spark.stop()
         server.stop()
