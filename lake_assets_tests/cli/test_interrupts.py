@@ -17,6 +17,7 @@ from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import INSURANCE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
+from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 
 LAKE = str(Path(sys.executable).with_name("lake"))
 FULL_LOAD = DATA / "fullload" / "full-load.csv"
@@ -65,7 +66,7 @@ def test_a_signal_during_a_step_unwinds_within_seconds_and_a_rerun_converges(
     before = _instance(Path(storage.home))
     earlier = {run.run_id for run in before.get_runs()} if before is not None else set()
     process = subprocess.Popen([LAKE, "run"], env=command_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, preexec_fn=ctrl_c_reaches_it)
     try:
         instance, run = _wait_for_step(Path(storage.home), "insurance_tables", process, earlier)
         sent = time.monotonic()

@@ -17,6 +17,7 @@ from lake_assets.resources.embedded_s3 import free_port, running_server
 from lake_assets.core.processes import command_line, pid_alive
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.permissions import open_to_others
+from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 
 BIN = Path(sys.executable).parent
 
@@ -54,7 +55,7 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         env.pop(name, None)
     log = open(tmp_path / "dev.log", "wb")
     dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+                           start_new_session=True, preexec_fn=ctrl_c_reaches_it)
     try:
         _wait(lambda: _web_up(web_port), 120, "the Dagster webserver")
         server = running_server(tmp_path / "home")

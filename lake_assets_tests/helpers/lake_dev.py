@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lake_assets.resources.embedded_s3 import free_port
+from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def lake_dev(tmp_path: Path, **extra_env: str) -> Iterator[LakeDev]:
     log_path = tmp_path / "dev.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True, cwd=REPO)
+                                   start_new_session=True, cwd=REPO, preexec_fn=ctrl_c_reaches_it)
     dev = LakeDev(home, env, web_port, process, log_path)
     try:
         wait_for(dev.web_up, 180, "the Dagster webserver of `lake dev`")
