@@ -13,7 +13,7 @@ figure, the job's wall time is in the note), the baseline runs one plain
 `MERGE INTO ... ON t.policy_id = s.policy_id` of the same CSV into its copy, after all of
 ours. Peak RSS is sampled per phase (the whole process, engine included; memory the engine
 keeps from an earlier phase counts too, which is why the baselines' MERGEs, 12-15 GiB, run
-after every batch of ours).
+once all of ours are done).
 
 Which keys a batch updates decides what a narrow commit can save, so it is said in each
 figure: `recent` batches update and delete keys among the newest `HOT_FRACTION` of the
@@ -184,6 +184,7 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
             f"job wall {ours['wall_s']:.2f} s; {commit}; baseline peak {bare['gib']:.2f} GiB; {breakdown}",
             rows=batch_rows if spread == "recent" else None))
         print(f"{figures[-1].work}: bare MERGE {bare['seconds']:.2f} s, {bare['gib']:.2f} GiB", flush=True)
+
     ours_rows = row_count(open_table(storage, INSURANCE))
     fingerprint = "SELECT count(*) AS n, sum(insured_value) AS v, count(DISTINCT policy_id) AS k FROM delta.`{}`"
     mine = spark.sql(fingerprint.format(INSURANCE.uri(storage))).collect()[0].asDict()
