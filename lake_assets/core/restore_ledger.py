@@ -17,7 +17,7 @@ order `--reapply` applies them in.
 Tombstones (a Delta table beside either format's table), and insurance's SCD2 history,
 follow the restored version's runs: they go to their version as the newest run the
 restored version contains left them, that is, the last version committed before the next
-run or restore began (`tombstones_until`; runs and restores are serialized by the table's
+run or restore began (`derived_until`; runs and restores are serialized by the table's
 write lock, and each records when it began: a run its start, a restore its own start).
 Restoring back, the reverted runs' tombstones go and the older ones they replaced come
 back; restoring forward, the reinstated runs' come back, as they were when those runs
@@ -52,7 +52,7 @@ def ledger_changes(history: pa.Table, contained: set[FileId]) -> tuple[list[dict
 def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict], restore: str, run_id: str,
                    started: dt.datetime) -> None:
     """Record the reverted and reinstated objects as of `started`, when the restore began
-    (before it changed anything: see `tombstones_until`); `restore` names it ("restore to
+    (before it changed anything: see `derived_until`); `restore` names it ("restore to
     version 3 (as version 7)")."""
     ledger.record([_entry(e, REVERTED, f"reverted by {restore}", run_id, started) for e in reverted]
                   + [_entry(e, APPLIED, f"back in the table: {restore}", run_id, started) for e in reinstated])
@@ -62,10 +62,11 @@ def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict],
 _BEGINNINGS = (APPLIED, REJECTED, HELD, REVERTED)
 
 
-def tombstones_until(history: pa.Table, ran: Callable[[dict], bool]) -> dt.datetime | None:
+def derived_until(history: pa.Table, ran: Callable[[dict], bool]) -> dt.datetime | None:
     """When the first run or restore after the newest run the restored version contains
-    began (None: that run is the newest; no run contained: the first one's start). The
-    tombstones table's last version before then is as that run left it.
+    began (None: that run is the newest; no run contained: the first one's start). The last
+    version before then of a table derived from the runs (the tombstones, insurance_history)
+    is as that run left it.
 
     A run is the applied entries it recorded: an object's first applied entry at a table
     version (a restore that reinstates it copies the entry, version and all, later);

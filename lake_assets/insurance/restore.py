@@ -88,7 +88,7 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     history = ledger.entries(TABLE)
     contains, ran = version_rules(open_table(storage, table), history, version)
     reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
-    until = restore_ledger.tombstones_until(history, ran) if reverted or reinstated else None
+    until = restore_ledger.derived_until(history, ran) if reverted or reinstated else None
     report.tombstones_before, report.tombstones_after = restore_as_before(storage, until, INSURANCE_TOMBSTONES)
     report.history_before, report.history_after = restore_as_before(storage, until, INSURANCE_HISTORY)
     restore_ledger.record_restore(ledger, reverted, reinstated,
@@ -142,7 +142,7 @@ def version_rules(delta: DeltaTable, history: pa.Table,
 def restore_as_before(storage: LakeStorage, until: dt.datetime | None, table: LakeTable) -> tuple[int, int]:
     """Take a table derived from the runs (the tombstones, insurance_history) to its last
     version committed before `until` (the start of the first run or restore after the newest
-    run the restored version contains: core/restore_ledger.py's `tombstones_until`; None
+    run the restored version contains: core/restore_ledger.py's `derived_until`; None
     leaves it as it is). Returns its row count before and after. (Also tpcds_tombstones',
     for an Iceberg restore of web_sales: lake_assets/jobs/restore.py.)"""
     delta = open_table(storage, table)

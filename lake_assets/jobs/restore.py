@@ -141,7 +141,7 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
     reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
     if entry.name == TPCDS_WEB_SALES.name and (reverted or reinstated):
         # a reverted delete must not supersede older changes of its key; a reinstated one must again
-        restore_as_before(storage, restore_ledger.tombstones_until(history, contains), TPCDS_TOMBSTONES)
+        restore_as_before(storage, restore_ledger.derived_until(history, contains), TPCDS_TOMBSTONES)
     restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id, started)
     return {
         "operation": "restore",

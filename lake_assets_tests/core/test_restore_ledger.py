@@ -12,7 +12,7 @@ import datetime as dt
 import pyarrow as pa
 
 from lake_assets.core.ledger import APPLIED, APPROVED, LEDGER_SCHEMA, REJECTED, REVERTED, LedgerEntry
-from lake_assets.core.restore_ledger import contained_files, ledger_changes, tombstones_until
+from lake_assets.core.restore_ledger import contained_files, ledger_changes, derived_until
 
 PARENT = {1: None, 2: 1, 3: 2, 4: 1, 5: 4}
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -60,7 +60,7 @@ def test_revert_then_reinstate_along_the_snapshot_tree() -> None:
 
 def until(entries: list[LedgerEntry], snapshot: int) -> dt.datetime | None:
     inside = ancestry(snapshot)
-    return tombstones_until(history(entries), lambda e: e["table_version"] is None or e["table_version"] in inside)
+    return derived_until(history(entries), lambda e: e["table_version"] is None or e["table_version"] in inside)
 
 
 def at(n: int) -> dt.datetime:
