@@ -15,7 +15,9 @@ unchanged on all three. No Dagster here: the CLI builds sessions from `SparkConf
 Dagster resource wrapping it is `SparkEngine` (resources/engine.py).
 """
 
+import atexit
 import contextlib
+import functools
 import importlib.util
 import logging
 import os
@@ -104,6 +106,8 @@ class SparkConfig(EngineSettings):
     def _build(self, storage: LakeStorage) -> SparkSession:
         # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
         # session whatever server it is on (another endpoint's, or one that was dropped).
+        if self.engine != "local":
+            _finish_releases_at_exit()
         if self.engine == "sail":
             # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
             return (SparkSession.builder.remote(_sail_url(storage, self.sail))
@@ -300,6 +304,21 @@ def alive(session: SparkSession) -> bool:
             session.stop()
         return False
     return True
+
+
+@functools.cache
+def _finish_releases_at_exit() -> None:
+    """Make this process wait, at exit, for the executions the Spark Connect client is still releasing.
+
+    PySpark releases each finished execution on the server from a pool of daemon threads. A
+    release still in flight when the interpreter finalizes returns into a thread that may no
+    longer run Python: glibc unwinds it through gRPC's C++ frames and the process aborts
+    (`terminate called without an active exception`, exit -6) after all its work was done;
+    `lake run` on local-cluster did once. Closing the pool waits for what it holds.
+    """
+    from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator
+
+    atexit.register(ExecutePlanResponseReattachableIterator.shutdown)
 
 
 def _quiet_connect_client_log() -> None:
