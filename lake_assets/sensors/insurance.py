@@ -4,7 +4,8 @@ Objects are found by `discover` (sensors/discovery.py). The cursor also remember
 it requested and the objects it was for; once that run has finished (or Dagster never
 created it: a run key it had used before), the objects with no ledger entry yet are
 requested again, with a new run key, at most `MAX_ATTEMPTS` times. A run in flight is never
-requested twice. One tick requests at most one run (the run applies everything pending
+requested twice. A sensor with no cursor yet (the first tick after `lake run` or `lake demo`)
+lists every object: those the ledger has settled are left out. One tick requests at most one run (the run applies everything pending
 anyway); its run key is derived from the objects it saw, so a tick evaluated twice starts
 nothing twice.
 """
@@ -80,6 +81,14 @@ def _follow_up(storage: LakeStorage, cursor: Cursor, runs: RunLookup, now: dt.da
     return again
 
 
+def _settled(storage: LakeStorage, objects: dict[str, int]) -> set[str]:
+    """Of `objects` (key@etag), those no run takes in (the ledger's `settled`: applied,
+    refused or reverted), which a sensor starting with no cursor lists with the rest: after
+    `lake run` or `lake demo`, its first tick must not request a run for them again."""
+    settled = Ledger(storage).settled(TABLE)
+    return {seen for seen in objects if tuple(seen.rsplit("@", 1)) in settled}
+
+
 def raw_zone_tick(storage: LakeStorage, cursor_text: str | None, now: dt.datetime | None = None,
                   runs: RunLookup | None = None) -> dg.SensorResult | dg.SkipReason:
     """One evaluation of the sensor against `storage` (an attached, running store).
@@ -90,6 +99,10 @@ def raw_zone_tick(storage: LakeStorage, cursor_text: str | None, now: dt.datetim
     cursor = Cursor.load(cursor_text)
     listed, now = discover(storage.get_client(), storage.bucket, cursor, INSURANCE_ZONE, now)
     new = {object_id(o): 1 for o in listed if object_id(o) not in cursor.requested}
+    if cursor_text is None and new:  # the first tick lists every object: leave out what runs already applied
+        done = _settled(storage, new)
+        cursor.requested.update({seen: now.isoformat() for seen in done})
+        new = {seen: attempt for seen, attempt in new.items() if seen not in done}
     if runs is not None:
         new.update(_follow_up(storage, cursor, runs, now))
     if not new:

@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-from lake_assets.core.ledger import REJECTED, Ledger, LedgerEntry
+from lake_assets.core.ledger import APPLIED, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -214,3 +214,23 @@ def test_a_request_dagster_dropped_is_requested_again(storage: LakeStorage, inst
     assert _requests(waiting) == []
     [again] = _requests(raw_zone_tick(attached, waiting.cursor, now=start + insurance.RUN_GRACE, runs=runs))
     assert again.tags[FIRST_OBJECT_TAG] == "raw/cdcload/20240401-090000000.csv" and again.run_key != first.run_key
+
+
+def test_a_first_tick_leaves_out_what_the_ledger_settled(storage: LakeStorage) -> None:
+    """`lake demo` then `lake dev`: the sensor has no cursor; what runs applied starts no run."""
+    applied = storage.put_bytes("raw/fullload/full-load.csv", b"policy_id\n")
+    reverted = storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
+    storage.put_bytes("raw/cdcload/20240402-090000000.csv", CDC_ROW + b"2")  # never applied
+    now = dt.datetime.now(dt.timezone.utc)
+    Ledger(storage).record([
+        LedgerEntry(TABLE, key, etag, 1, "cdcload", status, 1, 1, 0, 0, 0, "a-run", now, None)
+        for key, etag, status in [("raw/fullload/full-load.csv", applied, APPLIED),
+                                  ("raw/cdcload/20240401-090000000.csv", reverted, REVERTED)]])
+    result = _tick(storage, None)
+    [request] = _requests(result)
+    assert (request.tags["lake/objects"], request.tags[FIRST_OBJECT_TAG]) == \
+        ("1", "raw/cdcload/20240402-090000000.csv")
+    assert _requests(_tick(storage, result.cursor)) == []  # the settled ones are not requested later either
+    changed = storage.put_bytes("raw/fullload/full-load.csv", b"policy_id\n1\n")  # a new ETag: not settled
+    [again] = _requests(_tick(storage, result.cursor))
+    assert again.tags[FIRST_OBJECT_TAG] == "raw/fullload/full-load.csv" and changed != applied
