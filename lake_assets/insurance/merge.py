@@ -82,7 +82,7 @@ def stage(storage: LakeStorage, key: str, rows: pa.Table, row_group_size: int = 
     of few distinct values; no statistics), not for size. Columns may be dictionary-typed.
     """
     buffer = io.BytesIO()
-    few_values = [name for name in rows.column_names if name in _FEW_VALUES]
+    few_values = [name for name in rows.column_names if name in FEW_VALUES]
     # Without the Arrow schema in the file, a dictionary column (`_source_file`) reads back as
     # the plain strings it stands for (the engine has no dictionary type).
     pq.write_table(rows, buffer, compression="snappy", use_dictionary=few_values, write_statistics=False,
@@ -93,7 +93,7 @@ def stage(storage: LakeStorage, key: str, rows: pa.Table, row_group_size: int = 
 
 
 #: Columns with few distinct values (dictionary-encoded when staged).
-_FEW_VALUES = {"location_name", "state_code", "region_name", "business_type", "earthquake_coverage",
+FEW_VALUES = {"location_name", "state_code", "region_name", "business_type", "earthquake_coverage",
                "flood_coverage", "_operation", "_source_file"}
 
 

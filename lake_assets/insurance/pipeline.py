@@ -293,7 +293,8 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str,
     applied_at = dt.datetime.now(dt.timezone.utc)  # after the finished run's writes (a restore orders runs by it)
     _evolve(before, report)
     if before is not None:
-        scd2.start_over(storage, INSURANCE_HISTORY, KEY, functools.partial(to_arrow, before), before.version())
+        scd2.start_over(storage, INSURANCE_HISTORY, KEY, functools.partial(to_arrow, before), before.version(),
+                        merge.FEW_VALUES)
     _apply(storage, spark, ledger, rules, report, run_id, applied_at, pending, before)
     report.derived.feed = caught_up.add(report.derived.feed).add(feed.catch_up(storage))  # versions still missing
     last = report.commits[-1] if report.commits else None  # the table as this run left it (no second log read)
@@ -367,7 +368,7 @@ def _apply(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: Ing
             left = committed if committed is not None else \
                 report.commits[-1].version if report.commits else report.version_before  # the version it left
             recorded = scd2.record(storage, INSURANCE_HISTORY, KEY, _history_changes(batches, plan, newest, applied_at),
-                                   left)
+                                   left, merge.FEW_VALUES)
             if recorded.version is not None:  # (a run finishing a stopped one may record nothing of its own)
                 report.derived.history = recorded
             files = [_ledger_entry(b, versions.get(b.obj.key), run_id, applied_at) for b in batches]

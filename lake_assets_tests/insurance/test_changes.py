@@ -273,6 +273,8 @@ def test_a_small_batch_rewrites_only_the_history_files_holding_its_keys(
     mins, maxs, _ = file_ranges(written, "policy_id")
     order = np.argsort(mins)
     assert len(mins) >= 4 and bool(np.all(mins[order][1:] > maxs[order][:-1]))  # disjoint key ranges
+    stats = pa.table(written.get_add_actions(flatten=True))  # the key's statistics only (scd2.writer_properties)
+    assert stats["min.policy_id"].null_count == 0 and stats["min.insured_value"].null_count == stats.num_rows
     put(storage, CDC_1, cdc(f"U,{row(15_000, 1)}"))
     run(storage, spark)
     commit = open_table(storage, INSURANCE_HISTORY).history(1)[0]
