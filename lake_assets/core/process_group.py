@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 from lake_assets.core.processes import group_members
@@ -24,13 +23,18 @@ GRACE_SECONDS = 20.0
 
 
 def main(command: list[str], grace: float = GRACE_SECONDS) -> int:
-    """Run `command` in this process group until it exits or this leader is told to stop."""
-    stop = threading.Event()
+    """Run `command` in this process group until it exits or this leader is told to stop.
+
+    The signal handler only appends to a list: no lock. It runs in the main thread between
+    two bytecodes, and a `threading.Event` set there deadlocks when the main thread holds
+    the Event's lock at that moment (inside its own `wait`: CPython issue 126434); a leader
+    stuck so would leave the whole tree running after `lake dev` was killed."""
+    stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     child = subprocess.Popen(command)
-    while child.poll() is None and not stop.wait(0.5):
-        pass
+    while child.poll() is None and not stopping:
+        time.sleep(0.5)  # the sleep goes on after a handler ran: a stop is seen within 0.5 s
     _stop_group(child, grace)
     return child.returncode if child.returncode is not None else 0
 
