@@ -92,9 +92,9 @@ def stage(storage: LakeStorage, key: str, rows: pa.Table, row_group_size: int = 
     return storage.uri(key)
 
 
-#: Columns with few distinct values (dictionary-encoded when staged).
+#: Columns with few distinct values (dictionary-encoded when staged, and in the history's files).
 FEW_VALUES = {"location_name", "state_code", "region_name", "business_type", "earthquake_coverage",
-               "flood_coverage", "_operation", "_source_file"}
+              "flood_coverage", "_operation", "_source_file"}
 
 
 #: Parallelism of the engine's scans and writes (Sail: one partition per core).
