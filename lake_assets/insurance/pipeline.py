@@ -329,7 +329,9 @@ def _apply(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: Ing
     _release_refusals(storage, ledger, pending)
     _quarantine(storage, batches, run_id, applied_at)
     _prune_tombstones(storage, applied_at - rules.tombstone_retention)
-    current = _current_sequences(before, None if snapshots else _keys(changes))
+    # a batch of changes reads its keys' rows once: their sequences now, the feed's old rows at the commit
+    held = None if snapshots or before is None else _table_rows(before, _keys(changes))
+    current = _current_sequences(before, None) if held is None else _sequences(held)
     tombstones = _tombstones(storage)
     for snapshot in snapshots:
         if not snapshot.approved:
@@ -357,7 +359,7 @@ def _apply(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: Ing
             if plan.touches_table and committed is None:
                 unfinished.begin(storage, unfinished.Unfinished(run_id, applied_at, before.version() if before else None,
                                                                 [(b.obj.key, b.obj.etag) for b in batches]))
-                published = _publish(storage, spark, report, before, batches, plan, current, applied_at, staging,
+                published = _publish(storage, spark, report, before, batches, plan, current, held, applied_at, staging,
                                      "full load" if newest else "merge")
                 versions.update({b.obj.key: published.version for b in sources})
                 committed = published.version
@@ -687,11 +689,15 @@ def _current_sequences(delta: DeltaTable | None, keys: np.ndarray | None) -> pa.
     those of `keys`."""
     if delta is None:
         return _KEYED.empty_table()
-    rows = _table_rows(delta, keys, [KEY, SEQUENCE] if SEQUENCE in delta.schema().to_arrow().names else [KEY])
-    if SEQUENCE not in rows.column_names:  # a table written before rows carried a sequence
-        rows = rows.append_column(SEQUENCE, pa.nulls(rows.num_rows, pa.string()))
-    rows = rows.set_column(1, SEQUENCE, pc.fill_null(rows[SEQUENCE], ""))  # no sequence: older than any
-    return rows.cast(_KEYED)
+    return _sequences(_table_rows(delta, keys, [KEY, SEQUENCE] if SEQUENCE in delta.schema().to_arrow().names
+                                  else [KEY]))
+
+
+def _sequences(rows: pa.Table) -> pa.Table:
+    """(KEY, SEQUENCE) of table rows; a row without one (written before rows carried a
+    sequence) is older than any."""
+    sequences = rows[SEQUENCE] if SEQUENCE in rows.column_names else pa.nulls(rows.num_rows, pa.string())
+    return pa.table({KEY: rows[KEY], SEQUENCE: pc.fill_null(sequences, "")}).cast(_KEYED)
 
 
 def _table_rows(delta: DeltaTable, keys: np.ndarray | None, columns: list[str] | None = None) -> pa.Table:
@@ -723,14 +729,15 @@ class Published:
 
 
 def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, delta: DeltaTable | None,
-             batches: list[FileBatch], plan: Plan, current: pa.Table, applied_at: dt.datetime, staging: str,
-             operation: str) -> Published:
+             batches: list[FileBatch], plan: Plan, current: pa.Table, held: pa.Table | None, applied_at: dt.datetime,
+             staging: str, operation: str) -> Published:
     """Stage the run's changes and commit them to the table in one Delta commit: the first
     commit, a narrow replace of the files holding the batch's keys, or a rewrite (merge.py).
     `delta` is the table as the run found it (the run holds its write lock); `current` holds
-    (KEY, SEQUENCE) of its rows for at least the batch's keys. Every staged row is newer
-    than its key's row (resolve), so the commit replaces the rows of the staged keys the
-    table holds by the staged upserts: read here, before it, for its change feed."""
+    (KEY, SEQUENCE) of its rows for at least the batch's keys, `held` (unless None) those
+    rows whole. Every staged row is newer than its key's row (resolve), so the commit
+    replaces the rows of the staged keys the table holds by the staged upserts: taken from
+    `held` or read here, before it, for its change feed."""
     rows = _with_audit(batches, plan.winners, applied_at)
     if len(plan.row_deletes):
         deleting = pa.array(plan.row_deletes, pa.int64())
@@ -750,7 +757,8 @@ def _publish(storage: LakeStorage, spark: SparkSession, report: ApplyReport, del
                           lambda: merge.create_from(spark, uri, staged, _label(operation, merge.Strategy.CREATE)))
         return Published(version, rows.schema.empty_table(), added)
     keys = np.unique(rows[KEY].to_numpy()).astype(np.int64)
-    removed = _table_rows(delta, keys[np.isin(keys, current[KEY].to_numpy())])
+    removed = _table_rows(delta, keys[np.isin(keys, current[KEY].to_numpy())]) if held is None else \
+        held.filter(np.isin(held[KEY].to_numpy(), keys))
     mins, maxs, files_rows = file_ranges(delta, KEY)
     ranges = key_ranges(keys, mins, maxs)
     strategy = merge.choose(merge.rows_within(ranges, mins, maxs, files_rows), int(files_rows.sum()))
