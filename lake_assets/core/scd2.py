@@ -152,9 +152,9 @@ def versions(rows: pa.Table, key: str, positions: np.ndarray | None, stored: int
              changed: np.ndarray | None) -> pa.Table:
     """The `rows` at `positions` (all when None) in key and sequence order, with validity.
 
-    `rows` are `stored` versions read back (with their validity), then changes (none);
-    `changed`: the keys whose rows get their validity computed (all when None), the other
-    keys' rows keep theirs. One stable sort of the integer keys orders the rows: a key's
+    The first `stored` of `rows` are versions read back, with their validity; the others
+    are changes. `changed`: the keys whose rows get their validity computed (all when
+    None); the other keys' rows keep theirs. One stable sort of the integer keys orders the rows: a key's
     stored versions come in sequence order, then its changes in sequence order, so no
     sequence string is compared. Only when some changed key's sequences are then out of
     order (a late change; a key's rows read from two files in the wrong order) are the
