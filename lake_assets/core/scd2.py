@@ -154,11 +154,13 @@ def versions(rows: pa.Table, key: str, positions: np.ndarray | None, stored: int
 
     The first `stored` of `rows` are versions read back, with their validity; the others
     are changes. `changed`: the keys whose rows get their validity computed (all when
-    None); the other keys' rows keep theirs. One stable sort of the integer keys orders the rows: a key's
-    stored versions come in sequence order, then its changes in sequence order, so no
-    sequence string is compared. Only when some changed key's sequences are then out of
-    order (a late change; a key's rows read from two files in the wrong order) are the
-    changed rows sorted by sequence. The wide rows are gathered once (`_take`)."""
+    None); the other keys' rows keep theirs.
+
+    One stable sort of the integer keys orders the rows: a key's stored versions come in
+    sequence order, then its changes in sequence order, so no sequence string is compared.
+    Only when some changed key's sequences are then out of order (a late change; a key's
+    rows read from two files in the wrong order) are the changed rows sorted by sequence.
+    The wide rows are gathered once (`_take`)."""
     keys = rows[key].to_numpy()
     if positions is None and _increasing(keys):  # a full load in key order: nothing to gather
         order, gather = np.arange(len(keys)), False
@@ -184,7 +186,8 @@ def versions(rows: pa.Table, key: str, positions: np.ndarray | None, stored: int
         mask = np.zeros(len(order), bool)
         mask[slots] = True
         validity = pa.table([pc.replace_with_mask(data[f.name].combine_chunks().cast(f.type), pa.array(mask),
-                                                  validity[f.name].combine_chunks()) for f in _RECOMPUTED], schema=_RECOMPUTED)
+                                                  validity[f.name].combine_chunks())
+                             for f in _RECOMPUTED], schema=_RECOMPUTED)
     data = data.drop_columns([n for n in _RECOMPUTED.names if n in data.column_names])
     return pa.table({**dict(zip(data.column_names, data.columns)), **dict(zip(validity.column_names, validity.columns)),
                      COMMIT_VERSION: _pick(rows[COMMIT_VERSION], order, gather)})
@@ -213,7 +216,7 @@ def _validity(same: np.ndarray, sequences: pa.Array | pa.ChunkedArray, starts: p
     return pa.table([valid_to, starts, ended, pa.array(~has_next & ~deleted)], schema=_RECOMPUTED)
 
 
-def _pick(values: pa.ChunkedArray, at: np.ndarray, gather: bool) -> pa.Array | pa.ChunkedArray:
+def _pick(values: pa.Array | pa.ChunkedArray, at: np.ndarray, gather: bool) -> pa.Array | pa.ChunkedArray:
     """`values` at `at` (all of them, as they are, unless `gather`)."""
     return values.take(pa.array(at)) if gather else values
 
