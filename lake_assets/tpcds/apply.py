@@ -13,10 +13,15 @@ upserts, and the day's keys in the table older than the floor that it does not h
 deleted (`implied` deletes, tombstoned at the floor so re-loading an older object of that
 day cannot bring them back).
 
-The resolved changes (one row per key: its operation, its full row, its sequence) are
-staged once as Parquet; then, in an order that makes a rerun converge: tombstones
-(upserts keeping the newest delete), the table (ONE `MERGE INTO` guarded by the sequence,
-so equal sequences re-apply), and the caller's ledger entries last. Day objects whose days
+The resolved changes (one row per key: its operation, its full row, its sequence, and the
+partition its key's row is in) are staged once as Parquet; then, in an order that makes a
+rerun converge: tombstones (upserts keeping the newest delete), the table (one commit; equal
+sequences re-apply), and the caller's ledger entries last. The commit is ONE `MERGE INTO`
+guarded by the sequence, which rewrites the data files holding a changed key, unless the
+changes touch every partition of the table (a 1 % correction batch spread over the years, a
+re-load of every day): then the engine's MERGE would rewrite every file anyway, at twice the
+time and three times the memory of one overwrite of the whole table (the rows it keeps, less
+the changed keys, plus the upserts), so that is written instead. Day objects whose days
 hold no rows and whose keys are nowhere in the table (an empty table, or new days of keys
 not seen before) are appended instead (no MERGE, no staging: nothing to update or delete),
 filtered by the tombstones only if one is newer than the oldest object of the run.
@@ -33,6 +38,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -45,7 +51,15 @@ from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.tables import TPCDS_TOMBSTONES, TPCDS_WEB_SALES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.parse import SOURCE
-from lake_assets.tpcds.schema import KEYS, PARTITION_COLUMN, SEQUENCE, TpcdsTable, engine_name, table_columns
+from lake_assets.tpcds.schema import (
+    KEYS,
+    PARTITION_COLUMN,
+    PARTITION_DAYS,
+    SEQUENCE,
+    TpcdsTable,
+    engine_name,
+    table_columns,
+)
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH
 
 WEB_SALES = engine_name(TpcdsTable.WEB_SALES)  # in the engine's SQL; the ledger's is TPCDS_WEB_SALES.name
@@ -53,6 +67,9 @@ KEY_COLUMNS = list(KEYS[TpcdsTable.WEB_SALES])
 COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
 UPSERT = "U"
 IMPLIED_BY = "_implied_by"  # the source whose snapshot implied a delete (SOURCE is NULL on it)
+HELD_IN = "_held_in"  # the partition (`_partition`) of the key's row in the table; NULL: a new key
+#: The partition of the rows without a sold date (no truncated day is negative).
+NO_DAY = -1
 _TOMBSTONE_COLUMNS = [*(f"{k} BIGINT" for k in KEY_COLUMNS), f"{SEQUENCE} STRING", "source_file STRING",
                       "deleted_at TIMESTAMP", "table_uuid STRING"]
 
@@ -68,7 +85,7 @@ class Floor:
 def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame, objects: dict[str, RawObject],
                   floors: dict[str, Floor], into_empty: bool,
                   staging: Callable[[DataFrame], AbstractContextManager[DataFrame]], at: dt.datetime, *,
-                  counts: dict[str, int] | None = None, tie: str | None = None) -> dict[str, int]:
+                  counts: dict[str, int] | None = None, tie: str | None = None, reread: bool = False) -> dict[str, int]:
     """Apply `changes` (SOURCE, OPERATION, the table's columns with SEQUENCE; valid rows only)
     and the snapshots of `floors` (by SOURCE: a day load's; none for corrections); return the
     changes applied per SOURCE. `into_empty`: the days of `floors` hold no rows and no key of
@@ -79,7 +96,11 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     `counts`: the changes per SOURCE when the caller knows every key has one change (so no
     window ranks them, and an append that no tombstone can touch applies them all without
     counting again). `tie`: a column of `changes` that orders two changes of a key with one
-    sequence (a day object's line: its rows share one sequence); it is dropped.
+    sequence (a day object's line: its rows share one sequence); it is dropped. `reread`:
+    `changes` is cheap to read twice (a staged copy, as corrections are): the table's keys are
+    narrowed to the changes' (a semi-join) before their newest rows are found, instead of
+    aggregating every key of the table (a day load's changes are parsed from the raw objects,
+    which a second read would parse again).
     """
     winners = changes
     if counts is None:  # a key may have several changes: the newest (then the last line) wins
@@ -105,23 +126,69 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
 
     # per key, its newest row: a key duplicated behind the loader's back (the key check fails
     # it) must not make the MERGE fail with a cardinality violation on every later load
-    existing = (spark.table(WEB_SALES).select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
-                .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row")))
+    rows = spark.table(WEB_SALES)
+    if reread:
+        rows = rows.join(winners.select(*KEY_COLUMNS), KEY_COLUMNS, "left_semi")
+    existing = (rows.select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"),
+                            _partition(F.col(PARTITION_COLUMN)).alias(HELD_IN))
+                .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row"), F.max(HELD_IN).alias(HELD_IN)))
     same_object = F.substring(F.col(SEQUENCE), 1, PREFIX_WIDTH) == F.substring(F.col("_row"), 1, PREFIX_WIDTH)
     kept = (winners.join(existing, KEY_COLUMNS, "left")
             .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row")) | same_object).drop("_row")
-            .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
+            .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS, HELD_IN))
     resolved = kept
     if floors and not into_empty:
         resolved = kept.unionByName(_implied_deletes(spark, kept, floors))
     with staging(resolved) as staged:
         _record_tombstones(storage, spark, staged, objects, at, table_uuid)
-        view = "lake_tpcds_changes"
-        staged.createOrReplaceTempView(view)
-        spark.sql(merge_sql(WEB_SALES, view, KEY_COLUMNS, COLUMNS,
-                            newer=f"(s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '') OR substr(s.{SEQUENCE}, 1, "
-                                  f"{PREFIX_WIDTH}) = substr(t.{SEQUENCE}, 1, {PREFIX_WIDTH}))")).collect()
+        partitions = _partitions(current)
+        if partitions is not None and partitions <= _touched(staged):
+            _rewrite(spark, staged)
+        else:
+            view = "lake_tpcds_changes"
+            staged.createOrReplaceTempView(view)
+            spark.sql(merge_sql(WEB_SALES, view, KEY_COLUMNS, COLUMNS,
+                                newer=f"(s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '') OR substr(s.{SEQUENCE}, 1, "
+                                      f"{PREFIX_WIDTH}) = substr(t.{SEQUENCE}, 1, {PREFIX_WIDTH}))")).collect()
         return _per_source(staged.where(F.col(SOURCE).isNotNull()))
+
+
+def _partition(day_sk: Column) -> Column:
+    """The table's partition of a row, as its spec computes it (truncate(ws_sold_date_sk, PARTITION_DAYS));
+    NO_DAY for a row without a sold date."""
+    return F.coalesce(day_sk - F.pmod(day_sk, F.lit(PARTITION_DAYS)), F.lit(NO_DAY))
+
+
+def _partitions(current: Table) -> set[int] | None:
+    """The partitions holding data files in the table's current snapshot (its manifests only);
+    None when a file is not partitioned by the truncated day (a table created before its spec)."""
+    spec = current.spec()
+    if not spec.fields:
+        return None
+    found = set()
+    for task in current.scan().plan_files():
+        if task.file.spec_id != spec.spec_id:
+            return None
+        value = task.file.partition[0]
+        found.add(NO_DAY if value is None else int(value))
+    return found
+
+
+def _touched(staged: DataFrame) -> set[int]:
+    """The partitions the staged changes write: where a changed key's row is, and where an upsert lands."""
+    held = staged.where(F.col(HELD_IN).isNotNull()).select(F.col(HELD_IN).alias("_p"))
+    lands = staged.where(F.col(OPERATION) != DELETE).select(_partition(F.col(PARTITION_COLUMN)).alias("_p"))
+    return {int(r["_p"]) for r in held.unionByName(lands).distinct().collect()}
+
+
+def _rewrite(spark: SparkSession, staged: DataFrame) -> None:
+    """Overwrite the whole table with its rows less the staged keys', plus the staged upserts: the commit
+    of changes that touch every partition. The staged changes passed the sequence rule against
+    this table (the run holds its write lease), so no guard is needed; a key the table holds
+    twice (the key check fails it) ends with one row."""
+    kept = spark.table(WEB_SALES).join(F.broadcast(staged.select(*KEY_COLUMNS)), KEY_COLUMNS, "left_anti")
+    upserts = staged.where(F.col(OPERATION) != DELETE)
+    kept.select(*COLUMNS).unionByName(upserts.select(*COLUMNS)).writeTo(WEB_SALES).overwrite(F.lit(True))
 
 
 def newer_tombstones(storage: LakeStorage, spark: SparkSession, floors: dict[str, Floor]) -> DataFrame | None:
@@ -178,7 +245,7 @@ def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Flo
     values = [F.col(c) if c in KEY_COLUMNS else F.col("_floor").alias(c) if c == SEQUENCE
               else F.lit(None).cast(types[c]).alias(c) for c in COLUMNS]
     return doomed.select(F.lit(None).cast("string").alias(SOURCE), F.col("_snapshot").alias(IMPLIED_BY),
-                         F.lit(DELETE).alias(OPERATION), *values)
+                         F.lit(DELETE).alias(OPERATION), *values, _partition(F.col("_day")).alias(HELD_IN))
 
 
 def _tombstones(storage: LakeStorage, spark: SparkSession, table_uuid: str) -> DataFrame | None:

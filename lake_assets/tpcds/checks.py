@@ -194,7 +194,7 @@ def web_sales_referential_integrity(storage: StorageResource, engine: SparkEngin
 
 
 @dg.asset_check(asset=CORRECTIONS_KEY, name="web_sales_key_unique_after_corrections", blocking=True,
-                description="After the corrections MERGE, (ws_item_sk, ws_order_number) is still unique.")
+                description="After the corrections, (ws_item_sk, ws_order_number) is still unique.")
 def web_sales_key_unique_after_corrections(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
     with storage.running() as running:
         return evaluate_key_unique(running, engine, TpcdsTable.WEB_SALES)

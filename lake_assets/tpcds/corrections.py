@@ -1,4 +1,4 @@
-"""Apply corrections (CDC files) to `tpcds.web_sales` with one `MERGE INTO`, in the engine.
+"""Apply corrections (CDC files) to `tpcds.web_sales` in one commit, in the engine.
 
 Raw: `raw/tpcds/web_sales_cdc/YYYYMMDD-HHMMSSfff.dat`, each line an operation (`I`, `U`,
 `D`) then every web_sales column, keyed on (ws_item_sk, ws_order_number). Each line is a
@@ -77,7 +77,7 @@ def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str, re
         quarantine_rejected(storage, staged, by_key, run_id, at)
         changes = staged.where(F.col(REASON).isNull()).select(SOURCE, OPERATION, *TABLE_COLUMNS)
         applied = apply_changes(storage, spark, changes, by_key, {}, report.rows_before == 0,
-                                lambda frame: staged_parse(storage, spark, frame, run_id), at)
+                                lambda frame: staged_parse(storage, spark, frame, run_id), at, reread=True)
         counts = counts_per_source(staged)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(WEB_SALES)))
     report.files = []

@@ -23,7 +23,8 @@ The Dagster process lists objects and receives per-object counts; it never holds
   quarantine. Otherwise (or when a key is listed twice or held): one aggregate over the
   parse (`survey`: lines and valid lines per object, whether any key has two valid
   lines), the rejects' re-read, then the commit straight from the raw objects (no staged
-  copy): an append of new keys into empty days, else ONE `MERGE INTO`. Valid lines are
+  copy): an append of new keys into empty days, else ONE commit by the change rule
+  (apply.py: a `MERGE INTO`, or one overwrite when the changes touch every partition). Valid lines are
   numbered only when a key has two of them (the last line of an object wins); otherwise
   no window ranks the changes. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
@@ -35,10 +36,10 @@ The Dagster process lists objects and receives per-object counts; it never holds
   empty table it is appended instead, when the survey finds no key listed twice: no line
   numbers, no staged copy, no window (rejects are read again with line numbers, as above).
 
-Every step is idempotent (quarantine inserts only absent rows, the MERGEs converge), and the
+Every step is idempotent (quarantine inserts only absent rows, the commits converge), and the
 ledger is written last, so a failed run leaves objects pending and a rerun converges (an
 append whose run died before its ledger entries leaves its days holding rows: the rerun
-MERGEs them, with the same sequences, and quarantines what is absent).
+commits them again, with the same sequences, and quarantines what is absent).
 """
 
 import contextlib
