@@ -12,7 +12,7 @@ from lake_assets.tpcds import apply
 from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
 from lake_assets.tpcds.load import load_fact_days
 from lake_assets.core.tables import TPCDS_WEB_SALES
-from lake_assets.tpcds.schema import PARTITION_DAYS, RAW, TpcdsTable, ledger_name
+from lake_assets.tpcds.schema import PARTITION_DAYS, RAW, TpcdsTable, date_sk, ledger_name
 from lake_assets_tests.helpers.tpcds import generated, land_facts, sold_dates
 from lake_assets_tests.tpcds.test_load import fact_rows, quarantine
 
@@ -117,26 +117,27 @@ def data_files(storage: LakeStorage) -> dict[str, object]:
     return {task.file.file_path: task.file.partition[0] for task in table.scan().plan_files()}
 
 
-def test_a_batch_touching_every_partition_rewrites_the_table_and_a_narrow_one_only_its_files(
+def test_a_batch_touching_much_of_the_table_rewrites_it_and_a_narrow_one_only_its_partitions(
         storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two commit paths, one rule: a batch whose keys touch every partition is one overwrite of
-    the whole table (every data file replaced); a batch touching some partitions is the MERGE,
-    which leaves the other partitions' files alone. Both end where the model does, a key moved
-    to another partition included. (A spy that calls through records which path ran.)"""
+    """Two commit paths, one rule: a batch whose partitions hold a quarter of the rows or more is
+    one overwrite of the whole table (every data file replaced); a batch touching less is the
+    MERGE, which leaves the other partitions' files alone. Both end where the model does, a key
+    moved to another partition included. (A spy that calls through records which path ran.)"""
     rewrites = []
     real_rewrite = apply._rewrite
     monkeypatch.setattr(apply, "_rewrite", lambda *args: rewrites.append(1) or real_rewrite(*args))
     oracle = generated(0.01)
     dated = [d for d in sold_dates(oracle) if d is not None]
-    days = [dated[0], next(d for d in dated if (d - dated[0]).days > PARTITION_DAYS), None]  # three partitions
+    later = [d for d in dated if (d - dated[0]).days > PARTITION_DAYS][:20]
+    days = [dated[0], *later, None]  # three partitions: one day, twenty days, the rows without a date
     land_facts(storage, oracle, days)
     load_fact_days(storage, spark, days, "run-load")
     model = {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)}
     by_day: dict[str, list[tuple[str, str]]] = {}
     for key, fields in sorted(model.items()):
         by_day.setdefault(fields[0], []).append(key)
-    first, second, undated = sorted(by_day, key=lambda d: (d == "", d))
-    assert undated == "" and len(set(data_files(storage).values())) == 3
+    first, second, undated = by_day[str(date_sk(dated[0]))], by_day[str(date_sk(later[0]))], by_day[""]
+    assert len(set(data_files(storage).values())) == 3 and len(first) * 4 < len(model)
 
     def changed(key: tuple[str, str], quantity: int, day: str | None = None) -> str:
         fields = list(model[key])
@@ -145,29 +146,29 @@ def test_a_batch_touching_every_partition_rewrites_the_table_and_a_narrow_one_on
             fields[0] = day
         return "U|" + "|".join(fields)
 
-    narrow = [changed(by_day[first][0], 7)]
+    narrow = [changed(first[0], 7)]
     before = data_files(storage)
     storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("\n".join(narrow) + "\n").encode())
     apply_model(model, narrow)
     apply_corrections(storage, spark, "run-narrow")
     assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
     after = data_files(storage)
-    partition = int(first) - int(first) % PARTITION_DAYS
+    partition = date_sk(dated[0]) - date_sk(dated[0]) % PARTITION_DAYS
     assert {p for p, part in before.items() if part != partition} <= set(after)  # other partitions untouched
     assert not {p for p, part in before.items() if part == partition} & set(after)
     assert rewrites == []
 
     blank = [""] * 34
-    blank[ITEM], blank[ORDER] = by_day[second][0]
-    wide = [changed(by_day[first][1], 9, day=second),  # moves to the second partition
-            "D|" + "|".join(blank), changed(by_day[undated][0], 11)]
+    blank[ITEM], blank[ORDER] = second[0]
+    wide = [changed(first[1], 9, day=model[second[1]][0]),  # moves to the second partition
+            "D|" + "|".join(blank), changed(second[1], 10), changed(undated[0], 11)]
     before = data_files(storage)
     storage.put_bytes(f"{RAW.corrections}20240101-000000001.dat", ("\n".join(wide) + "\n").encode())
     apply_model(model, wide)
     report = apply_corrections(storage, spark, "run-wide")
     assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
     assert rewrites == [1]
-    assert not set(before) & set(data_files(storage))  # the whole table rewritten, in one snapshot:
+    assert not set(before) & set(data_files(storage))  # the whole table rewritten, in one snapshot
     table = storage.catalog().pyiceberg().load_table(TPCDS_WEB_SALES.identifier)
     assert table.current_snapshot().parent_snapshot_id == report.snapshot_before
     assert report.rows_after == len(model) == report.rows_before - 1
