@@ -4,6 +4,9 @@ only by the commands that run jobs)."""
 import contextlib
 import functools
 import logging
+import os
+import signal
+import sys
 import threading
 import uuid
 import warnings
@@ -37,7 +40,8 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     run_id = str(uuid.uuid4())
     from lake_assets.cli.progress import step_progress
 
-    with _quiet_loggers(), step_progress() as progress, showing_steps(lake.instance(), run_id, job_name, progress):
+    with _quiet_loggers(), _interrupts_kept(), step_progress() as progress, \
+            showing_steps(lake.instance(), run_id, job_name, progress):
         job = _definitions(lake.settings).resolve_job_def(job_name)
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
         result = job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(),
@@ -46,6 +50,31 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     if _interrupted(result):
         raise KeyboardInterrupt
     return result
+
+
+@contextlib.contextmanager
+def _interrupts_kept() -> Iterator[None]:
+    """Deliver again a Ctrl-C or SIGTERM whose exception was lost.
+
+    During a step Dagster turns the signal into an exception raised wherever the main thread
+    is. When that is a garbage-collection callback (SQLAlchemy's, which Dagster's event writes
+    leave behind often), Python reports the exception as unraisable and the run goes on to
+    its end, as if the signal never came. This hook sends SIGINT to the process again (Dagster
+    handles SIGTERM as SIGINT), so the interrupt lands in the step's own code.
+    """
+    previous = sys.unraisablehook
+
+    def hook(unraisable: "sys.UnraisableHookArgs") -> None:
+        if isinstance(unraisable.exc_value, (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)):
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def _interrupted(result: dg.ExecuteInProcessResult) -> bool:

@@ -19,9 +19,9 @@ rerun converge: tombstones (upserts keeping the newest delete), the table (one c
 sequences re-apply), and the caller's ledger entries last. The commit is ONE `MERGE INTO`
 guarded by the sequence, which rewrites the partitions holding a changed key, unless those
 partitions hold a quarter of the table's rows or more (a 1 % correction batch spread over the
-years, a re-load of many days): then the MERGE would cost more than one overwrite of the whole
-table (its rows less the changed keys, plus the upserts), at half its speed and several times
-its memory (`REWRITE_SHARE`), so that is written instead. Day objects whose days
+years, a re-load of many days): then one overwrite of the whole table (its rows less the
+changed keys, plus the upserts) is written instead, as the MERGE runs at about half an
+overwrite's speed and holds several times its memory (`REWRITE_SHARE`). Day objects whose days
 hold no rows and whose keys are nowhere in the table (an empty table, or new days of keys
 not seen before) are appended instead (no MERGE, no staging: nothing to update or delete),
 filtered by the tombstones only if one is newer than the oldest object of the run.
@@ -167,7 +167,7 @@ def _partition(day_sk: Column) -> Column:
 def _overwrite_is_cheaper(current: Table, staged: DataFrame) -> bool:
     """Whether the partitions the staged changes touch hold `REWRITE_SHARE` of the table's rows or more."""
     rows = _rows_per_partition(current)
-    if rows is None:
+    if not rows:  # a table with no data file, or one not partitioned by the truncated day: the MERGE
         return False
     touched = _touched(staged)
     return sum(n for partition, n in rows.items() if partition in touched) >= REWRITE_SHARE * sum(rows.values())

@@ -156,7 +156,7 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
     description=f"Iceberg table `tpcds.web_sales`, partitioned by truncate({PARTITION_COLUMN}, {PARTITION_DAYS}): "
                 "each day's raw object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
                 "append of new keys into days that hold no rows, else one MERGE, or one overwrite when the "
-                "changes touch every partition): newer corrections survive a "
+                "changes' partitions hold a quarter of the rows): newer corrections survive a "
                 "re-load. Rows without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
@@ -181,9 +181,9 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
     key=CORRECTIONS_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, WEB_SALES_KEY],
     kinds={"iceberg", "spark"},
     description=f"Late corrections from {RAW.corrections} applied to `tpcds.web_sales` on (ws_item_sk, "
-                "ws_order_number) in one commit (a MERGE, or one overwrite when they touch every partition): "
-                "I/U upsert, D delete (tombstoned); per key the newest change by sequence wins if it is at "
-                "least as new as the row and its tombstone, older ones are superseded.",
+                "ws_order_number) in one commit (a MERGE, or one overwrite when their partitions hold a quarter "
+                "of the rows): I/U upsert, D delete (tombstoned); per key the newest change by sequence wins if "
+                "it is at least as new as the row and its tombstone, older ones are superseded.",
 )
 def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
                           engine: SparkEngine) -> dg.MaterializeResult:

@@ -24,7 +24,8 @@ The Dagster process lists objects and receives per-object counts; it never holds
   parse (`survey`: lines and valid lines per object, whether any key has two valid
   lines), the rejects' re-read, then the commit straight from the raw objects (no staged
   copy): an append of new keys into empty days, else ONE commit by the change rule
-  (apply.py: a `MERGE INTO`, or one overwrite when the changes touch every partition). Valid lines are
+  (apply.py: a `MERGE INTO`, or one overwrite when the changes' partitions hold a quarter
+  of the table's rows). Valid lines are
   numbered only when a key has two of them (the last line of an object wins); otherwise
   no window ranks the changes. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever

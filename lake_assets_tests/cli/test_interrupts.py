@@ -86,3 +86,24 @@ def test_a_signal_during_a_step_unwinds_within_seconds_and_a_rerun_converges(
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     table = open_table(storage, INSURANCE)
     assert table.to_pyarrow_table(columns=["policy_id"]).num_rows == rows
+
+
+def test_an_interrupt_lost_in_a_garbage_collection_callback_is_sent_again() -> None:
+    """Dagster raises its interrupt wherever the main thread is; raised in a finalizer (as in
+    SQLAlchemy's garbage-collection callbacks) it is unraisable, and the run went on as if no
+    signal came (seen once in CI): the command sends SIGINT again, so it lands in the step."""
+    from lake_assets.cli.job_runner import _interrupts_kept
+
+    class Finalized:
+        def __del__(self) -> None:
+            raise dg.DagsterExecutionInterruptedError()
+
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: received.append(signum))
+    try:
+        with _interrupts_kept():
+            Finalized()  # collected at once: its exception is unraisable
+            time.sleep(0.1)  # signal handlers run between the main thread's bytecodes
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert received == [signal.SIGINT]
