@@ -331,7 +331,7 @@ def _apply(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: Ing
     _prune_tombstones(storage, applied_at - rules.tombstone_retention)
     # a batch of changes reads its keys' rows once: their sequences now, the feed's old rows at the commit
     held = None if snapshots or before is None else _table_rows(before, _keys(changes))
-    current = _current_sequences(before, None) if held is None else _sequences(held)
+    current = _current_sequences(before) if held is None else _sequences(held)
     tombstones = _tombstones(storage)
     for snapshot in snapshots:
         if not snapshot.approved:
@@ -684,12 +684,11 @@ def _events(batches: list[FileBatch], sources: list[FileBatch]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def _current_sequences(delta: DeltaTable | None, keys: np.ndarray | None) -> pa.Table:
-    """(KEY, SEQUENCE) of the table's rows (`delta`, as the run found it): all of them, or
-    those of `keys`."""
+def _current_sequences(delta: DeltaTable | None) -> pa.Table:
+    """(KEY, SEQUENCE) of every row of the table (`delta`, as the run found it)."""
     if delta is None:
         return _KEYED.empty_table()
-    return _sequences(_table_rows(delta, keys, [KEY, SEQUENCE] if SEQUENCE in delta.schema().to_arrow().names
+    return _sequences(_table_rows(delta, None, [KEY, SEQUENCE] if SEQUENCE in delta.schema().to_arrow().names
                                   else [KEY]))
 
 
