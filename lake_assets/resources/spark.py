@@ -62,6 +62,13 @@ _sessions: dict[tuple["SparkConfig", str], SparkSession] = {}
 _sail_servers: dict[tuple[SailSettings, str], Any] = {}  # (settings, endpoint) -> pysail's SparkConnectServer
 _lock = threading.Lock()
 _servers_lock = threading.Lock()  # apart from _lock: a session build under _lock starts a server
+#: Every Spark Connect session this process built, referenced until exit. PySpark's
+#: `SparkSession.__del__` closes its client, and closing shuts down the process-wide pool that
+#: releases executions (`Pool.join()` under a class lock). Garbage collection runs `__del__`
+#: in whichever thread is allocating; when that is one of that pool's own workers, the worker
+#: joins its own pool and never returns, and every later query of the process waits on the
+#: lock (a test run hung so, collecting a finished run's session). So no session is collected.
+_built: list[SparkSession] = []
 
 
 class SparkConfig(EngineSettings):
@@ -88,10 +95,11 @@ class SparkConfig(EngineSettings):
         a new server-side session, on the local JVM a `newSession()` of the process's one
         SparkContext (its own SQL settings and views).
 
-        Nothing ends it but the run forgetting it: Spark Connect 3.5 has no call that releases
-        a session on the server (the server drops it when idle), and the client's `stop()`
-        closes its channel and the process-wide pool that releases executions, which
-        disturbed the process's other sessions (failed releases, an abort at exit).
+        Nothing ends it: the run forgets it and the process keeps it referenced (`_built`).
+        Spark Connect 3.5 has no call that releases a session on the server (the server drops
+        it when idle), and the client's `stop()` closes its channel and the process-wide pool
+        that releases executions, which disturbed the process's other sessions (failed
+        releases, an abort at exit, a hang when garbage collection did it).
         """
         if self.engine == "local":
             return with_catalog_credential(self.session(storage).newSession(), storage)
@@ -106,18 +114,18 @@ class SparkConfig(EngineSettings):
     def _build(self, storage: LakeStorage) -> SparkSession:
         # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
         # session whatever server it is on (another endpoint's, or one that was dropped).
-        if self.engine != "local":
-            _finish_releases_at_exit()
-        if self.engine == "sail":
-            # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
-            return (SparkSession.builder.remote(_sail_url(storage, self.sail))
-                    .config("spark.sql.session.timeZone", "UTC").create())
+        if self.engine == "local":
+            return self._build_local_jvm(storage)
+        _finish_releases_at_exit()
         if self.engine == "remote":
             if not self.remote.startswith("sc://"):
                 raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
             _check_reachable(self.remote)
-            return SparkSession.builder.remote(self.remote).config("spark.sql.session.timeZone", "UTC").create()
-        return self._build_local_jvm(storage)
+        url = self.remote if self.engine == "remote" else _sail_url(storage, self.sail)
+        # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
+        session = SparkSession.builder.remote(url).config("spark.sql.session.timeZone", "UTC").create()
+        _built.append(session)
+        return session
 
     def _build_local_jvm(self, storage: LakeStorage) -> SparkSession:
         # PySpark takes the Spark Connect path (and its functions the Connect implementations)

@@ -34,3 +34,22 @@ def test_an_expired_session_is_rebuilt(short_lived_sessions: str, storage: LakeS
     second = engine.session(storage)
     assert second is not first
     assert second.range(5).count() == 5
+
+
+def test_a_session_the_lake_no_longer_uses_is_never_garbage_collected(storage: LakeStorage) -> None:
+    """PySpark's `SparkSession.__del__` shuts down the process-wide pool that releases executions;
+    run by garbage collection inside one of that pool's workers, it joined its own pool and hung
+    every later query of the process (a CI run hung so). A run's session, once forgotten, stays
+    referenced."""
+    import gc
+    import weakref
+
+    first = SparkConfig().run_session(storage)  # PySpark keeps the process's first session (its default)
+    session = SparkConfig().run_session(storage)
+    assert session.range(2).count() == 2
+    forgotten = weakref.ref(session)
+    del session
+    later = SparkConfig().run_session(storage)  # ... and the thread's newest (its active one)
+    assert later.range(1).count() == 1 and first is not later
+    gc.collect()
+    assert forgotten() is not None
