@@ -13,15 +13,16 @@ upserts, and the day's keys in the table older than the floor that it does not h
 deleted (`implied` deletes, tombstoned at the floor so re-loading an older object of that
 day cannot bring them back).
 
-The resolved changes (one row per key: its operation, its full row, its sequence, and the
-partition its key's row is in) are staged once as Parquet; then, in an order that makes a
-rerun converge: tombstones (upserts keeping the newest delete), the table (one commit; equal
-sequences re-apply), and the caller's ledger entries last. The commit is ONE `MERGE INTO`
-guarded by the sequence, which rewrites the partitions holding a changed key, unless those
-partitions hold a quarter of the table's rows or more (a 1 % correction batch spread over the
-years, a re-load of many days): then one overwrite of the whole table (its rows less the
-changed keys, plus the upserts) is written instead, as the MERGE runs at about half an
-overwrite's speed and holds several times its memory (`REWRITE_SHARE`). Day objects whose days
+The resolved changes (one row per key: its operation, its full row and its sequence) are
+staged once as Parquet; then, in an order that makes a rerun converge: tombstones (upserts
+keeping the newest delete), the table (one commit; equal sequences re-apply), and the
+caller's ledger entries last. The commit is ONE `MERGE INTO` guarded by the sequence; the
+table is merge-on-read (`load.MERGE_ON_READ`), so the MERGE writes a position delete per
+replaced row and appends the upserts: a 1 % correction batch, spread over every partition,
+writes what it changes and no data file is rewritten. Changes as many as a quarter of the
+table's rows or more (a re-load of most days) overwrite the whole table once instead (its
+rows less the changed keys, plus the upserts), which also folds in every delete file: a
+MERGE would write a delete and a new row for most rows (`REWRITE_SHARE`). Day objects whose days
 hold no rows and whose keys are nowhere in the table (an empty table, or new days of keys
 not seen before) are appended instead (no MERGE, no staging: nothing to update or delete),
 filtered by the tombstones only if one is newer than the oldest object of the run.
@@ -38,7 +39,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -54,7 +54,6 @@ from lake_assets.tpcds.parse import SOURCE
 from lake_assets.tpcds.schema import (
     KEYS,
     PARTITION_COLUMN,
-    PARTITION_DAYS,
     SEQUENCE,
     TpcdsTable,
     engine_name,
@@ -67,14 +66,9 @@ KEY_COLUMNS = list(KEYS[TpcdsTable.WEB_SALES])
 COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
 UPSERT = "U"
 IMPLIED_BY = "_implied_by"  # the source whose snapshot implied a delete (SOURCE is NULL on it)
-HELD_IN = "_held_in"  # the partition (`_partition`) of the key's row in the table; NULL: a new key
-#: The partition of the rows without a sold date (no truncated day is negative).
-NO_DAY = -1
-#: Changes whose partitions hold at least this share of the table's rows are committed by one
-#: overwrite of the whole table, not a MERGE. Sail's MERGE reads the table and rewrites the
-#: touched partitions' files at about half an overwrite's speed, and holds far more memory:
-#: with 40 % of the rows in touched partitions (SF 1), MERGE 3.4 s against 2.3 s for the
-#: overwrite; with every partition touched (SF 10), 33 s and 8.3 GiB against 17 s and 2.4 GiB.
+#: Staged changes at least this share of the table's rows are committed by one overwrite of the
+#: whole table, not a MERGE: the merge-on-read MERGE writes a position delete and a new row per
+#: changed key, so for most of the table a rewrite writes less, and leaves no delete file to read.
 REWRITE_SHARE = 0.25
 _TOMBSTONE_COLUMNS = [*(f"{k} BIGINT" for k in KEY_COLUMNS), f"{SEQUENCE} STRING", "source_file STRING",
                       "deleted_at TIMESTAMP", "table_uuid STRING"]
@@ -135,19 +129,18 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     rows = spark.table(WEB_SALES)
     if reread:
         rows = rows.join(winners.select(*KEY_COLUMNS), KEY_COLUMNS, "left_semi")
-    existing = (rows.select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"),
-                            _partition(F.col(PARTITION_COLUMN)).alias(HELD_IN))
-                .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row"), F.max(HELD_IN).alias(HELD_IN)))
+    existing = (rows.select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+                .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row")))
     same_object = F.substring(F.col(SEQUENCE), 1, PREFIX_WIDTH) == F.substring(F.col("_row"), 1, PREFIX_WIDTH)
     kept = (winners.join(existing, KEY_COLUMNS, "left")
             .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row")) | same_object).drop("_row")
-            .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS, HELD_IN))
+            .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
     resolved = kept
     if floors and not into_empty:
         resolved = kept.unionByName(_implied_deletes(spark, kept, floors))
     with staging(resolved) as staged:
         _record_tombstones(storage, spark, staged, objects, at, table_uuid)
-        if _overwrite_is_cheaper(current, staged):
+        if staged.count() >= REWRITE_SHARE * iceberg.row_count(current):
             _rewrite(spark, staged)
         else:
             view = "lake_tpcds_changes"
@@ -158,52 +151,17 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         return _per_source(staged.where(F.col(SOURCE).isNotNull()))
 
 
-def _partition(day_sk: Column) -> Column:
-    """The table's partition of a row, as its spec computes it (truncate(ws_sold_date_sk, PARTITION_DAYS));
-    NO_DAY for a row without a sold date."""
-    return F.coalesce(day_sk - F.pmod(day_sk, F.lit(PARTITION_DAYS)), F.lit(NO_DAY))
-
-
-def _overwrite_is_cheaper(current: Table, staged: DataFrame) -> bool:
-    """Whether the partitions the staged changes touch hold `REWRITE_SHARE` of the table's rows or more."""
-    rows = _rows_per_partition(current)
-    if not rows:  # a table with no data file, or one not partitioned by the truncated day: the MERGE
-        return False
-    touched = _touched(staged)
-    return sum(n for partition, n in rows.items() if partition in touched) >= REWRITE_SHARE * sum(rows.values())
-
-
-def _rows_per_partition(current: Table) -> dict[int, int] | None:
-    """Rows per partition in the table's current snapshot (its manifests only); None when a file is
-    not partitioned by the truncated day (a table created before its spec)."""
-    spec = current.spec()
-    if not spec.fields:
-        return None
-    rows: dict[int, int] = {}
-    for task in current.scan().plan_files():
-        if task.file.spec_id != spec.spec_id:
-            return None
-        value = task.file.partition[0]
-        partition = NO_DAY if value is None else int(value)
-        rows[partition] = rows.get(partition, 0) + task.file.record_count
-    return rows
-
-
-def _touched(staged: DataFrame) -> set[int]:
-    """The partitions the staged changes write: where a changed key's row is, and where an upsert lands."""
-    held = staged.where(F.col(HELD_IN).isNotNull()).select(F.col(HELD_IN).alias("_p"))
-    lands = staged.where(F.col(OPERATION) != DELETE).select(_partition(F.col(PARTITION_COLUMN)).alias("_p"))
-    return {int(r["_p"]) for r in held.unionByName(lands).distinct().collect()}
-
-
 def _rewrite(spark: SparkSession, staged: DataFrame) -> None:
     """Overwrite the whole table with its rows less the staged keys', plus the staged upserts: the commit
-    of changes whose partitions hold much of the table. The staged changes passed the sequence rule against
-    this table (the run holds its write lease), so no guard is needed; a key the table holds
-    twice (the key check fails it) ends with one row."""
+    of changes to much of the table. The staged changes passed the sequence rule against this table (the
+    run holds its write lease), so no guard is needed; a key the table holds twice (the key check fails
+    it) ends with one row. `INSERT OVERWRITE` (Sail: the whole table) also drops the delete files, which
+    `writeTo(...).overwrite` refuses to do."""
     kept = spark.table(WEB_SALES).join(staged.select(*KEY_COLUMNS), KEY_COLUMNS, "left_anti")
     upserts = staged.where(F.col(OPERATION) != DELETE)
-    kept.select(*COLUMNS).unionByName(upserts.select(*COLUMNS)).writeTo(WEB_SALES).overwrite(F.lit(True))
+    view = "lake_tpcds_rewrite"
+    kept.select(*COLUMNS).unionByName(upserts.select(*COLUMNS)).createOrReplaceTempView(view)
+    spark.sql(f"INSERT OVERWRITE {WEB_SALES} SELECT * FROM {view}").collect()
 
 
 def newer_tombstones(storage: LakeStorage, spark: SparkSession, floors: dict[str, Floor]) -> DataFrame | None:
@@ -260,7 +218,7 @@ def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Flo
     values = [F.col(c) if c in KEY_COLUMNS else F.col("_floor").alias(c) if c == SEQUENCE
               else F.lit(None).cast(types[c]).alias(c) for c in COLUMNS]
     return doomed.select(F.lit(None).cast("string").alias(SOURCE), F.col("_snapshot").alias(IMPLIED_BY),
-                         F.lit(DELETE).alias(OPERATION), *values, _partition(F.col("_day")).alias(HELD_IN))
+                         F.lit(DELETE).alias(OPERATION), *values)
 
 
 def _tombstones(storage: LakeStorage, spark: SparkSession, table_uuid: str) -> DataFrame | None:

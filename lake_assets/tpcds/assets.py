@@ -155,8 +155,8 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
     partitions_def=DAILY, backfill_policy=dg.BackfillPolicy.single_run(), kinds={"iceberg", "spark", "s3"},
     description=f"Iceberg table `tpcds.web_sales`, partitioned by truncate({PARTITION_COLUMN}, {PARTITION_DAYS}): "
                 "each day's raw object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
-                "append of new keys into days that hold no rows, else one MERGE, or one overwrite when the "
-                "changes' partitions hold a quarter of the rows): newer corrections survive a "
+                "append of new keys into days that hold no rows, else one merge-on-read MERGE, or one "
+                "overwrite when the changes are a quarter of the rows): newer corrections survive a "
                 "re-load. Rows without a sold date land too, whenever their object is pending.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
@@ -181,8 +181,9 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
     key=CORRECTIONS_KEY, group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY, WEB_SALES_KEY],
     kinds={"iceberg", "spark"},
     description=f"Late corrections from {RAW.corrections} applied to `tpcds.web_sales` on (ws_item_sk, "
-                "ws_order_number) in one commit (a MERGE, or one overwrite when their partitions hold a quarter "
-                "of the rows): I/U upsert, D delete (tombstoned); per key the newest change by sequence wins if "
+                "ws_order_number) in one commit (a merge-on-read MERGE: position deletes and the new rows, no "
+                "data file rewritten; or one overwrite when they are a quarter of the rows): I/U upsert, D delete "
+                "(tombstoned); per key the newest change by sequence wins if "
                 "it is at least as new as the row and its tombstone, older ones are superseded.",
 )
 def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,

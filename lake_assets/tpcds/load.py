@@ -24,7 +24,7 @@ The Dagster process lists objects and receives per-object counts; it never holds
   parse (`survey`: lines and valid lines per object, whether any key has two valid
   lines), the rejects' re-read, then the commit straight from the raw objects (no staged
   copy): an append of new keys into empty days, else ONE commit by the change rule
-  (apply.py: a `MERGE INTO`, or one overwrite when the changes' partitions hold a quarter
+  (apply.py: a merge-on-read `MERGE INTO`, or one overwrite when the changes are a quarter
   of the table's rows). Valid lines are
   numbered only when a key has two of them (the last line of an object wins); otherwise
   no window ranks the changes. A row whose `ws_sold_date_sk` is
@@ -144,8 +144,16 @@ def _iceberg_type(sql_type: str):
     return {"BIGINT": LongType(), "STRING": StringType(), "DATE": DateType()}[sql_type]
 
 
+#: The fact table's MERGE writes position deletes for the rows it replaces and appends the new rows
+#: (merge-on-read), so a correction batch costs what it changes, not a rewrite of every file it
+#: touches (a 1 % batch touches them all). Reads apply the deletes (Sail, DuckDB, pyiceberg);
+#: maintenance's compaction folds them back into the data files.
+MERGE_ON_READ = {"write.merge.mode": "merge-on-read"}
+
+
 def ensure_table(storage: LakeStorage, name: str) -> None:
-    """Create `tpcds.<name>` in the catalog with the declared schema and partition spec."""
+    """Create `tpcds.<name>` in the catalog with the declared schema, partition spec and properties
+    (set on a table created before one of them)."""
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
     from pyiceberg.transforms import TruncateTransform
 
@@ -158,10 +166,14 @@ def ensure_table(storage: LakeStorage, name: str) -> None:
         spec = PartitionSpec(PartitionField(source_id=source, field_id=1000,
                                             transform=TruncateTransform(PARTITION_DAYS),
                                             name=f"{PARTITION_COLUMN}_trunc"))
-    created = client.create_table_if_not_exists(
-        (NAMESPACE, name), schema=schema, partition_spec=spec,
-        properties={"format-version": "2", "write.parquet.compression-codec": "zstd"},
-    )
+    properties = {"format-version": "2", "write.parquet.compression-codec": "zstd",
+                  **(MERGE_ON_READ if name == TpcdsTable.WEB_SALES else {})}
+    created = client.create_table_if_not_exists((NAMESPACE, name), schema=schema, partition_spec=spec,
+                                                properties=properties)
+    unset = {k: v for k, v in properties.items() if k != "format-version" and created.properties.get(k) != v}
+    if unset:  # a table created before the property
+        with created.transaction() as transaction:
+            transaction.set_properties(unset)
     present = {f.name for f in created.schema().fields}
     missing = [f for f in schema.fields if f.name not in present]
     if missing:  # a table written before rows carried `_sequence`: its old rows read NULL (older than any change)

@@ -111,18 +111,24 @@ def test_corrections_merge_like_the_model(storage: LakeStorage, catalog: LakeCat
     assert superseded >= 2  # some keys newer changes touched, and the key written twice
 
 
-def data_files(storage: LakeStorage) -> dict[str, object]:
-    """The current snapshot's data files: path -> partition (its truncated day, None: no sold date)."""
+def files(storage: LakeStorage) -> tuple[set[str], set[str]]:
+    """The current snapshot's data files and position delete files (paths)."""
     table = storage.catalog().pyiceberg().load_table(TPCDS_WEB_SALES.identifier)
-    return {task.file.file_path: task.file.partition[0] for task in table.scan().plan_files()}
+    tasks = list(table.scan().plan_files())
+    return {t.file.file_path for t in tasks}, {d.file_path for t in tasks for d in t.delete_files}
 
 
-def test_a_batch_touching_much_of_the_table_rewrites_it_and_a_narrow_one_only_its_partitions(
+def test_a_batch_changing_few_rows_writes_deletes_and_one_changing_a_quarter_rewrites_the_table(
         storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two commit paths, one rule: a batch whose partitions hold a quarter of the rows or more is
-    one overwrite of the whole table (every data file replaced); a batch touching less is the
-    MERGE, which leaves the other partitions' files alone. Both end where the model does, a key
-    moved to another partition included. (A spy that calls through records which path ran.)"""
+    """Two commit paths, one rule: a batch changing less than a quarter of the rows is the
+    merge-on-read MERGE (every data file stays; the replaced rows are position deletes, the
+    upserts new files), one changing more is one overwrite of the whole table (every data file
+    replaced, no delete file left). Both end where the model does, a key moved to another
+    partition included, and every reader agrees (pyiceberg, DuckDB; the row count from the
+    snapshot summary). (A spy that calls through records which path ran.)"""
+    from lake_assets.core.formats import iceberg
+    from lake_assets.resources.duckdb_reader import lake_connection
+
     rewrites = []
     real_rewrite = apply._rewrite
     monkeypatch.setattr(apply, "_rewrite", lambda *args: rewrites.append(1) or real_rewrite(*args))
@@ -137,7 +143,6 @@ def test_a_batch_touching_much_of_the_table_rewrites_it_and_a_narrow_one_only_it
     for key, fields in sorted(model.items()):
         by_day.setdefault(fields[0], []).append(key)
     first, second, undated = by_day[str(date_sk(dated[0]))], by_day[str(date_sk(later[0]))], by_day[""]
-    assert len(set(data_files(storage).values())) == 3 and len(first) * 4 < len(model)
 
     def changed(key: tuple[str, str], quantity: int, day: str | None = None) -> str:
         fields = list(model[key])
@@ -146,30 +151,34 @@ def test_a_batch_touching_much_of_the_table_rewrites_it_and_a_narrow_one_only_it
             fields[0] = day
         return "U|" + "|".join(fields)
 
-    narrow = [changed(first[0], 7)]
-    before = data_files(storage)
-    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("\n".join(narrow) + "\n").encode())
-    apply_model(model, narrow)
-    apply_corrections(storage, spark, "run-narrow")
-    assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
-    after = data_files(storage)
-    partition = date_sk(dated[0]) - date_sk(dated[0]) % PARTITION_DAYS
-    assert {p for p, part in before.items() if part != partition} <= set(after)  # other partitions untouched
-    assert not {p for p, part in before.items() if part == partition} & set(after)
-    assert rewrites == []
+    def agreed() -> None:
+        assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
+        table = storage.catalog().pyiceberg().load_table(TPCDS_WEB_SALES.identifier)
+        assert iceberg.row_count(table) == len(model)
+        assert lake_connection(storage).execute("SELECT count(*) FROM lake.tpcds.web_sales").fetchone()[0] == len(model)
 
     blank = [""] * 34
     blank[ITEM], blank[ORDER] = second[0]
-    wide = [changed(first[1], 9, day=model[second[1]][0]),  # moves to the second partition
-            "D|" + "|".join(blank), changed(second[1], 10), changed(undated[0], 11)]
-    before = data_files(storage)
+    narrow = [changed(first[0], 7), changed(first[1], 9, day=model[second[1]][0]),  # moves to the second partition
+              "D|" + "|".join(blank), changed(undated[0], 11)]
+    before, _ = files(storage)
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("\n".join(narrow) + "\n").encode())
+    apply_model(model, narrow)
+    report = apply_corrections(storage, spark, "run-narrow")
+    agreed()
+    data, deletes = files(storage)
+    assert before < data and deletes  # every data file stays; the replaced rows are position deletes
+    assert rewrites == []
+    assert report.rows_after == len(model) == report.rows_before - 1
+
+    wide = [changed(key, 12) for key in sorted(model)[:len(model) // 4 + 1]]
     storage.put_bytes(f"{RAW.corrections}20240101-000000001.dat", ("\n".join(wide) + "\n").encode())
     apply_model(model, wide)
     report = apply_corrections(storage, spark, "run-wide")
-    assert {key_of(as_text(r)): as_text(r) for r in fact_rows(catalog)} == model
+    agreed()
     assert rewrites == [1]
-    assert not set(before) & set(data_files(storage))  # the whole table rewritten, in one snapshot
+    data, deletes = files(storage)
+    assert not data & before and not deletes  # the whole table rewritten, its deletes folded in, in one snapshot
     table = storage.catalog().pyiceberg().load_table(TPCDS_WEB_SALES.identifier)
     assert table.current_snapshot().parent_snapshot_id == report.snapshot_before
-    assert report.rows_after == len(model) == report.rows_before - 1
     assert all(e.rows_applied == e.rows_in_file for e in report.files)

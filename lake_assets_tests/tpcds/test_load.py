@@ -166,3 +166,19 @@ def test_dimension_snapshots_upsert_on_the_surrogate_key(
     assert rows[999999] == "changed description"
     entry = report.files[0]
     assert (entry.rows_in_file, entry.rows_applied, entry.rows_superseded) == (len(lines) + 1, len(lines), 1)
+
+
+def test_a_fact_table_created_before_merge_on_read_gets_it(storage: LakeStorage, catalog: LakeCatalog) -> None:
+    """`web_sales` is merge-on-read (a correction writes position deletes, not every file again):
+    a table created without the property gets it when a load next ensures the table."""
+    from lake_assets.tpcds.load import MERGE_ON_READ, ensure_table, iceberg_schema
+
+    client = storage.catalog().pyiceberg()
+    client.create_namespace_if_not_exists("tpcds")
+    client.create_table(("tpcds", TpcdsTable.WEB_SALES), schema=iceberg_schema(TpcdsTable.WEB_SALES),
+                        properties={"format-version": "2"})
+    ensure_table(storage, TpcdsTable.WEB_SALES)
+    properties = client.load_table(("tpcds", TpcdsTable.WEB_SALES)).properties
+    assert MERGE_ON_READ.items() <= properties.items()
+    ensure_table(storage, TpcdsTable.DATE_DIM)  # the dimensions stay copy-on-write (small, rewritten whole)
+    assert "write.merge.mode" not in client.load_table(("tpcds", TpcdsTable.DATE_DIM)).properties

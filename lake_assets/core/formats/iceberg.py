@@ -45,7 +45,14 @@ def row_count(iceberg: Table) -> int:
     snapshot = iceberg.current_snapshot()
     if snapshot is None or snapshot.summary is None:
         return 0
-    return int(snapshot.summary.additional_properties.get("total-records", 0))
+    return _live_rows(snapshot.summary.additional_properties) or 0
+
+
+def _live_rows(summary: dict[str, str]) -> int | None:
+    """The rows a snapshot holds: its data files' records less its position deletes (each one row: a
+    merge-on-read MERGE deletes a row once, and an overwrite drops the delete files with the rows)."""
+    total = summary.get("total-records")
+    return None if total is None else int(total) - int(summary.get("total-position-deletes", 0))
 
 
 def history(iceberg: Table) -> list[dict]:
@@ -61,12 +68,20 @@ def history(iceberg: Table) -> list[dict]:
             "operation": str(summary.operation.value) if summary else None,
             "parent_id": snapshot.parent_snapshot_id if snapshot else None,
             "added_records": _int(props.get("added-records")),
-            "deleted_records": _int(props.get("deleted-records")),
-            "total_records": _int(props.get("total-records")),
+            "deleted_records": _deleted_rows(props),
+            "total_records": _live_rows(props),
             "added_files": _int(props.get("added-data-files")),
             "deleted_files": _int(props.get("deleted-data-files")),
         })
     return rows
+
+
+def _deleted_rows(summary: dict[str, str]) -> int | None:
+    """Rows a snapshot removed: in the data files it dropped, and by its position deletes."""
+    dropped, deletes = summary.get("deleted-records"), summary.get("added-position-deletes")
+    if dropped is None and deletes is None:
+        return None
+    return int(dropped or 0) + int(deletes or 0)
 
 
 def _int(value: str | None) -> int | None:

@@ -1,12 +1,17 @@
 """An Iceberg table's change feed, derived from its snapshots (what Spark's
 `create_changelog_view` gives on the JVM; neither Sail nor pyiceberg has one).
 
-The engine's MERGE is copy-on-write: a snapshot replaces whole data files. So the feed of
-snapshot S is, as for the Delta feed (core/change_feed.py), the rows of the data files S
-deleted against the rows of the files S added (from S's own manifest entries), without the
-rows present, equal in every column, on both sides (carried over). Per key: only deleted ->
-`delete`, only added -> `insert`, both -> `update_preimage` + `update_postimage`. A
-snapshot that wrote delete files (merge-on-read) has no feed here: FeedUnavailable.
+The feed of snapshot S is, as for the Delta feed (core/change_feed.py), the rows S removed
+against the rows S added, without the rows present, equal in every column, on both sides
+(carried over). S's files are compared with its parent's (the live files of each, from their
+manifests), so every kind of commit reads alike:
+- removed: the parent's live rows of the data files S no longer has (a copy-on-write MERGE,
+  an overwrite, a compaction), and the rows S's new position delete files point at (a
+  merge-on-read MERGE, which leaves the data files in place);
+- added: the rows of the data files S added, less those its own position deletes point at.
+Per key: only removed -> `delete`, only added -> `insert`, both -> `update_preimage` +
+`update_postimage`. A snapshot that wrote equality delete files has no feed here
+(FeedUnavailable): the lake's engines never write them.
 
 The feed is read on demand, never stored: Iceberg keeps every snapshot's files until
 `expire_snapshots`, and a feed cannot outlive the files it is read from. Versions are
@@ -16,8 +21,10 @@ oldest first. The rows are compared in DuckDB (`EXCEPT ALL`: NULL equals NULL, a
 
 import datetime as dt
 
+from dataclasses import dataclass
+
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
@@ -25,9 +32,16 @@ from pyiceberg.table.snapshots import Snapshot
 from lake_assets.core.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, FeedUnavailable, ChangeType
 from lake_assets.core.errors import UsageError
 
-#: Manifest entry status and content values (Iceberg spec).
-_ADDED, _DELETED = 1, 2
-_DATA = 0
+#: Data file content values (Iceberg spec).
+_DATA, _POSITION_DELETES = 0, 1
+
+
+@dataclass(frozen=True)
+class _Files:
+    """A snapshot's live files: data files, and position delete files (by path)."""
+
+    data: frozenset[str]
+    position_deletes: frozenset[str]
 
 
 def lineage(table: Table, start: int, end: int | None) -> list[Snapshot]:
@@ -57,30 +71,73 @@ def read(table: Table, keys: list[str], start: int, end: int | None = None) -> p
 
 
 def _derive(table: Table, snapshot: Snapshot, schema: pa.Schema, keys: list[str]) -> pa.Table:
-    entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id)
-    own = pc.and_(pc.equal(entries["snapshot_id"], snapshot.snapshot_id), pc.not_equal(entries["status"], 0))
-    rows = entries.filter(own).select(["status", "data_file"]).to_pylist()
-    if any(r["data_file"]["content"] != _DATA for r in rows):
-        raise FeedUnavailable(f"snapshot {snapshot.snapshot_id} wrote delete files (merge-on-read), "
-                              "which the derived feed does not read")
-    files = {status: [r["data_file"]["file_path"] for r in rows if r["status"] == status]
-             for status in (_ADDED, _DELETED)}
-    added, deleted = (_rows(table, files[status], schema, snapshot) for status in (_ADDED, _DELETED))
-    return _changes(deleted, added, schema, keys, snapshot)
+    before = _live_files(table, snapshot.parent_snapshot_id, snapshot)
+    after = _live_files(table, snapshot.snapshot_id, snapshot)
+    removed, added = before.data - after.data, after.data - before.data
+    old = _positions(table, before.position_deletes, snapshot)
+    new = _positions(table, after.position_deletes - before.position_deletes, snapshot)
+    deleted = [_rows(table, path, schema, snapshot, drop=old.get(path)) for path in sorted(removed)]
+    deleted += [_rows(table, path, schema, snapshot, keep=positions)
+                for path, positions in sorted(new.items()) if path in before.data - removed]
+    inserted = [_rows(table, path, schema, snapshot, drop=new.get(path)) for path in sorted(added)]
+    return _changes(_concat(deleted, schema), _concat(inserted, schema), schema, keys, snapshot)
 
 
-def _rows(table: Table, paths: list[str], schema: pa.Schema, snapshot: Snapshot) -> pa.Table:
-    """The rows of data files, in the current schema (columns added since read as NULL)."""
-    parts = []
-    for path in paths:
-        try:
-            with table.io.new_input(path).open() as stream:
-                data = pq.read_table(stream)
-        except OSError as error:
-            raise FeedUnavailable(f"snapshot {snapshot.snapshot_id}: its data file {path} cannot be read "
-                                  f"(expired, or S3 unreachable): {error}") from error
-        parts.append(pa.table({f.name: data[f.name].cast(f.type) if f.name in data.column_names
-                               else pa.nulls(data.num_rows, f.type) for f in schema}))
+def _live_files(table: Table, snapshot_id: int | None, of: Snapshot) -> _Files:
+    """The live files of `snapshot_id` (none for no snapshot: the table's first)."""
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    data: set[str] = set()
+    position_deletes: set[str] = set()
+    for manifest in snapshot.manifests(table.io) if snapshot is not None else []:
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            content = entry.data_file.content
+            if content == _DATA:
+                data.add(entry.data_file.file_path)
+            elif content == _POSITION_DELETES:
+                position_deletes.add(entry.data_file.file_path)
+            else:
+                raise FeedUnavailable(f"snapshot {of.snapshot_id}: the table has equality delete files, "
+                                      "which the derived feed does not read")
+    return _Files(frozenset(data), frozenset(position_deletes))
+
+
+def _positions(table: Table, delete_files: frozenset[str], snapshot: Snapshot) -> dict[str, np.ndarray]:
+    """The row positions the position delete files name, by data file."""
+    found: dict[str, list[np.ndarray]] = {}
+    for path in sorted(delete_files):
+        deletes = _read(table, path, snapshot, columns=["file_path", "pos"])
+        files = deletes["file_path"].to_numpy(zero_copy_only=False)
+        positions = deletes["pos"].to_numpy(zero_copy_only=False).astype(np.int64)
+        for file_path in np.unique(files):
+            found.setdefault(str(file_path), []).append(positions[files == file_path])
+    return {path: np.concatenate(parts) for path, parts in found.items()}
+
+
+def _rows(table: Table, path: str, schema: pa.Schema, snapshot: Snapshot,
+          keep: np.ndarray | None = None, drop: np.ndarray | None = None) -> pa.Table:
+    """A data file's rows in the current schema (columns added since read as NULL): only those at
+    `keep`, or all but those at `drop`."""
+    data = _read(table, path, snapshot)
+    if keep is not None:
+        data = data.take(pa.array(np.unique(keep)))
+    elif drop is not None:
+        mask = np.ones(data.num_rows, dtype=bool)
+        mask[drop] = False
+        data = data.filter(pa.array(mask))
+    return pa.table({f.name: data[f.name].cast(f.type) if f.name in data.column_names
+                     else pa.nulls(data.num_rows, f.type) for f in schema})
+
+
+def _read(table: Table, path: str, snapshot: Snapshot, columns: list[str] | None = None) -> pa.Table:
+    try:
+        with table.io.new_input(path).open() as stream:
+            return pq.read_table(stream, columns=columns)
+    except OSError as error:
+        raise FeedUnavailable(f"snapshot {snapshot.snapshot_id}: its file {path} cannot be read "
+                              f"(expired, or S3 unreachable): {error}") from error
+
+
+def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 

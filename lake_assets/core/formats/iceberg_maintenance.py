@@ -9,7 +9,9 @@
 - `compact`: rewrite each partition holding two or more small data files into one file,
   through the engine (`overwritePartitions`, one atomic snapshot). Scans pay per file (a
   DuckDB reader a few S3 requests each), and every load or day append adds files: the
-  nightly run leaves one file per partition.
+  nightly run leaves one file per partition. A table with delete files (a merge-on-read
+  MERGE's) is rewritten whole (`INSERT OVERWRITE`: Sail refuses a partition overwrite then),
+  which folds the deletes into its data files: reads stop paying for them.
 - `table_stats`: files, bytes and snapshots, for before/after metadata.
 Every commit goes through the REST catalog, so every engine sees it.
 """
@@ -22,7 +24,7 @@ from urllib.parse import urlparse
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.formats.iceberg import ancestry, current_snapshot_id
+from lake_assets.core.formats.iceberg import ancestry, current_snapshot_id, row_count
 from lake_assets.resources.storage import LakeStorage
 
 #: Data files smaller than this count as small for compaction.
@@ -37,13 +39,15 @@ ORPHAN_GRACE = dt.timedelta(hours=1)
 class TableStats:
     snapshots: int
     data_files: int
+    delete_files: int
     data_bytes: int
     rows: int
     objects: int  # every object under the table's location (data, manifests, metadata)
     object_bytes: int
 
     def as_metadata(self) -> dict[str, int]:
-        return {"snapshots": self.snapshots, "data_files": self.data_files, "data_bytes": self.data_bytes,
+        return {"snapshots": self.snapshots, "data_files": self.data_files, "delete_files": self.delete_files,
+                "data_bytes": self.data_bytes,
                 "rows": self.rows, "objects": self.objects, "object_bytes": self.object_bytes}
 
 
@@ -73,12 +77,19 @@ def data_files(table) -> list[dict]:
     return table.inspect.data_files().to_pylist()
 
 
+def delete_files(table) -> int:
+    """The current snapshot's delete files, from its summary."""
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
+    return int(summary.get("total-delete-files", 0))
+
+
 def table_stats(storage: LakeStorage, table) -> TableStats:
     files = data_files(table)
     objects = list_location(storage, table)
     return TableStats(
-        snapshots=len(table.snapshots()), data_files=len(files),
-        data_bytes=sum(f["file_size_in_bytes"] for f in files), rows=sum(f["record_count"] for f in files),
+        snapshots=len(table.snapshots()), data_files=len(files), delete_files=delete_files(table),
+        data_bytes=sum(f["file_size_in_bytes"] for f in files), rows=row_count(table),
         objects=len(objects), object_bytes=sum(o["Size"] for o in objects),
     )
 
@@ -202,8 +213,14 @@ def compact(spark, table, engine_name: str, small_bytes: int = SMALL_FILE_BYTES,
     partitions and replaces them with `overwritePartitions()` (dynamic overwrite: every other
     partition is left as it is); one task writes them, so each partition becomes one file
     (shuffling by the source column would not do: a `truncate` or `days` partition holds
-    several source values, which would land in several tasks and files).
+    several source values, which would land in several tasks and files). A table with delete
+    files is rewritten whole, the same way, by `INSERT OVERWRITE`.
     """
+    if delete_files(table):
+        view = "lake_compaction"
+        spark.table(engine_name).coalesce(1).createOrReplaceTempView(view)
+        spark.sql(f"INSERT OVERWRITE {engine_name} SELECT * FROM {view}").collect()
+        return len({repr(sorted((f.get("partition") or {}).items())) for f in data_files(table)})
     partitions = small_file_partitions(table, small_bytes, min_files)
     if not partitions:
         return 0
