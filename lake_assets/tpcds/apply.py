@@ -19,7 +19,7 @@ keeping the newest delete), the table (one commit; equal sequences re-apply), an
 caller's ledger entries last. The commit is ONE `MERGE INTO` guarded by the sequence; the
 table is merge-on-read (`load.MERGE_ON_READ`), so the MERGE writes a position delete per
 replaced row and appends the upserts: a 1 % correction batch, spread over every partition,
-writes what it changes and no data file is rewritten. Changes as many as a quarter of the
+writes what it changes and no data file is rewritten. Changes numbering a quarter of the
 table's rows or more (a re-load of most days) overwrite the whole table once instead (its
 rows less the changed keys, plus the upserts), which also folds in every delete file: a
 MERGE would write a delete and a new row for most rows (`REWRITE_SHARE`). Day objects whose days

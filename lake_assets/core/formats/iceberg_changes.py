@@ -20,7 +20,6 @@ oldest first. The rows are compared in DuckDB (`EXCEPT ALL`: NULL equals NULL, a
 """
 
 import datetime as dt
-
 from dataclasses import dataclass
 
 import numpy as np
