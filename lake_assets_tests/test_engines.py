@@ -28,7 +28,8 @@ from lake_assets.resources.embedded_s3 import EmbeddedS3
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.lakes import LAKE, Lake, assert_same_tables, drop, new_lake
-from lake_assets_tests.helpers.tpcds import generated, land_dimensions, land_facts, sold_dates
+from lake_assets.tpcds.schema import RAW
+from lake_assets_tests.helpers.tpcds import delimited, fact_query, generated, land_dimensions, land_facts, sold_dates
 
 pytestmark = pytest.mark.cluster
 
@@ -37,13 +38,19 @@ CLUSTER = {"SAIL_MODE": "local-cluster", "SAIL_CLUSTER__WORKER_INITIAL_COUNT": "
 
 
 def _land_inputs(storage: LakeStorage) -> None:
-    """The seed's insurance drops and a small TPC-DS star: what every lake here applies."""
+    """The seed's insurance drops and a small TPC-DS star with a correction (an update and a
+    delete: the merge-on-read MERGE): what every lake here applies."""
     storage.put_bytes("raw/fullload/full-load.csv", (DATA / "fullload" / "full-load.csv").read_bytes())
     for file in sorted((DATA / "cdcload").glob("*.csv")):
         storage.put_bytes(f"raw/cdcload/{file.name}", file.read_bytes())
     oracle = generated(0.01)
     land_dimensions(storage, oracle)
-    land_facts(storage, oracle, [*sold_dates(oracle)[:4], None])
+    days = [*sold_dates(oracle)[:4], None]
+    land_facts(storage, oracle, days)
+    first, second = delimited(oracle, fact_query(days[0])).decode().splitlines()[:2]
+    changed = first.split("|")
+    changed[18] = "999"  # ws_quantity
+    storage.put_bytes(f"{RAW.corrections}20240101-000000000.dat", f"U|{'|'.join(changed)}\nD|{second}\n".encode())
 
 
 @pytest.fixture(scope="module")

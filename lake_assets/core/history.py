@@ -10,9 +10,11 @@ by the lake's own name for it where the writer recorded one (`userMetadata`, e.g
 `WRITE: merge (narrow)`).
 
 Iceberg: pyiceberg's snapshot summaries: records and data files the snapshot added and
-deleted, where a copy-on-write MERGE counts every row of the files it rewrote (20 corrected
-rows can add 1,521 records and delete 1,520). So each snapshot a run of the lake made also
-shows `rows_applied` from the ledger (the raw rows it applied, as the run's line says).
+deleted (a merge-on-read MERGE's position deletes count as deleted records), and the rows it
+holds (its records less its position deletes). A copy-on-write commit counts every row of
+the files it rewrote (20 corrected rows can add 1,521 records and delete 1,520), and an
+overwrite may not say what it deleted. So each snapshot a run of the lake made also shows
+`rows_applied` from the ledger (the raw rows it applied, as the run's line says).
 """
 
 import datetime as dt

@@ -24,7 +24,8 @@ from lake_assets_tests.helpers.results import assert_same_rows
 
 LAKE = str(Path(sys.executable).with_name("lake"))
 #: Columns that record when or by which run a row was written: they differ between any two runs.
-RUN_COLUMNS = {"run_id", "recorded_at", "_commit_timestamp", "_applied_at", "quarantined_at", "deleted_at"}
+RUN_COLUMNS = {"run_id", "recorded_at", "_commit_timestamp", "_applied_at", "quarantined_at", "deleted_at",
+               "table_uuid"}  # a tombstone names its Iceberg table: each lake's has its own uuid
 
 
 @dataclass
