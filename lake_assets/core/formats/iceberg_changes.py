@@ -65,15 +65,19 @@ def read(table: Table, keys: list[str], start: int, end: int | None = None) -> p
     """The change rows of the snapshots `start`..`end`: `_commit_version` (the snapshot id),
     `_commit_timestamp`, `_change_type`, then the table's columns; in snapshot order, by key."""
     schema = table.schema().as_arrow()
-    parts = [_derive(table, snapshot, schema, keys) for snapshot in lineage(table, start, end)]
+    parts, files = [], None  # a snapshot's live files are the next one's parent's: read once
+    for snapshot in lineage(table, start, end):
+        before = files if files is not None else _live_files(table, snapshot.parent_snapshot_id, snapshot)
+        files = _live_files(table, snapshot.snapshot_id, snapshot)
+        parts.append(_derive(table, snapshot, before, files, schema, keys))
     return pa.concat_tables(parts) if parts else _empty(schema)
 
 
-def _derive(table: Table, snapshot: Snapshot, schema: pa.Schema, keys: list[str]) -> pa.Table:
-    before = _live_files(table, snapshot.parent_snapshot_id, snapshot)
-    after = _live_files(table, snapshot.snapshot_id, snapshot)
+def _derive(table: Table, snapshot: Snapshot, before: _Files, after: _Files, schema: pa.Schema,
+            keys: list[str]) -> pa.Table:
     removed, added = before.data - after.data, after.data - before.data
-    old = _positions(table, before.position_deletes, snapshot)
+    # the deletes already in force matter only for the data files the snapshot dropped
+    old = _positions(table, before.position_deletes, snapshot) if removed else {}
     new = _positions(table, after.position_deletes - before.position_deletes, snapshot)
     deleted = [_rows(table, path, schema, snapshot, drop=old.get(path)) for path in sorted(removed)]
     deleted += [_rows(table, path, schema, snapshot, keep=positions)
