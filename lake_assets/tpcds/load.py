@@ -17,8 +17,10 @@ The Dagster process lists objects and receives per-object counts; it never holds
   `input_file_name()`). Into days that hold no rows (a first load, new days), when no
   tombstone is newer than the objects: one aggregate over the lines' key fields only
   (`survey` of `_line_keys`: lines per object, whether a key is listed twice or already
-  in the table), then ONE parse appended straight to the table; the rows each object
-  applied are counted in the table, so an object's rejects are its lines less those, and
+  in the table, and how many lines are plain: `parse.plain_line`), then ONE read appended
+  straight to the table (objects whose every line is plain by the engine's CSV reader, which
+  types them as the parse would at the bare engine's cost; the others parsed); the rows each
+  object applied are counted in the table, so an object's rejects are its lines less those, and
   only the objects that had rejects are read again, with line numbers, for the
   quarantine. Otherwise (or when a key is listed twice or held): one aggregate over the
   parse (`survey`: lines and valid lines per object, whether any key has two valid
@@ -51,7 +53,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -73,7 +75,7 @@ from lake_assets.tpcds.apply import (
 )
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
-from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, valid_rows
+from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, plain_line, valid_rows
 from lake_assets.tpcds.schema import (
     COLUMNS,
     JULIAN_EPOCH,
@@ -96,6 +98,10 @@ STAGING = "staging/tpcds/"
 DAILY, SNAPSHOT, CDC = "daily", "snapshot", "cdc"
 #: The columns of a web_sales row in the table: the raw ones, then `_sequence`.
 TABLE_COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
+RAW_COLUMNS = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
+#: A fact line the engine's CSV reader types as the parse does (parse.plain_line), in its own day.
+PLAIN = "_plain"
+_PLAIN_LINE = plain_line(COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES])
 
 
 @dataclass
@@ -225,15 +231,15 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         append = empty_days and newer_tombstones(storage, spark, floors) is None
         if append:  # the lines' keys only (no parse): if no key is listed twice or held, neither is a valid one's
             line_counts, duplicated, held = survey(_line_keys(_fact_lines(storage, spark, folders, bool(layout.refused))),
-                                             against)
+                                                   against, counted=PLAIN)
             append = not (duplicated or held)
         if not append:
             counts, duplicated, held = survey(parsed_facts(folders), against)
     at = dt.datetime.now(dt.timezone.utc)
     if append:  # ONE parse: valid rows appended, then counted in the table; lines - applied are the rejects
         with report.step("commit"):
-            append_rows(with_row_sequences(valid_rows(parsed_facts(folders)), row_sequences, SOURCE,
-                                           SEQUENCE))
+            append_rows(with_row_sequences(_valid_facts(storage, spark, folders, line_counts, bool(layout.refused),
+                                                        parsed_facts), row_sequences, SOURCE, SEQUENCE))
             held_rows = rows_per_object(spark, floors)
             applied = {folder: held_rows.get(sequences[obj.key].prefix, 0) for folder, obj in folders.items()}
             counts = {folder: (line_counts.get(folder, (0, 0))[0], applied[folder]) for folder in folders}
@@ -275,35 +281,49 @@ def _merge(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, counts:
 
 def _line_keys(lines: DataFrame) -> DataFrame:
     """SOURCE and the key columns of every line (as `survey` takes them, without parsing the rest),
-    REASON NULL where every key field casts: their keys are a superset of the valid lines' keys."""
-    names = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
-    fields = lines.select(SOURCE, F.split(F.col("value"), r"\|", -1).alias("_fields"))
-    keys = [F.expr(f"try_cast(nullif(get(_fields, {names.index(k)}), '') AS BIGINT)").alias(k)
-            for k in KEYS[TpcdsTable.WEB_SALES]]
-    typed = fields.select(SOURCE, *keys)
+    REASON NULL where every key field casts: their keys are a superset of the valid lines' keys
+    (a line of too few fields may yield a wrong key: at worst a key listed twice that is not,
+    which only sends the load to the MERGE); and PLAIN, whether the line is plain (see above)."""
+    def field(i: int) -> Column:  # the i-th field of a line that has one (cheaper than splitting it whole)
+        return F.substring_index(F.substring_index(F.col("value"), "|", i + 1), "|", -1)
+
+    keys = [F.expr(f"try_cast(nullif(_k{i}, '') AS BIGINT)").alias(k)
+            for i, k in enumerate(KEYS[TpcdsTable.WEB_SALES])]
+    fields = lines.select(SOURCE, "value", _FOLDER, *(field(RAW_COLUMNS.index(k)).alias(f"_k{i}")
+                                                      for i, k in enumerate(KEYS[TpcdsTable.WEB_SALES])))
+    day = F.coalesce(_folder_day_sk().cast("string"), F.lit(""))
+    plain = F.col("value").rlike(_PLAIN_LINE) & (field(RAW_COLUMNS.index(PARTITION_COLUMN)) == day) \
+        if _PLAIN_LINE else F.lit(False)
+    typed = fields.select(SOURCE, *keys, plain.alias(PLAIN))
     unkeyed = F.lit(False)
     for k in KEYS[TpcdsTable.WEB_SALES]:
         unkeyed = unkeyed | F.col(k).isNull()
     return typed.withColumn(REASON, F.when(unkeyed, F.lit("unkeyed")))
 
 
+def _folder_day_sk() -> Column:
+    """The date key of a line's folder (`ws_sold_date`): NULL for the rows without a sold date."""
+    return F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
+        (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
+
+
 def _parse_facts(lines: DataFrame) -> DataFrame:
     """The parse of fact lines (`value`, the folder as `ws_sold_date`, SOURCE; LINE if numbered):
     a row whose sold date is not its object's day is `wrong_partition`."""
-    day_sk = F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
-        (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
-    wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(day_sk)
+    wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(_folder_day_sk())
     return parse(lines, COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
                  extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
                                              F.col(_FOLDER), F.lit(")")))]).drop(_FOLDER)
 
 
 def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
-           keys: tuple[str, ...] = KEYS[TpcdsTable.WEB_SALES]) -> tuple[dict[str, tuple[int, int]], bool, bool]:
+           keys: tuple[str, ...] = KEYS[TpcdsTable.WEB_SALES],
+           counted: str | None = None) -> tuple[dict[str, tuple[int, int]], bool, bool]:
     """(lines, valid lines) per SOURCE; whether any key (`keys`) has more than one valid line
     in `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
     frame with the key columns, e.g. the table; None: not asked). ONE aggregate over the
-    parse (grouping sets), nothing staged; the Dagster process receives one row per object."""
+    parse (grouping sets), nothing staged; the Dagster process receives one row per object.
+    `counted`: a boolean column of `parsed` counted per SOURCE in place of its valid lines."""
     spark = parsed.sparkSession
     parsed.createOrReplaceTempView("lake_tpcds_survey")
     source = "lake_tpcds_survey"
@@ -316,8 +336,9 @@ def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
     rows = spark.sql(
         f"SELECT CASE WHEN by_key = 0 THEN {SOURCE} END AS source, sum(CASE WHEN by_key = 0 THEN lines END) AS lines, "
         f"sum(CASE WHEN by_key = 0 THEN valid END) AS valid, sum(CASE WHEN by_key = 0 THEN held END) AS held, "
-        f"count_if(by_key = 1 AND valid > 1) AS duplicated "
-        f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, count_if({REASON} IS NULL) AS valid, "
+        f"count_if(by_key = 1 AND valid_keys > 1) AS duplicated "
+        f"FROM (SELECT {SOURCE}, grouping({SOURCE}) AS by_key, count(*) AS lines, "
+        f"count_if({REASON} IS NULL) AS valid_keys, count_if({counted or f'{REASON} IS NULL'}) AS valid, "
         f"count_if({REASON} IS NULL AND {held}) AS held FROM {source} "
         f"GROUP BY GROUPING SETS (({SOURCE}), ({', '.join(keys)}))) GROUP BY 1").collect()
     counts = {r["source"]: (int(r["lines"]), int(r["valid"] or 0)) for r in rows if r["source"] is not None}
@@ -329,15 +350,50 @@ def _accounted(counts: tuple[int, int], applied: int) -> tuple[int, int, int]:
     return lines, valid, valid - applied
 
 
+def _valid_facts(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject],
+                 counts: dict[str, tuple[int, int]], odd: bool, parsed_facts: Callable[..., DataFrame]) -> DataFrame:
+    """SOURCE and the raw columns of the valid lines of the objects of `folders`, given their
+    (lines, plain lines): an object whose every line is plain is read by the engine's CSV
+    reader (the bare engine's cost: no split, cast or reason per field), the others parsed."""
+    plain = {folder: obj for folder, obj in folders.items() if _all_plain(counts.get(folder, (0, 0)))}
+    frames = [_fact_csv(storage, spark, plain, odd)] if plain else []
+    if len(plain) < len(folders):
+        rest = {folder: obj for folder, obj in folders.items() if folder not in plain}
+        frames.append(valid_rows(parsed_facts(rest)).select(SOURCE, *RAW_COLUMNS))
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _all_plain(counts: tuple[int, int]) -> bool:
+    lines, plain_lines = counts
+    return lines == plain_lines
+
+
 def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject], odd: bool) -> DataFrame:
-    """The lines of the objects of `folders` (by folder value), with the folder value as
+    """The lines (`value`) of the objects of `folders` (by folder value), with the folder value as
+    `ws_sold_date` and SOURCE (see `_read_facts`)."""
+    return _read_facts(spark, storage, folders, odd, "value STRING", lambda uri, _: spark.read.text(uri))
+
+
+def _fact_csv(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject], odd: bool) -> DataFrame:
+    """SOURCE and the raw columns of the objects of `folders`, typed by the engine's CSV reader:
+    only for objects of plain lines (parse.plain_line), which it types as the parse does."""
+    schema = ", ".join(f"{c} {t}" for c, t in COLUMNS[TpcdsTable.WEB_SALES])
+    rows = _read_facts(spark, storage, folders, odd, schema, lambda uri, hive: spark.read.csv(
+        uri, schema=f"{schema}, {_FOLDER} STRING" if hive else schema, sep="|", header=False))
+    return rows.select(SOURCE, *RAW_COLUMNS)
+
+
+def _read_facts(spark: SparkSession, storage: LakeStorage, folders: dict[str, RawObject], odd: bool, schema: str,
+                read: Callable[[str, bool], DataFrame]) -> DataFrame:
+    """`read(uri, hive)` (`schema`: what it reads; `hive`: the prefix, whose folder column the
+    reader discovers) of the objects of `folders` (by folder value), with the folder value as
     `ws_sold_date` and SOURCE: ONE read of the prefix with hive-style discovery, or, when the
     prefix holds objects the layout refuses (Sail's discovery fails on mixed depths, and it
     has no `basePath`), one read per object with its folder as a literal. Empty objects have
     no lines (and, when every object is empty, Sail's discovery finds no folder column)."""
     folders = {folder: obj for folder, obj in folders.items() if obj.size}
     if not folders:
-        return spark.createDataFrame([], f"value STRING, {_FOLDER} STRING, {SOURCE} STRING")
+        return spark.createDataFrame([], f"{schema}, {_FOLDER} STRING, {SOURCE} STRING")
     if not odd:
         # Sail reads the folder values as text; JVM Spark types them (DATE), and Hive's default
         # partition as NULL: the filter is on the column as read (partitions pruned), then both
@@ -346,9 +402,9 @@ def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, Ra
         if NULL_PARTITION in folders:
             wanted = wanted | F.col(_FOLDER).isNull()
         folder = F.coalesce(F.col(_FOLDER).cast("string"), F.lit(NULL_PARTITION))
-        return (spark.read.text(storage.uri(RAW.facts)).where(wanted)
+        return (read(storage.uri(RAW.facts), True).where(wanted)
                 .withColumn(_FOLDER, folder).withColumn(SOURCE, F.col(_FOLDER)))
-    reads = [spark.read.text(storage.uri(obj.key)).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
+    reads = [read(storage.uri(obj.key), False).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
              for folder, obj in folders.items()]
     return functools.reduce(lambda a, b: a.unionByName(b), reads)
 

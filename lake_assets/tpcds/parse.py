@@ -123,6 +123,31 @@ def valid_rows(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn(REASON, guarded).where(F.col(REASON).isNull())
 
 
+def plain_line(columns: Sequence[tuple[str, str]], keys: Sequence[str]) -> str | None:
+    """A regular expression matched only by lines that `parse` finds valid and that a CSV reader
+    (`|`, the columns' types) types exactly as `parse` does: the right number of fields, each
+    empty or a plain number that casts (BIGINT: at most 18 digits; DECIMAL(p,s): at most p-s
+    digits, then at most s decimals), the keys present. None when a column is neither type.
+
+    It is a sufficient test, not the rule: a line it refuses may still be valid (`+5`, a
+    DATE), and is parsed. Character classes, not escapes: the pattern reads the same to
+    every engine's regex dialect and SQL string rules.
+    """
+    fields = []
+    for name, sql_type in columns:
+        if sql_type == "BIGINT":
+            number = "-?[0-9]{1,18}"
+        elif sql_type.startswith("DECIMAL("):
+            precision, scale = (int(n) for n in sql_type[len("DECIMAL("):-1].split(","))
+            if precision <= scale:
+                return None
+            number = f"-?[0-9]{{1,{precision - scale}}}" + (f"([.][0-9]{{1,{scale}}})?" if scale else "")
+        else:
+            return None
+        fields.append(f"({number})" if name in keys else f"({number})?")
+    return "^" + "[|]".join(fields) + "$"
+
+
 def _passthrough(lines: DataFrame) -> list[str]:
     """Columns of `lines` besides the raw line and its position (e.g. a partition folder)."""
     return [c for c in lines.columns if c not in ("value", SOURCE, LINE)]

@@ -5,19 +5,25 @@ listed twice is ranked by line only when the survey finds one, and its last line
 quarantine keeps the true line numbers of rejects.
 """
 
+import random
+import re
+from collections import Counter
+
 from pyiceberg.table.snapshots import Operation
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats import iceberg
+from lake_assets.core.raw_zone import list_raw
 from lake_assets.core.tables import table as lake_table
 
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.checks import evaluate_rows_accounted, evaluate_rows_match_raw
-from lake_assets.tpcds.load import load_fact_days, survey
-from lake_assets.tpcds.parse import REASON, SOURCE, parse, valid_rows
-from lake_assets.tpcds.schema import SEQUENCE, TpcdsTable, date_sk, ledger_name
+from lake_assets.tpcds import load
+from lake_assets.tpcds.load import PLAIN, load_fact_days, survey
+from lake_assets.tpcds.parse import LINE, REASON, SOURCE, numbered, parse, plain_line, valid_rows
+from lake_assets.tpcds.schema import COLUMNS, KEYS, SEQUENCE, TpcdsTable, date_sk, ledger_name
 from lake_assets.tpcds.sequencing import PREFIX_WIDTH, SNAPSHOT_ROW
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
 from lake_assets_tests.helpers.tpcds_model import key_of
@@ -25,6 +31,9 @@ from lake_assets_tests.tpcds.test_load import quarantine
 from lake_assets_tests.tpcds.test_sequenced import QUANTITY, day_lines, entries, put_lines, rows_by_key
 
 WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
+KEYS_OF_TABLE = KEYS[TpcdsTable.WEB_SALES]
+KEY_FIELDS = [[c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]].index(k) for k in KEYS_OF_TABLE]
+PLAIN_LINE = plain_line(COLUMNS[TpcdsTable.WEB_SALES], KEYS_OF_TABLE)
 
 
 def test_survey_counts_lines_and_valid_lines_and_finds_keys_listed_twice_or_held(spark: SparkSession) -> None:
@@ -140,3 +149,44 @@ def test_an_append_parses_once_and_counts_rejects_as_lines_less_the_rows_applied
     assert (day["rows_in_file"], day["rows_applied"], day["rows_quarantined"]) == (len(third) + 1, len(third), 1)
     assert rows_by_key(catalog)[key_of(third[0].split("|"))] == third[0].split("|")
     assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
+
+
+#: Field values around the plain-line pattern's edges: plain ones, and ones it refuses (valid or not).
+_EDGE_VALUES = ["", "0", "-0", "007", "-5", "999999999999999999", "9999999999999999999", "1.5", "1.55",
+                "1.555", "12345.67", "123456.7", "-99999.99", "+5", " 5", "5.", ".5", "1e3", "abc", "\"1\""]
+
+
+def test_plain_lines_are_valid_and_the_csv_reader_types_them_as_the_parse_does(
+        storage: LakeStorage, spark: SparkSession) -> None:
+    oracle = generated(0.01)
+    day = sold_dates(oracle)[0]
+    land_facts(storage, oracle, [day])
+    template = day_lines(storage, day)[0].split("|")
+    rng = random.Random(7)
+    lines = []
+    for number in range(400):  # every field of some lines takes an edge value (keys kept unique)
+        fields = list(template)
+        for _ in range(rng.randint(0, 3)):
+            fields[rng.randrange(len(fields))] = rng.choice(_EDGE_VALUES)
+        fields[KEY_FIELDS[1]] = str(10_000_000 + number) if rng.random() > 0.05 else rng.choice(_EDGE_VALUES)
+        lines.append("|".join(fields))
+    lines += ["|".join(template[:-1]), "|".join([*template, "1"]), ""]  # field counts
+    put_lines(storage, fact_key(day), lines)
+    folder = {day.isoformat(): list_raw(storage, fact_key(day))[0]}
+
+    plain = [r[PLAIN] for r in load._line_keys(load._fact_lines(storage, spark, folder, False)).collect()]
+    parsed = load._parse_facts(numbered(load._fact_lines(storage, spark, folder, False))).collect()
+    by_line = {r[LINE]: r for r in parsed}
+    assert len(plain) == len(lines) and 0 < sum(plain) < len(lines)  # both kinds are in the sample
+    plain_lines = {i + 1 for i, line in enumerate(lines)  # the pattern, read by Python; and the line's own day
+                   if re.fullmatch(PLAIN_LINE, line) and line.split("|")[0] == str(date_sk(day))}
+    assert sum(plain) == len(plain_lines)
+    assert all(by_line[n][REASON] is None for n in plain_lines)  # plain lines are valid
+    assert any(by_line[n][REASON] is None for n in set(by_line) - plain_lines)  # not every valid line is plain
+
+    # the CSV reader is given only objects of plain lines (it fails on a wrong field count): here, another day's
+    other = sold_dates(oracle)[1]
+    put_lines(storage, fact_key(other), [lines[n - 1] for n in sorted(plain_lines)])
+    typed = load._fact_csv(storage, spark, {other.isoformat(): list_raw(storage, fact_key(other))[0]}, False)
+    assert Counter(tuple(r) for r in typed.collect()) == Counter(
+        (other.isoformat(), *(by_line[n][c] for c in load.RAW_COLUMNS)) for n in plain_lines)
