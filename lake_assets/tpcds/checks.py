@@ -147,15 +147,15 @@ def evaluate_key_unique(storage: LakeStorage, engine: SparkEngine, name: str) ->
     if iceberg.open_table(storage, table(ledger_name(name))) is None:
         return _result(True, note="table not created yet")
     keys = ", ".join(KEYS[name])
+    null_key = " OR ".join(f"{k} IS NULL" for k in KEYS[name])
+    # ONE scan of the table (a merge-on-read table's scan applies its delete files, the cost of this check)
     row = engine.session(storage).sql(
-        f"SELECT count(*) AS duplicates, coalesce(sum(n), 0) AS rows FROM (SELECT {keys}, count(*) AS n "
-        f"FROM {engine_name(name)} GROUP BY {keys} HAVING count(*) > 1) d"
+        f"SELECT count_if(n > 1) AS duplicates, coalesce(sum(CASE WHEN n > 1 THEN n END), 0) AS rows, "
+        f"coalesce(sum(CASE WHEN {null_key} THEN n END), 0) AS null_keys "
+        f"FROM (SELECT {keys}, count(*) AS n FROM {engine_name(name)} GROUP BY {keys}) d"
     ).collect()[0]
-    null_keys = engine.session(storage).sql(
-        f"SELECT count(*) AS n FROM {engine_name(name)} WHERE "
-        + " OR ".join(f"{k} IS NULL" for k in KEYS[name])).collect()[0]["n"]
-    return _result(row["duplicates"] == 0 and null_keys == 0, duplicate_keys=int(row["duplicates"]),
-                   rows_with_duplicate_keys=int(row["rows"]), rows_with_null_key=int(null_keys))
+    return _result(row["duplicates"] == 0 and row["null_keys"] == 0, duplicate_keys=int(row["duplicates"]),
+                   rows_with_duplicate_keys=int(row["rows"]), rows_with_null_key=int(row["null_keys"]))
 
 
 def evaluate_referential_integrity(storage: LakeStorage, engine: SparkEngine) -> dg.AssetCheckResult:
