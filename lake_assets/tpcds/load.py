@@ -236,7 +236,7 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
         if not append:
             counts, duplicated, held = survey(parsed_facts(folders), against)
     at = dt.datetime.now(dt.timezone.utc)
-    if append:  # ONE parse: valid rows appended, then counted in the table; lines - applied are the rejects
+    if append:  # ONE read (CSV reader or parse): valid rows appended, counted in the table; lines - applied: rejects
         with report.step("commit"):
             append_rows(with_row_sequences(_valid_facts(storage, spark, folders, line_counts, bool(layout.refused),
                                                         parsed_facts), row_sequences, SOURCE, SEQUENCE))
