@@ -9,8 +9,8 @@ Not a test: prints figures and ratios. One process (Sail is embedded, so its CPU
 are this process's) and one embedded S3 server under a temporary LAKE_HOME. Measured:
 
 - through the assets: the pending TPC-DS run (dimensions, every sold day, checks) with
-  `dg.materialize` on an on-disk sqlite instance and the lake's Dagster settings, as `lake run`
-  has them; wall, CPU (this process plus the S3 server) and peak RSS, and where the time went:
+  `dg.materialize` on the lake's own Dagster instance (its dagster.yaml and Dagster settings), as
+  `lake run` has it; wall, CPU (this process plus the S3 server) and peak RSS, and where the time went:
   every Dagster step (from the run's event log) and the web_sales load's own steps;
 - bare engine: Sail reading the same raw objects (`spark.read.csv`, the contract's schema,
   hive-style discovery of the day folders) and appending each table to a new Iceberg table in
@@ -193,9 +193,6 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
-    from lake_assets.cli.session import DAGSTER_ENV
-    for name, value in DAGSTER_ENV.items():
-        os.environ.setdefault(name, value)
     with private_lake("lake-bench-", bucket="bench") as (home, server):
         _measure(args.scale, args.load_only, args.raw, home, server)
 
@@ -222,8 +219,7 @@ def _land(storage, scale: float, raw: Path | None) -> dict[str, int]:  # LakeSto
 
 
 def _measure(scale: float, load_only: bool, raw: Path | None, home: Path, server) -> None:  # EmbeddedS3
-    import dagster as dg
-
+    from lake_assets.cli.session import dagster_instance
     from lake_assets.resources.duckdb_reader import connect
     from lake_assets.resources.engine import SparkEngine
     from lake_assets.resources.storage import LakeStorage
@@ -255,10 +251,9 @@ def _measure(scale: float, load_only: bool, raw: Path | None, home: Path, server
                 time.perf_counter() - started
         return original(storage, report, started)
     load.finish_report = finish_report
-    # as `lake run` has it: an on-disk sqlite instance, and the lake's Dagster settings (one planned
-    # event per asset for a range run, not one per day)
-    (home / "dagster").mkdir()
-    instance = dg.DagsterInstance.local_temp(str(home / "dagster"))
+    # the lake's own Dagster instance, as `lake run` has it: its dagster.yaml (sqlite, the event log
+    # that stores a range run's materializations as one batch) and its Dagster settings
+    instance = dagster_instance(settings)
     ours = measured["raw -> Iceberg through the assets (with checks)"] = Measured(
         server.pid, lambda: run_pending(storage, instance))
     load.finish_report = original

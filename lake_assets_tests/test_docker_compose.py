@@ -385,6 +385,15 @@ def test_dagster_services_configure_the_remote_stack(services: dict) -> None:
     assert environment_of(services["dagster-webserver"]) == environment_of(services["dagster-daemon"])
 
 
+def test_dagster_runs_with_the_lakes_dagster_settings(services: dict) -> None:
+    """The stack's Dagster runs as `lake`'s own processes do: one planned event per asset for a range
+    run, a range run's materializations stored as one batch (Postgres implements batches)."""
+    from lake_assets.cli.session import DAGSTER_ENV
+
+    env = environment_of(services["dagster-webserver"])
+    assert {name: env.get(name) for name in DAGSTER_ENV} == DAGSTER_ENV
+
+
 def test_settings_load_from_the_dagster_environment(
     services: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,7 +50,9 @@ class LakeSession:
 #: events per two assets (36.6 s on 2 cores, ~17 min under load, long enough for the engine
 #: to drop its idle session) and now writes 2 (3.2 s). Dagster's trade-off: a FAILED range
 #: run shows its days as missing, not failed, in the UI (`lake status` and the run say why).
-DAGSTER_ENV = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true"}
+#: The materializations of a range run's days are handed to the event log as one batch (of up
+#: to this many events), which the lake's sqlite event log writes at once (`event_log.py`).
+DAGSTER_ENV = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true", "DAGSTER_EVENT_BATCH_SIZE": "10000"}
 
 
 def prepare_dagster_home(settings: LakeSettings) -> Path:
