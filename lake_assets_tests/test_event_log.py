@@ -1,9 +1,11 @@
 """The lake's event log (lake_assets/event_log.py) against Dagster's own sqlite storage.
 
 A range run materializes one partition per day; Dagster hands those events to the storage as
-one batch, which the lake's storage writes at once. The run must leave the same record through
-either storage (its materializations, the partitions materialized, the asset's latest event),
-and Dagster must still hand the events over as one batch (else the storage is bypassed).
+one batch, which the lake's storage writes at once, and plans its check for every day, rows the
+lake's storage writes with the event serialized once. The run must leave the same record through
+either storage (its materializations, the partitions materialized, the asset's latest event, the
+check executions), and Dagster must still hand the events over as one batch (else the storage is
+bypassed).
 """
 
 import os
@@ -52,7 +54,7 @@ def _run_every_day(home: Path, instance_yaml: str, monkeypatch: pytest.MonkeyPat
 
 
 def _record(instance: dg.DagsterInstance, run_id: str) -> dict:
-    """What a run left in the event log, through Dagster's public API."""
+    """What a run left in the event log, read through the instance and its event log's API."""
     records = instance.fetch_materializations(KEY, limit=1000).records
     latest = instance.get_latest_materialization_event(KEY)
     one_day = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=KEY, asset_partitions=["2024-02-10"]),
