@@ -97,7 +97,7 @@ def insurance_tables(context: dg.AssetExecutionContext, config: ApplyConfig, sto
     The whole apply runs under the table's write lock, so what is pending is decided by the
     one writer that holds it: a second run waits, then finds the first run's files applied.
     """
-    record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
+    record_process(context.instance, context.run.run_id)  # so reap_dead_runs can fail the run if we are killed
     with storage.running() as running, \
             table_lock(running, TABLE, owner=LockOwner.current(context.run.run_id)) as lease:
         running.delete_prefix(STAGING)  # Parquet staged by a killed run: nobody else stages under the lock
