@@ -78,18 +78,31 @@ def _record(instance: dg.DagsterInstance, run_id: str) -> dict:
 
 @pytest.mark.integration  # Dagster's compute-log capture of a run on a real instance starts a `tail` process
 def test_a_range_run_leaves_the_record_dagsters_own_storage_leaves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    batches: list[tuple[int, set]] = []
-    original = BatchingSqliteEventLogStorage.store_event_batch
+    # Spies that call through. Dagster swallows an error of store_event_batch (it stores the events one
+    # by one instead), and a renamed private method would leave our override uncalled: either way the
+    # record below would still match, so the spies require that our code ran, and ran without error.
+    batches: list[tuple[int, set, bool]] = []
+    planned_checks: list[int] = []
+    store_batch = vars(BatchingSqliteEventLogStorage)["store_event_batch"]  # ours, not an inherited one
+    store_planned = vars(BatchingSqliteEventLogStorage)["_store_asset_check_evaluation_planned"]
 
-    def spy(self: BatchingSqliteEventLogStorage, events) -> None:  # calls through
-        batches.append((len(events), {event.dagster_event_type for event in events}))
-        original(self, events)
+    def batch_spy(self: BatchingSqliteEventLogStorage, events) -> None:
+        batches.append((len(events), {event.dagster_event_type for event in events}, False))
+        store_batch(self, events)
+        batches[-1] = (*batches[-1][:2], True)
 
-    monkeypatch.setattr(BatchingSqliteEventLogStorage, "store_event_batch", spy)
+    def planned_spy(self: BatchingSqliteEventLogStorage, event, event_id) -> None:
+        store_planned(self, event, event_id)
+        planned_checks.append(len(event.get_dagster_event().event_specific_data.partitions_subset or []))
+
+    monkeypatch.setattr(BatchingSqliteEventLogStorage, "store_event_batch", batch_spy)
+    monkeypatch.setattr(BatchingSqliteEventLogStorage, "_store_asset_check_evaluation_planned", planned_spy)
     lake, lake_run = _run_every_day(tmp_path / "lake", (REPO / "dagster.yaml").read_text(), monkeypatch)
     assert isinstance(lake.event_log_storage, BatchingSqliteEventLogStorage)  # the repository's dagster.yaml
-    # Dagster still hands a range run's materializations over as one batch
-    assert (60, {dg.DagsterEventType.ASSET_MATERIALIZATION}) in batches
+    # Dagster still hands a range run's materializations over as one batch, which our storage wrote
+    assert (60, {dg.DagsterEventType.ASSET_MATERIALIZATION}, True) in batches
+    assert all(stored for *_, stored in batches)
+    assert planned_checks == [60]  # Dagster still stores a planned check through the method we replace
     # the event log is where Dagster's sqlite storage keeps it
     assert (tmp_path / "lake" / "history" / "runs" / f"{lake_run}.db").exists()
     ours = _record(lake, lake_run)
