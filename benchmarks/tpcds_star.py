@@ -79,7 +79,8 @@ def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterI
         return {}
     resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
     result = dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
-                            selection=request.asset_selection, tags=request.tags, raise_on_error=True)
+                            selection=request.asset_selection, tags=request.tags, run_config=request.run_config,
+                            raise_on_error=True)
     assert result.success
     started: dict[str, float] = {}
     steps: dict[str, float] = {}

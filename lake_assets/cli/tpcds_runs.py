@@ -11,7 +11,7 @@ from lake_assets.cli.output import console
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.errors import UsageError
 from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
-from lake_assets.jobs.tpcds import TPCDS_TAGS, range_tags, selection_for
+from lake_assets.jobs.tpcds import TPCDS_TAGS, load_config, range_tags, selection_for
 from lake_assets.tpcds.pending import pending_work
 
 #: Partitioned tables, by name, and their asset keys.
@@ -19,11 +19,11 @@ PARTITIONED = {"tpcds.web_sales": WEB_SALES_KEY}
 
 
 def run_tpcds(lake: LakeSession, keys: list[dg.AssetKey], tags: dict[str, str],
-              launched_by: str, reapply: bool = False) -> dg.ExecuteInProcessResult:
+              launched_by: str, reapply: bool = False, pending_only: bool = False) -> dg.ExecuteInProcessResult:
     """Materialize `keys` (and their checks) in one run of the `load_tpcds` job (with `reapply`,
-    its loading assets take in the objects `lake restore` reverted too)."""
-    config = {"ops": {key.to_python_identifier(): {"config": {"reapply": True}}
-                      for key in keys if key != QUARANTINE_KEY}} if reapply else None
+    its loading assets take in the objects `lake restore` reverted too; with `pending_only`,
+    web_sales loads only the new days of its range: jobs/tpcds.py `load_config`)."""
+    config = load_config(keys, reapply, pending_only) or None
     return execute(lake, "load_tpcds", launched_by, {**TPCDS_TAGS, **tags}, config=config, asset_selection=keys)
 
 
@@ -61,7 +61,7 @@ def run_tpcds_pending(lake: LakeSession, reapply: bool = False) -> TpcdsRuns:
     if not keys:
         console.print("tpcds: nothing pending")
         return TpcdsRuns()
-    load = run_tpcds(lake, keys, tags, "lake run --reapply" if reapply else "lake run", reapply)
+    load = run_tpcds(lake, keys, tags, "lake run --reapply" if reapply else "lake run", reapply, pending_only=True)
     loaded = report_tpcds_run(load)
     # the daemon refreshes the reports when the star changes (eager automation); so does `lake run`
     refresh = execute(lake, "refresh_tpcds_reports", "lake run")

@@ -58,6 +58,16 @@ def selection_for(work: PendingWork, storage: LakeStorage) -> tuple[list[dg.Asse
     return keys, tags
 
 
+def load_config(keys: list[dg.AssetKey], reapply: bool = False, pending_only: bool = False) -> dict:
+    """Run config of a `load_tpcds` run over `keys` (assets/TpcdsLoadConfig): `pending_only` for
+    a run of what is pending (web_sales loads only the new days of its range), `reapply` for
+    one that takes in the objects `lake restore` reverted too."""
+    if not (reapply or pending_only):
+        return {}
+    config = {"config": {"reapply": reapply, "pending_only": pending_only}}
+    return {"ops": {key.to_python_identifier(): config for key in keys if key != QUARANTINE_KEY}}
+
+
 def pending_run_request(storage: LakeStorage) -> dg.RunRequest | None:
     """ONE run for everything pending in the TPC-DS raw zone, or None."""
     work = pending_work(storage)
@@ -67,7 +77,8 @@ def pending_run_request(storage: LakeStorage) -> dg.RunRequest | None:
     if not keys:
         return None
     fingerprint = hashlib.sha256(repr(work).encode()).hexdigest()[:16]
-    return dg.RunRequest(run_key=f"tpcds-{fingerprint}", asset_selection=keys, tags={**TPCDS_TAGS, **tags})
+    return dg.RunRequest(run_key=f"tpcds-{fingerprint}", asset_selection=keys, tags={**TPCDS_TAGS, **tags},
+                         run_config=load_config(keys, pending_only=True))
 
 
 def _midnight(day: dt.date) -> float:

@@ -55,9 +55,14 @@ DAILY = dg.DailyPartitionsDefinition(start_date="1998-01-01", end_date="2004-01-
 
 
 class TpcdsLoadConfig(dg.Config):
-    """Run config of the loading assets (default: only new objects)."""
+    """Run config of the loading assets. The dimensions and the corrections take only new
+    objects; web_sales re-loads every day of its run's range (a backfill: the UI's, `lake
+    backfill`'s) unless `pending_only`."""
 
     reapply: bool = False  # also load again the objects `lake restore` reverted (`lake run --reapply`)
+    # web_sales: only the days of the range whose object is new (the runs the sensor, the schedule and `lake run`
+    # request: a range from the first to the last new day holds days loaded before, or loaded by another run since)
+    pending_only: bool = False
 
 
 def asset_key(name: str) -> dg.AssetKey:
@@ -167,8 +172,9 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
         ledger = Ledger(running)
         layout = fact_layout(running)  # one listing of the day objects for the whole step
         left = set() if config.reapply else reverted_days(running, ledger, layout.objects)  # `lake restore` took them out
-        days = [day for day in window if day not in left]
-        if None in pending_fact_days(running, ledger, config.reapply, layout.objects):
+        pending = pending_fact_days(running, ledger, config.reapply, layout.objects)
+        days = [day for day in window if day not in left and (day in pending or not config.pending_only)]
+        if None in pending:
             days.append(None)
         report = load_fact_days(running, engine.session(running), days, context.run.run_id, layout)
     context.log.info(f"web_sales: {len(report.files)} object(s) for {window[0]}..{window[-1]}"

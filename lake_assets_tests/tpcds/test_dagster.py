@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
+from lake_assets.core.ledger import Ledger
 from lake_assets.definitions import defs
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.engine import SparkEngine
@@ -14,9 +15,11 @@ from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, QUARANTINE_KEY, TPCDS_ASSETS, WEB_SALES_KEY, asset_key
 from lake_assets.tpcds.checks import TPCDS_CHECKS, evaluate_referential_integrity, evaluate_rows_match_raw
 from lake_assets.jobs.tpcds import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-from lake_assets.tpcds.schema import DIMENSIONS, RAW, date_sk
+from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, date_sk, ledger_name
 from lake_assets.sensors.tpcds import tpcds_sensor
 from lake_assets_tests.helpers.tpcds import generated, land_dimensions, land_facts, sold_dates
+
+WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 
 
 def _tick(storage: LakeStorage, cursor: str | None):
@@ -29,7 +32,8 @@ def _run(storage: LakeStorage, instance: dg.DagsterInstance, request: dg.RunRequ
     job = defs.resolve_job_def("load_tpcds")
     resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
     return dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
-                          selection=request.asset_selection, tags=request.tags, raise_on_error=False) \
+                          selection=request.asset_selection, tags=request.tags, run_config=request.run_config,
+                          raise_on_error=False) \
         if job else None
 
 
@@ -68,6 +72,57 @@ def test_sensor_starts_one_run_per_tick_for_every_new_object(storage: LakeStorag
     second = _tick(storage, first.cursor)
     assert len(second.run_requests) == 1  # still one run: everything pending, days 2..21 as one range
     assert second.run_requests[0].tags[ASSET_PARTITION_RANGE_END_TAG] == days[21].isoformat()
+
+
+def test_a_run_of_what_is_pending_loads_only_the_new_days_of_its_range(
+        storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession) -> None:
+    """The sensor's request covers its first to its last new day. Found under `lake dev`: while
+    `lake tpcds generate` uploaded, the sensor requested three runs; the third re-loaded the
+    497 days the second had loaded (a second overwrite of the whole table). A request run
+    after another run took its days in loads nothing; a range around a day loaded before
+    leaves that day as it was, and takes a day landed in it since; a backfill (no
+    `pending_only`) still re-loads the whole range."""
+    oracle = generated(0.01)
+    days = sold_dates(oracle)
+    land_dimensions(storage, oracle)
+    land_facts(storage, oracle, [days[0], days[4]])
+    instance = dg.DagsterInstance.ephemeral()
+    stale = _tick(storage, None).run_requests[0]  # days 0..4, requested now, run last
+    assert stale.run_config == {"ops": {k.to_python_identifier(): {"config": {"reapply": False, "pending_only": True}}
+                                        for k in stale.asset_selection if k != QUARANTINE_KEY}}
+    land_facts(storage, oracle, [days[2]])
+    assert _run(storage, instance, _tick(storage, None).run_requests[0]).success  # days 0, 2 and 4
+
+    def web_sales_entries() -> list[tuple]:
+        return sorted((e["source_file"], e["table_version"]) for e in Ledger(storage).entries(WEB_SALES).to_pylist())
+
+    def snapshot() -> int:
+        return catalog.pyiceberg().load_table(WEB_SALES).current_snapshot().snapshot_id
+
+    loaded, entries = snapshot(), web_sales_entries()
+    assert len(entries) == 3
+    assert _run(storage, instance, stale).success
+    assert (snapshot(), web_sales_entries()) == (loaded, entries)  # nothing pending: no commit, no entry
+
+    key = f"{RAW.fact_folder(days[2])}part-00000.dat"
+    lines = storage.get_bytes(key)[0].decode().splitlines()
+    storage.put_bytes(key, ("\n".join(lines[:-1]) + "\n").encode())  # day 2 re-delivered, one row less
+    land_facts(storage, oracle, [days[6]])
+    around = _tick(storage, None).run_requests[0]  # days 2..6, around day 4 (loaded before)
+    assert (around.tags[ASSET_PARTITION_RANGE_START_TAG], around.tags[ASSET_PARTITION_RANGE_END_TAG]) == \
+        (days[2].isoformat(), days[6].isoformat())
+    land_facts(storage, oracle, [days[5]])  # after the request, in its range: new when the run runs
+    assert _run(storage, instance, around).success
+    applied = {e["source_file"]: e for e in Ledger(storage).latest(WEB_SALES).values()}
+    assert {f: e["table_version"] for f, e in applied.items()} == {
+        **{f"{RAW.fact_folder(d)}part-00000.dat": loaded for d in (days[0], days[4])},
+        **{f"{RAW.fact_folder(d)}part-00000.dat": snapshot() for d in (days[2], days[5], days[6])}}
+    assert applied[key]["rows_applied"] == len(lines) - 1
+
+    backfill = dg.RunRequest(asset_selection=[WEB_SALES_KEY, QUARANTINE_KEY], tags=around.tags)
+    assert _run(storage, instance, backfill).success
+    latest = {e["source_file"]: e["table_version"] for e in Ledger(storage).latest(WEB_SALES).values()}
+    assert {latest[f"{RAW.fact_folder(d)}part-00000.dat"] for d in days[2:7] if d != days[3]} == {snapshot()}
 
 
 @pytest.mark.e2e
