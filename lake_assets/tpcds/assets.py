@@ -172,7 +172,7 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
         ledger = Ledger(running)
         layout = fact_layout(running)  # one listing of the day objects for the whole step
         left = set() if config.reapply else reverted_days(running, ledger, layout.objects)  # `lake restore` took them out
-        pending = pending_fact_days(running, ledger, config.reapply, layout.objects)
+        pending = set(pending_fact_days(running, ledger, config.reapply, layout.objects))
         days = [day for day in window if day not in left and (day in pending or not config.pending_only)]
         if None in pending:
             days.append(None)
