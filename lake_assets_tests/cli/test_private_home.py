@@ -25,8 +25,11 @@ def lake_status(home: Path) -> None:
     env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port())}
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "DAGSTER_HOME"):
         env.pop(name, None)
-    done = subprocess.run([LAKE, "status"], env=env, capture_output=True, text=True, timeout=120,
-                          preexec_fn=lambda: os.umask(0o022))
+    # the umask set by a shell, not by a preexec_fn: Python code run between fork and exec
+    # in this process (which holds gRPC threads, the engine's client) once aborted the child
+    # in gRPC's fork handler ("epoll_wait error: Bad file descriptor")
+    done = subprocess.run(["sh", "-c", 'umask 022 && exec "$0" status', LAKE], env=env, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
 
