@@ -2,9 +2,8 @@
 
 import dagster as dg
 
-from lake_assets.insurance.assets import insurance_tables, raw_insurance_cdc, raw_insurance_fullload
-from lake_assets.insurance.checks import INSURANCE_CHECKS
-from lake_assets.jobs.insurance import apply_insurance_job
+from lake_assets.declarations import DECLARATIONS
+from lake_assets.declared import declared
 from lake_assets.jobs.maintenance import maintenance_job
 from lake_assets.jobs.restore import restore_table_job
 from lake_assets.jobs.tpcds import load_tpcds_job, refresh_tpcds_reports_job
@@ -13,7 +12,6 @@ from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.schedules.maintenance import nightly_maintenance
 from lake_assets.schedules.tpcds import tpcds_nightly
-from lake_assets.sensors.insurance import insurance_sensor
 from lake_assets.sensors.reports import reports_sensor
 from lake_assets.sensors.tpcds import tpcds_sensor
 from lake_assets.settings import LakeSettings
@@ -25,11 +23,13 @@ from lake_assets.tpcds.report_assets import REPORT_ASSETS, REPORT_CHECKS
 def build_definitions(settings: LakeSettings) -> dg.Definitions:
     """Everything the lake runs, configured by `settings` (the resources and the sensors' pace)."""
     poll, wait = settings.sensor_interval_seconds, settings.sensor_wait_seconds
+    tables = [declared(d, poll, wait) for d in DECLARATIONS]
     return dg.Definitions(
-        assets=[raw_insurance_fullload, raw_insurance_cdc, insurance_tables, *TPCDS_ASSETS, *REPORT_ASSETS],
-        asset_checks=[*INSURANCE_CHECKS, *TPCDS_CHECKS, *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
-        jobs=[apply_insurance_job, maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],
-        sensors=[insurance_sensor(poll, wait), tpcds_sensor(poll, wait), reports_sensor(poll)],
+        assets=[*(a for t in tables for a in t.assets), *TPCDS_ASSETS, *REPORT_ASSETS],
+        asset_checks=[*(c for t in tables for c in t.checks), *TPCDS_CHECKS,
+                      *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
+        jobs=[*(t.job for t in tables), maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],
+        sensors=[*(t.sensor for t in tables), tpcds_sensor(poll, wait), reports_sensor(poll)],
         schedules=[nightly_maintenance, tpcds_nightly],
         resources={
             "storage": StorageResource.from_settings(settings),

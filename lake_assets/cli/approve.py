@@ -25,10 +25,22 @@ def approve(
     if bool(files) == all_held:
         raise UsageError("name the held FILE(s) to approve, or pass --all")
     from lake_assets.cli.job_runner import report_run, run_pending
-    from lake_assets.insurance.pipeline import approve_held
+    from lake_assets.core.apply.holds import approve_held, held_objects
+    from lake_assets.declarations import DECLARATIONS
 
     with lake_session() as lake:
-        released = approve_held(lake.storage, None if all_held else files, "lake approve")
+        bucket = f"s3://{lake.storage.bucket}/"
+        wanted = None if all_held else [f.removeprefix(bucket) for f in files or []]
+        strays = [k for k in wanted or [] if not any(d.source(k) for d in DECLARATIONS)]
+        if strays:
+            raise UsageError(f"not held: {', '.join(strays)} (see `lake status`)")
+        released = []
+        for declared in DECLARATIONS:
+            mine = None if wanted is None else [k for k in wanted if declared.source(k)]
+            if mine or (mine is None and held_objects(declared, lake.storage)):
+                released += approve_held(declared, lake.storage, mine, "lake approve")
+        if not released:
+            raise UsageError("no full load is held")
         for obj in released:
             console.print(f"approved {lake.storage.uri(obj.key)} (etag {obj.etag})")
         code = report_run(run_pending(lake))

@@ -2,7 +2,6 @@
 `insurance` from its stored feed (delta-rs), the TPC-DS star's Iceberg tables derived from
 their snapshots (pyiceberg, core/formats/iceberg_changes.py)."""
 
-import importlib
 from typing import Annotated
 
 import pyarrow as pa
@@ -12,11 +11,10 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import INSURANCE, TPCDS_REPORTS, TableFormat, TableNotBuilt, LakeTable, table
+from lake_assets.core.history import FEEDS
+from lake_assets.core.tables import TPCDS_REPORTS, TableFormat, TableNotBuilt, LakeTable, table
 from lake_assets.resources.storage import LakeStorage
 
-#: Delta tables with a change feed, and the module reading it (imported when the command runs).
-FEEDS = {INSURANCE.name: "lake_assets.insurance.changes"}
 FEED_NAMES = ["_commit_version", "_commit_timestamp", "_change_type"]
 
 
@@ -52,7 +50,7 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
                          "TPC-DS star's tables (tpcds.web_sales, tpcds.item, ...)")
     if from_version < 0 or (to_version is not None and to_version < from_version):
         raise UsageError("versions run from 0, and --to-version may not be before --from-version")
-    from lake_assets.core.change_feed import FEED_COLUMNS
+    from lake_assets.core.change_feed import FEED_COLUMNS, read
     from lake_assets.core.formats.delta import current_version
 
     newest = current_version(storage, entry)
@@ -60,7 +58,8 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
         raise TableNotBuilt(name)
     if from_version > newest:
         raise UsageError(f"{name} has versions 0 to {newest}, not {from_version}")
-    rows = importlib.import_module(FEEDS[entry.name]).read_changes(storage, from_version, to_version)
+    feed = FEEDS[entry.name]
+    rows = read(storage, entry, feed.table, feed.key, from_version, to_version)
     data = [c for c in rows.column_names if c not in FEED_COLUMNS.names]
     return rows.select([*FEED_NAMES, *data])
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from lake_assets.sensors.insurance import OBJECTS_TAG
+from lake_assets.declared.sensors import OBJECTS_TAG
 
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 #: Dagster's tags naming what launched a run (public keys, shown as "Launched by" in the UI).

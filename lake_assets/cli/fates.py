@@ -19,7 +19,6 @@ from lake_assets.cli.output import console, errors
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger
 from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.tables import TableFormat, table
-from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 
 #: Applied files of one table and version are listed by name up to this many, else counted.
@@ -51,12 +50,15 @@ class Outcome:
 
 def pending_snapshot(storage: LakeStorage, reapply: bool = False) -> list[Pending]:
     """Every object pending in both domains now (with `reapply`, also the reverted ones)."""
-    from lake_assets.insurance.pipeline import pending_objects
+    from lake_assets.core.apply.plan import pending, raw_files
+    from lake_assets.declarations import DECLARATIONS
     from lake_assets.tpcds.pending import pending_objects as tpcds_pending
 
     ledger = Ledger(storage)
-    return [*(Pending(TABLE, o) for o in pending_objects(storage, ledger, reapply)),
-            *(Pending(name, o) for name, o in tpcds_pending(storage, ledger, reapply))]
+    latest = ledger.latest_by_table()
+    declared = [Pending(d.name, f) for d in DECLARATIONS
+                for f in pending(d, raw_files(d, storage), latest.get(d.name, {}), reapply)]
+    return [*declared, *(Pending(name, o) for name, o in tpcds_pending(storage, ledger, reapply))]
 
 
 def outcomes(storage: LakeStorage, snapshot: list[Pending], our_runs: set[str]) -> list[Outcome]:

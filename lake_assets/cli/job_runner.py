@@ -19,7 +19,10 @@ from lake_assets.cli.app import EXIT_FAILED, EXIT_FILES_REFUSED, EXIT_OK
 from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.ledger import REJECTED
-from lake_assets.insurance.contract import TABLE
+from lake_assets.core.declaration import TableDeclaration
+from lake_assets.declarations import DECLARATIONS
+from lake_assets.declared.jobs import job_name
+from lake_assets.insurance.declaration import INSURANCE
 from lake_assets.runs import process_tags, reap_dead_runs
 from lake_assets.settings import LakeSettings
 from lake_assets.core.progress import Progress
@@ -129,11 +132,12 @@ def showing_steps(instance: dg.DagsterInstance, run_id: str, job_name: str, prog
         watcher.join()
 
 
-def run_pending(lake: LakeSession, reapply: bool = False) -> dg.ExecuteInProcessResult:
-    """Apply everything pending in the insurance raw zone (with `reapply`, also the files
-    `lake restore` reverted)."""
-    config = {"ops": {"insurance_tables": {"config": {"reapply": True}}}} if reapply else None
-    return execute(lake, "apply_insurance", "lake run --reapply" if reapply else "lake run", config=config)
+def run_pending(lake: LakeSession, reapply: bool = False,
+                declaration: TableDeclaration = INSURANCE) -> dg.ExecuteInProcessResult:
+    """Apply everything pending in a declared table's raw zone (with `reapply`, also the files
+    `lake restore` reverted), through its job."""
+    config = {"ops": {f"apply_{declaration.name}_tables": {"config": {"reapply": True}}}} if reapply else None
+    return execute(lake, job_name(declaration), "lake run --reapply" if reapply else "lake run", config=config)
 
 
 @contextlib.contextmanager
@@ -152,16 +156,20 @@ def _quiet_loggers() -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
+#: The declared tables by name (their materializations are reported as a run line).
+DECLARED = {d.name for d in DECLARATIONS}
+
+
 def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> int:
     """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED).
     `list_refused=False` leaves the refused files to the caller (`lake run` reports every fate)."""
     refused: list[str] = []
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
-        if materialization.asset_key == dg.AssetKey(TABLE):
+        if materialization.asset_key.to_user_string() in DECLARED:
             meta = {k: v.value for k, v in materialization.metadata.items()}
             console.print(
-                f"insurance: {version_change(meta.get('delta_version_before'), meta.get('delta_version'))}, "
+                f"{materialization.asset_key.to_user_string()}: {version_change(meta.get('delta_version_before'), meta.get('delta_version'))}, "
                 f"rows {meta.get('rows_before')} -> {meta.get('rows_after')} "
                 f"(+{meta.get('rows_inserted')} inserted, {meta.get('rows_updated')} updated, "
                 f"{meta.get('rows_deleted')} deleted, {meta.get('rows_superseded')} superseded, "
@@ -202,12 +210,12 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
     exit code (fates.exit_code)."""
     from lake_assets.cli.tpcds_runs import run_tpcds_pending  # it imports this module
 
-    insurance = run_pending(lake, reapply)
-    insurance_ok = report_run(insurance, list_refused=False) != EXIT_FAILED
+    declared = [run_pending(lake, reapply, d) for d in DECLARATIONS]
+    declared_ok = all([report_run(result, list_refused=False) != EXIT_FAILED for result in declared])
     tpcds = run_tpcds_pending(lake, reapply)
-    found = fates.outcomes(lake.storage, snapshot, {insurance.run_id, *tpcds.run_ids})
+    found = fates.outcomes(lake.storage, snapshot, {*(r.run_id for r in declared), *tpcds.run_ids})
     fates.report(found, lambda run_id: describe_run(lake, run_id))
-    return fates.exit_code(found, insurance_ok and tpcds.ok)
+    return fates.exit_code(found, declared_ok and tpcds.ok)
 
 
 def report_checks(result: dg.ExecuteInProcessResult) -> bool:
@@ -218,7 +226,7 @@ def report_checks(result: dg.ExecuteInProcessResult) -> bool:
         mark = ("[green]passed[/green]" if evaluation.passed
                 else "[yellow]warning[/yellow]" if warning else "[red]FAILED[/red]")
         checks_ok &= evaluation.passed or warning
-        console.print(f"  check {evaluation.check_name}: {mark}")
+        console.print(f"  check {evaluation.asset_key.to_user_string()}: {evaluation.check_name}: {mark}")
     if not result.success:
         for message in failure_messages(result):
             errors.print(f"[red]run failed:[/red] {message}")

@@ -2,7 +2,7 @@
 
 - Delta (delta-rs): compact small files, then vacuum old ones. A table clustered by a key
   (`CLUSTER_BY`: `insurance` and `insurance_history` by `policy_id`, so a CDC batch rewrites
-  only the files holding its keys, see insurance/merge.py and core/scd2.py) is compacted by sorting on that key (`z_order` of one
+  only the files holding its keys, see core/apply/commit.py and core/apply/history.py) is compacted by sorting on that key (`z_order` of one
   column is a sort) into files of the writer's target size, and only when its files' key
   ranges overlap or small files piled up; otherwise it is left as it is. Vacuum's
   retention is the time-travel window (`LAKE_TIME_TRAVEL_HOURS`, default a week): every
@@ -27,15 +27,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from lake_assets.core import change_feed, scd2
+from lake_assets.core import change_feed
+from lake_assets.core.apply.cluster import TARGET_FILE_BYTES
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.history import FEEDS
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
-from lake_assets.core.tables import INSURANCE, INSURANCE_HISTORY, TABLES, LakeTable, TableFormat
-from lake_assets.insurance import merge
-from lake_assets.insurance.contract import KEY
+from lake_assets.core.tables import TABLES, LakeTable, TableFormat
+from lake_assets.declarations import DECLARATIONS
+from lake_assets.core.apply.run import table_set
 from lake_assets.runs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
@@ -45,7 +46,8 @@ from lake_assets.runs import record_process
 
 SNAPSHOT_RETENTION_HOURS = 168
 #: Tables kept clustered by a key, and the size of the files their writers aim at.
-CLUSTER_BY = {INSURANCE.name: (KEY, merge.TARGET_FILE_BYTES), INSURANCE_HISTORY.name: (KEY, scd2.TARGET_FILE_BYTES)}
+CLUSTER_BY = {table.name: (d.keys[0], TARGET_FILE_BYTES) for d in DECLARATIONS if d.column(d.keys[0]).is_integer
+              for table in (table_set(d).table, table_set(d).history)}
 
 
 class MaintenanceConfig(dg.Config):

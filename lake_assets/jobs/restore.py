@@ -22,8 +22,8 @@ from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import (INSURANCE, INSURANCE_TOMBSTONES, LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES,
                                      LakeTable, TableFormat, table)
-from lake_assets.insurance import changes
 from lake_assets.insurance.restore import RestoreReport, restore_as_before, restore_delta, restore_insurance
+from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
@@ -80,7 +80,8 @@ def asset_key(entry: LakeTable) -> dg.AssetKey:
 
 
 @dg.op(description="Restore a table to an earlier version (Delta) or snapshot (Iceberg), as a new commit.")
-def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage: StorageResource) -> None:
+def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage: StorageResource,
+                  engine: SparkEngine) -> None:
     record_process(context.instance, context.run_id)  # so reap_dead_runs can fail the run if we are killed
     entry = restorable(config.table)
     with storage.running() as running, \
@@ -93,12 +94,24 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
             report = (restore_insurance(running, entry, target, context.run_id) if entry.name == INSURANCE.name
                       else restore_delta(running, entry, target))
             if entry.name == INSURANCE.name:  # the restore's changes reach the feed at once (the history: above)
-                changes.catch_up(running)
+                _catch_up_feed(running, engine, entry.name)
             metadata = restore_metadata(report)
         for file in metadata["reverted_files"].value:
             context.log.warning(f"{file}: reverted (apply it again with `lake run --reapply`)")
     context.log.info(f"{entry.name}: restored {target}: {metadata['description'].value}")
     context.log_event(dg.AssetMaterialization(asset_key=asset_key(entry), metadata=metadata))
+
+
+def _catch_up_feed(storage: LakeStorage, engine: SparkEngine, name: str) -> None:
+    """Derive the restore commit's change feed now (on the engine), as a run would at its start."""
+    from lake_assets.core.apply import feed
+    from lake_assets.core.apply.run import table_set
+    from lake_assets.declarations import declaration
+
+    declared = declaration(name)
+    tables = table_set(declared)
+    feed.catch_up(engine.session(storage), storage, tables.table, tables.changes, list(declared.keys))
+
 
 
 def restore_metadata(report: RestoreReport) -> dict:

@@ -17,7 +17,7 @@ not the history (the number of objects already applied).
   clock (the `Date` of its listing), never the daemon's. Such an object is noticed within
   one pass: ceil(objects / SWEEP_PAGE) ticks (400 s for 100,000 objects at one tick a
   second).
-- **Follow-up** (the insurance sensor, sensors/insurance.py): the cursor remembers each run it requested and the objects it was for.
+- **Follow-up** (the declared tables' sensor, declared/sensors.py): the cursor remembers each run it requested and the objects it was for.
   Once that run has finished (or Dagster never created it: a run key it had used before),
   the objects with no ledger entry yet are requested again, with a new run key, at most
   `MAX_ATTEMPTS` times. A run in flight is never requested twice.

@@ -75,7 +75,7 @@ def _work(storage: LakeStorage, work: str, arguments: list[str]) -> None:
 
     spark = SparkConfig(engine="remote", remote=os.environ["KILLED_RUN_REMOTE"]).session(storage)
     if work == "insurance":
-        from lake_assets.insurance.pipeline import apply_pending
+        from lake_assets_tests.helpers.insurance import apply_pending
         apply_pending(storage, spark, "killed-run", reapply="reapply" in arguments)
     elif work == "corrections":
         from lake_assets.tpcds.corrections import apply_corrections

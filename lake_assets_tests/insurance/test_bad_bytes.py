@@ -5,10 +5,11 @@ from pyspark.sql import SparkSession
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.raw_zone import is_data_file
 from lake_assets.core.tables import INSURANCE
-from lake_assets.insurance.checks import _independent_record_count, _rows_conserved
+from lake_assets.declared.checks import record_count, rows_conserved
+from lake_assets.insurance.declaration import INSURANCE as DECLARED
 from lake_assets.insurance.contract import Reason
-from lake_assets.insurance.pipeline import apply_pending
-from lake_assets.insurance.raw_zone import raw_objects
+from lake_assets_tests.helpers.insurance import apply_pending
+from lake_assets.core.apply.plan import raw_files
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.insurance.test_pipeline import (
     assert_conserved,
@@ -38,7 +39,7 @@ def test_non_csv_keys_are_ignored(storage: LakeStorage, spark: SparkSession) -> 
     assert values(storage) == {1: 1000, 2: 7}
     assert quarantine(storage) == []
     assert set(ledger(storage)) == {"raw/cdcload/20240402-090000000.CSV", "raw/fullload/full.csv"}
-    assert [o.key for o in raw_objects(storage)] == ["raw/fullload/full.csv", "raw/cdcload/20240402-090000000.CSV"]
+    assert [o.key for o in raw_files(DECLARED, storage)] == ["raw/fullload/full.csv", "raw/cdcload/20240402-090000000.CSV"]
 
 
 def test_is_data_file() -> None:
@@ -69,15 +70,15 @@ def test_bad_bytes_quarantine_only_their_rows(storage: LakeStorage, spark: Spark
     entry = ledger(storage)[CDC_FILE]
     assert (entry["rows_in_file"], entry["rows_applied"], entry["rows_quarantined"]) == (7, 4, 3)
     assert_conserved(storage)
-    assert _rows_conserved("run-1", storage).passed  # the run's blocking check stays green
+    assert rows_conserved(DECLARED, "run-1", storage, spark).passed  # the run's blocking check stays green
 
 
 def test_the_conservation_check_still_recounts_files_with_sound_quoting(storage: LakeStorage,
                                                                        spark: SparkSession) -> None:
     put(storage, CDC_FILE, f'I,{row(1)}\nI,2,2024-01-31,"Two\nLines",CA,West,1,Retail,N,N\nI,x\n')
     apply_pending(storage, spark, "run-1")
-    assert _independent_record_count(storage, CDC_FILE, "cdcload", 100) == 3
-    assert _rows_conserved("run-1", storage).passed
+    assert record_count(storage.get_bytes(CDC_FILE)[0], False, [len(c.names) for c in DECLARED.contracts]) == 3
+    assert rows_conserved(DECLARED, "run-1", storage, spark).passed
 
 
 def test_a_binary_file_is_quarantined_not_a_traceback(storage: LakeStorage, spark: SparkSession, capfd) -> None:
@@ -88,4 +89,4 @@ def test_a_binary_file_is_quarantined_not_a_traceback(storage: LakeStorage, spar
                                                          Reason.UNTERMINATED_QUOTE.value}
     assert "UnicodeDecodeError" not in capfd.readouterr().err
     assert_conserved(storage)
-    assert _rows_conserved("run-1", storage).passed
+    assert rows_conserved(DECLARED, "run-1", storage, spark).passed

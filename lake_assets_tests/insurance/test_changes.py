@@ -12,14 +12,26 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
-from lake_assets.core import change_feed, scd2
+from lake_assets.core import change_feed
+from lake_assets.core.apply import cluster, commit as merge, feed as engine_feed, history as scd2
+from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
-from lake_assets.insurance import changes, merge
+from lake_assets.insurance.declaration import INSURANCE as DECLARED
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions, replay
 from lake_assets_tests.insurance.test_pipeline import CDC_1, CDC_2, FULL, cdc, full_load, put, row, run, table
+
+
+
+def read_changes(storage: LakeStorage, start: int, end: int | None = None) -> pa.Table:
+    return change_feed.read(storage, INSURANCE, INSURANCE_CHANGES, "policy_id", start, end)
+
+
+def catch_up(storage: LakeStorage, spark: SparkSession) -> change_feed.FeedReport:
+    return engine_feed.catch_up(spark, storage, INSURANCE, INSURANCE_CHANGES, ["policy_id"])
+
 
 FEED_FIELDS = ["_change_type", "_commit_version", "policy_id", "insured_value", "flood_coverage"]
 
@@ -43,12 +55,12 @@ def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
         storage: LakeStorage, spark: SparkSession, strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(change_feed, "_rows", _fail)  # a run reads none of its commits' files back for the feed
+    monkeypatch.setattr(engine_feed, "table_files", _fail)  # a run reads none of its commits' files back for the feed
     put(storage, FULL, full_load(row(1, 100), row(2, 200), row(3, 300)))
     run(storage, spark)
     put(storage, CDC_1, cdc(f"I,{row(4, 400)}", f"U,{row(2, 222, flood='Y')}", "D,3,,,,,,,,"))
     report = run(storage, spark)
-    monkeypatch.setattr(change_feed, "_rows", _rows)
+    monkeypatch.setattr(engine_feed, "table_files", _table_files)
 
     assert feed(storage) == [
         ("insert", 0, 1, 100, "N"), ("insert", 0, 2, 200, "N"), ("insert", 0, 3, 300, "N"),
@@ -93,14 +105,14 @@ def test_a_failure_between_the_table_commit_and_the_feed_write_converges_on_reru
     def crash(*args, **kwargs):
         raise RuntimeError("killed after the table commit")
 
-    monkeypatch.setattr(change_feed, "_write", crash)
+    monkeypatch.setattr(engine_feed, "_write", crash)
     with pytest.raises(RuntimeError, match="killed"):
         run(storage, spark)
     monkeypatch.undo()
     assert open_table(storage, INSURANCE).version() == 1  # committed ...
     assert change_feed.covered_through(storage, INSURANCE_CHANGES) == 0  # ... its feed is missing
     # `lake changes` derives the missing version from the log meanwhile, writing nothing
-    assert [r["_change_type"] for r in changes.read_changes(storage, 1).to_pylist()] == \
+    assert [r["_change_type"] for r in read_changes(storage, 1).to_pylist()] == \
         ["update_preimage", "update_postimage", "delete"]
 
     report = run(storage, spark)  # nothing pending: the run only catches up
@@ -110,7 +122,7 @@ def test_a_failure_between_the_table_commit_and_the_feed_write_converges_on_reru
         ("update_preimage", 1, 1, 100), ("update_postimage", 1, 1, 111), ("delete", 1, 2, 200),
     ]
     again = run(storage, spark)  # and once caught up, a run writes nothing more
-    assert again.derived.feed.versions == [] and again.derived.history.changes == 0
+    assert again.derived.feed.versions == [] and again.derived.history_version is None
     assert_history_invariants(storage)
     assert replay(storage) == table(storage)
 
@@ -122,7 +134,7 @@ def test_a_failure_before_the_history_write_converges_on_rerun(storage: LakeStor
     put(storage, FULL, full_load(row(1, 100), row(2, 200)))
     run(storage, spark)
     put(storage, CDC_1, cdc(f"U,{row(1, 110)}", f"U,{row(1, 111)}", "D,2,,,,,,,,"))
-    monkeypatch.setattr(scd2, "_replace", _fail)
+    monkeypatch.setattr(scd2, "record", _fail)
     with pytest.raises(RuntimeError, match="killed"):
         run(storage, spark)
     monkeypatch.undo()
@@ -132,8 +144,9 @@ def test_a_failure_before_the_history_write_converges_on_rerun(storage: LakeStor
     expected = history_versions(storage)
     assert [(k, current, data and data["insured_value"]) for k, _, _, current, data in expected] == [
         (1, False, 100), (1, False, 110), (1, True, 111), (2, False, 200), (2, False, None)]
-    scd2.record(storage, INSURANCE_HISTORY, "policy_id", to_arrow(open_table(storage, INSURANCE_HISTORY))
-                .drop_columns(scd2.VALIDITY.names), 9)  # recording the same changes again changes nothing
+    stored = spark.read.format("delta").load(INSURANCE_HISTORY.uri(storage)).drop(*scd2.VALIDITY)
+    scd2.record(spark, INSURANCE_HISTORY.uri(storage), open_table(storage, INSURANCE_HISTORY), stored,
+                ["policy_id"], table_columns(DECLARED), True, 9, "int")  # recording the same changes again changes nothing
     assert history_versions(storage) == expected
     assert_history_invariants(storage)
 
@@ -142,7 +155,7 @@ def _fail(*args, **kwargs) -> None:
     raise RuntimeError("killed before the history write")
 
 
-_rows = change_feed._rows
+_table_files = engine_feed.table_files
 
 
 def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, spark: SparkSession) -> None:
@@ -157,16 +170,17 @@ def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, sp
 
 
 class _Crash:
-    """`change_feed._write` that fails its first call, then records the version ranges it writes."""
+    """The engine's feed write that fails its first call, then records the version ranges it writes."""
 
     def __init__(self, write) -> None:
         self.write, self.ranges = write, []
 
-    def __call__(self, storage, feed, rows, start, end) -> None:
+    def __call__(self, *args):
+        start, end = args[-2:]
         self.ranges.append((start, end))
         if len(self.ranges) == 1:
             raise RuntimeError("killed before the feed write")
-        self.write(storage, feed, rows, start, end)
+        return self.write(*args)
 
 
 def test_a_restore_by_delta_rs_shows_in_the_feed(storage: LakeStorage, spark: SparkSession) -> None:
@@ -193,11 +207,11 @@ def test_replaying_the_feed_up_to_each_version_gives_that_version(
         storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     put(storage, FULL, full_load(*(row(k, k) for k in range(1, 8))))
     run(storage, spark)
-    monkeypatch.setattr(change_feed, "_write", crash_once := _Crash(change_feed._write))
+    monkeypatch.setattr(engine_feed, "_write", crash_once := _Crash(engine_feed._write))
     put(storage, CDC_2, cdc(f"U,{row(4, 44)}"))
     with pytest.raises(RuntimeError):
         run(storage, spark)  # v1 is not in the feed, and v2, v3 follow before a run catches up
-    monkeypatch.setattr(change_feed, "WRITE_ROWS", 1)  # then one feed commit per version
+    # a catch-up writes one feed commit per version
     put(storage, CDC_1, cdc(f"U,{row(3, 33)}", "D,5,,,,,,,,", f"I,{row(9, 9)}"))
     run(storage, spark)
     put(storage, "raw/fullload/full-load-2.csv", full_load(*(row(k, k * 10) for k in (1, 2, 3, 9))))
@@ -236,9 +250,9 @@ def test_a_column_added_to_the_table_reaches_the_feed(storage: LakeStorage,
     new = new.append_column("risk_score", pa.array([7], pa.int32()))
     write_deltalake(INSURANCE.uri(storage), new, mode="append", schema_mode="merge",
                     storage_options=storage.delta_storage_options())
-    report = changes.catch_up(storage)
+    report = catch_up(storage, spark)
     assert report.versions == [1]
-    rows = changes.read_changes(storage, 0).to_pylist()
+    rows = read_changes(storage, 0).to_pylist()
     assert [(r["_change_type"], r["policy_id"], r["risk_score"]) for r in rows] == [
         ("insert", 1, None), ("insert", 2, None), ("insert", 3, 7)]
 
@@ -264,7 +278,7 @@ def test_a_small_batch_rewrites_only_the_history_files_holding_its_keys(
         storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """The history is clustered by key, as the table is: its files hold disjoint key ranges,
     so a one-key batch replaces the one file holding that key and leaves the rest."""
-    monkeypatch.setattr(scd2, "TARGET_FILE_BYTES", 32 << 10)
+    monkeypatch.setattr(cluster, "TARGET_FILE_ROWS", 5_000)
     keys = [k for k in range(1, 30_001) if k % 7]  # some keys absent
     random.Random(7).shuffle(keys)  # a file out of key order: the history is written sorted by key
     put(storage, FULL, full_load(*(row(k, k) for k in keys)))
@@ -273,12 +287,11 @@ def test_a_small_batch_rewrites_only_the_history_files_holding_its_keys(
     mins, maxs, _ = file_ranges(written, "policy_id")
     order = np.argsort(mins)
     assert len(mins) >= 4 and bool(np.all(mins[order][1:] > maxs[order][:-1]))  # disjoint key ranges
-    stats = pa.table(written.get_add_actions(flatten=True))  # the key's statistics only (scd2.writer_properties)
-    assert stats["min.policy_id"].null_count == 0 and stats["min.insured_value"].null_count == stats.num_rows
     put(storage, CDC_1, cdc(f"U,{row(15_000, 1)}"))
     run(storage, spark)
     commit = open_table(storage, INSURANCE_HISTORY).history(1)[0]
-    assert commit["operationMetrics"]["num_removed_files"] == 1, commit
+    metrics = commit["operationMetrics"]
+    assert metrics.get("num_removed_files", metrics.get("numRemovedFiles")) == 1, commit
     assert_history_invariants(storage)
 
 
@@ -290,7 +303,7 @@ def test_the_first_commits_feed_is_read_from_its_files_until_a_vacuum_could_take
     report = run(storage, spark)
     assert report.derived.feed.versions == [0] and report.derived.feed.rows["insert"] == 2
     assert to_arrow(open_table(storage, INSURANCE_CHANGES)).num_rows == 0  # nothing copied
-    first = changes.read_changes(storage, 0, 0)
+    first = read_changes(storage, 0, 0)
     assert [(r["_change_type"], r["_commit_version"], r["policy_id"], r["insured_value"]) for r in first.to_pylist()] \
         == [("insert", 0, 1, 100), ("insert", 0, 2, 200)]
     assert change_feed.change_counts(storage, INSURANCE, INSURANCE_CHANGES, "policy_id") == {0: {"insert": 2}}
@@ -302,7 +315,7 @@ def test_the_first_commits_feed_is_read_from_its_files_until_a_vacuum_could_take
     assert not change_feed.keep_first_version(storage, INSURANCE, INSURANCE_CHANGES, "policy_id")  # stored once
     stored = to_arrow(open_table(storage, INSURANCE_CHANGES))
     assert sorted(stored.filter(pc.equal(stored["_commit_version"], 0))["policy_id"].to_pylist()) == [1, 2]
-    assert changes.read_changes(storage, 0, 0).equals(first)  # the same rows, now stored (not twice)
+    assert read_changes(storage, 0, 0).equals(first)  # the same rows, now stored (not twice)
     assert change_feed.change_counts(storage, INSURANCE, INSURANCE_CHANGES, "policy_id") == \
         {0: {"insert": 2}, 1: {"update_preimage": 2, "update_postimage": 2}}
     assert replay(storage) == table(storage)

@@ -10,7 +10,12 @@ import pytest
 
 from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason
 from lake_assets.insurance.parse import RECORD, RecordLines, file_shape, parse_csv
-from lake_assets.insurance.validate import validate
+from lake_assets.core.apply.validate import validate as validate_declared
+from lake_assets.insurance.declaration import INSURANCE
+
+
+def validate(rows, operation):
+    return validate_declared(INSURANCE, rows, operation)
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 GOOD = "2024-01-31,Urban,CA,West,1000,Retail,N,Y"  # every data field after the key

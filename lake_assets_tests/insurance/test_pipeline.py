@@ -17,17 +17,19 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
-from lake_assets.insurance import merge
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
 from lake_assets.core.errors import UsageError
-from lake_assets.insurance.pipeline import (
+from lake_assets_tests.helpers.insurance import (
     STAGING,
     IngestRules,
     apply_pending,
     approve_held,
     pending_objects,
 )
-from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, raw_objects
+from lake_assets.core.apply import bookkeeping, commit as committing
+from lake_assets.core.apply.plan import raw_files
+from lake_assets.core.declaration import SourceKind
+from lake_assets.insurance.declaration import INSURANCE as INSURANCE_DECLARATION
 from lake_assets.core.ledger import REVERTED, APPLIED, APPROVED, HELD, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable
@@ -209,7 +211,7 @@ def test_seed_full_load_then_cdc_batches(storage: LakeStorage, spark: SparkSessi
     assert engine_rows(spark, storage, (100580, 100617)) == [ROW_100580, ROW_100617]
     entry = ledger(storage)[FULL]
     assert (entry["status"], entry["source_kind"], entry["rows_in_file"], entry["rows_applied"],
-            entry["table_version"]) == (APPLIED, FULLLOAD, 25, 25, 0)
+            entry["table_version"]) == (APPLIED, "fullload", 25, 25, 0)
 
     put_seed(storage, CDC_1)  # the blog post's batch
     report = run(storage, spark)
@@ -324,7 +326,7 @@ def test_replayed_file_changes_nothing(storage: LakeStorage, spark: SparkSession
 def test_files_put_out_of_key_order_apply_in_key_order(storage: LakeStorage, spark: SparkSession) -> None:
     put(storage, "raw/cdcload/20240502-000000000.csv", cdc(f"U,{row(1, 2)}", f"I,{row(2, 2)}"))
     put(storage, "raw/cdcload/20240501-000000000.csv", cdc(f"I,{row(1, 1)}", "D,2,,,,,,,,", f"I,{row(3, 1)}"))
-    assert [o.key for o in raw_objects(storage)] == ["raw/cdcload/20240501-000000000.csv", "raw/cdcload/20240502-000000000.csv"]
+    assert [o.key for o in raw_files(INSURANCE_DECLARATION, storage)] == ["raw/cdcload/20240501-000000000.csv", "raw/cdcload/20240502-000000000.csv"]
     run(storage, spark)
     assert values(storage) == {1: 2, 2: 2, 3: 1}
     entries = ledger(storage)
@@ -437,9 +439,10 @@ def test_raw_objects_lists_full_loads_then_cdc_in_key_order(storage: LakeStorage
     put(storage, "raw/cdcload/a.csv", "y")
     put(storage, "raw/fullload/z.csv", "z")
     put(storage, "raw/cdcload/", b"")  # a zero-byte "directory" key
-    objects = raw_objects(storage)
-    assert [(o.key, o.kind, o.size) for o in objects] == [
-        ("raw/fullload/z.csv", FULLLOAD, 1), ("raw/cdcload/a.csv", CDCLOAD, 1), ("raw/cdcload/b.csv", CDCLOAD, 1)]
+    objects = raw_files(INSURANCE_DECLARATION, storage)
+    assert [(o.key, o.kind, o.size) for o in objects] == [("raw/fullload/z.csv", SourceKind.SNAPSHOT, 1),
+                                                          ("raw/cdcload/a.csv", SourceKind.CDC, 1),
+                                                          ("raw/cdcload/b.csv", SourceKind.CDC, 1)]
     assert pending_objects(storage, Ledger(storage)) == objects
 
 
@@ -628,7 +631,7 @@ def test_staging_cleanup_never_masks_the_error(
     def s3_down(self, prefix):
         raise StorageUnavailable("S3 down")
 
-    monkeypatch.setattr(merge, "create_from", engine_lost)
+    monkeypatch.setattr(committing, "commit", engine_lost)
     monkeypatch.setattr(LakeStorage, "delete_prefix", s3_down)
     with pytest.raises(RuntimeError, match="engine lost") as raised:
         apply_pending(storage, spark, "run-x")
@@ -719,8 +722,7 @@ def test_failure_half_way_leaves_the_table_and_ledger_untouched(
     def broken(*args, **kwargs):
         raise RuntimeError("engine lost half-way")
 
-    monkeypatch.setattr(merge, "replace_changes", broken)
-    monkeypatch.setattr(merge, "rewrite_changes", broken)  # the other way a CDC batch may be committed
+    monkeypatch.setattr(committing, "commit", broken)  # every strategy commits through it
     with pytest.raises(RuntimeError, match="half-way"):
         apply_pending(storage, spark, "run-broken")
     assert version(storage) == version_before and values(storage) == rows_before
@@ -755,13 +757,11 @@ def _compare_with_clean_run(storage: LakeStorage, clean: LakeStorage) -> None:
     assert pc.sum(Ledger(storage).entries("insurance")["rows_quarantined"]).as_py() == 2
 
 
-@pytest.mark.parametrize("crash_in", ["_record_tombstones", "record"])
+@pytest.mark.parametrize("crash_in", ["record_tombstones", "record"])
 def test_crash_after_the_commit_converges_on_rerun(
         storage: LakeStorage, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, crash_in: str) -> None:
     """The commit landed, then tombstones or the ledger failed: the rerun re-applies the same
     changes (equal sequences re-apply) and ends where a clean run ends."""
-    from lake_assets.insurance import pipeline
-
     def scenario(target: LakeStorage) -> None:
         put(target, "raw/fullload/a.csv", full_load(row(1, 10), row(2, 20), row(3, 30)))
         put(target, "raw/cdcload/20240101-000000001.csv", cdc(f"U,{row(1, 11)}", "D,2,,,,,,,,", "I,9,bad"))
@@ -771,7 +771,7 @@ def test_crash_after_the_commit_converges_on_rerun(
     def crash(*args, **kwargs):
         raise RuntimeError("killed after the commit")
 
-    monkeypatch.setattr(pipeline if crash_in == "_record_tombstones" else Ledger, crash_in, crash)
+    monkeypatch.setattr(bookkeeping if crash_in == "record_tombstones" else Ledger, crash_in, crash)
     with pytest.raises(RuntimeError, match="after the commit"):
         apply_pending(storage, spark, "run-crash")
     assert version(storage) == 0 and values(storage) == {1: 11, 3: 30}

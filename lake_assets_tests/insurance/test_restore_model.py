@@ -35,7 +35,7 @@ from lake_assets.core.ledger import Ledger
 from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
 from lake_assets.insurance import changes
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
-from lake_assets.insurance.pipeline import apply_pending, approve_held
+from lake_assets_tests.helpers.insurance import apply_pending, approve_held
 from lake_assets.insurance.restore import restore_insurance
 from lake_assets.insurance.unfinished import UNFINISHED
 from lake_assets.resources.storage import LakeStorage

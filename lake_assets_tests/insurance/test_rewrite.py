@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from lake_assets.core.formats.delta import file_ranges, key_ranges, open_table, to_arrow
 from lake_assets.insurance import merge
 from lake_assets.insurance.contract import table_schema
-from lake_assets.insurance.pipeline import apply_pending
+from lake_assets_tests.helpers.insurance import apply_pending
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import INSURANCE
 from lake_assets_tests.conftest import DATA, make_storage

@@ -1,19 +1,21 @@
 """Schema enforcement and controlled evolution (seed: delta-lake-minio-spark, use case 1).
 
-Contracts are declared in code (contract.CONTRACTS); a test declares a version by setting
-that list, exactly as a developer would by adding one to it.
+Contract versions are declared in the table's declaration (each column's `since`); a test
+declares a version by giving the declaration its columns, exactly as a developer would by
+adding one to it.
 """
 
-import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.ledger import APPLIED, REJECTED
 from lake_assets.core.tables import INSURANCE
-from lake_assets.insurance import contract
-from lake_assets.insurance.checks import _schema_matches_contract
-from lake_assets.insurance.contract import V1, V2, Column, Contract, Reason
+from lake_assets.core.declaration import Column, TableDeclaration
+from lake_assets.declared.checks import schema_matches_contract
+from lake_assets.insurance.contract import Reason
+from lake_assets.insurance.declaration import INSURANCE as DECLARED
+from lake_assets_tests.helpers import insurance as insurance_helper
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.insurance.test_pipeline import (
     cdc,
@@ -26,12 +28,20 @@ from lake_assets_tests.insurance.test_pipeline import (
     version,
 )
 
-V3 = Contract(3, V2.columns + (Column("risk_score", pa.int32(), "INT", "Underwriting risk score"),),
-              "adds risk_score")
+V1 = tuple(c for c in DECLARED.columns if c.since == 1)
+V2 = tuple(c for c in DECLARED.columns if c.since == 2)
+V3 = (Column(name="risk_score", type="INT", since=3, description="Underwriting risk score"),)
 
 
-def declare(monkeypatch: pytest.MonkeyPatch, *versions: Contract) -> None:
-    monkeypatch.setattr(contract, "CONTRACTS", list(versions))
+def declare(monkeypatch: pytest.MonkeyPatch, *versions: tuple[Column, ...]) -> None:
+    """Declare the table with the columns of `versions` (what the test's runs then apply)."""
+    columns = tuple(c for version in versions for c in version)
+    monkeypatch.setattr(insurance_helper, "INSURANCE",
+                        TableDeclaration.model_validate({**DECLARED.model_dump(), "columns": columns}))
+
+
+def _schema_matches_contract(storage: LakeStorage):
+    return schema_matches_contract(insurance_helper.INSURANCE, storage)
 
 
 def by_key(storage: LakeStorage, *columns: str) -> dict[int, tuple]:
@@ -63,11 +73,11 @@ def test_declared_evolution_reads_old_rows_as_null_and_applies_both_file_shapes(
     assert {e["status"] for e in ledger(storage).values()} == {APPLIED}
     assert _schema_matches_contract(storage).passed
     described = {f.name: f.metadata.get("comment") for f in open_table(storage, INSURANCE).schema().fields}
-    assert described["is_flagged"] == V2.columns[-1].description
+    assert described["is_flagged"] == V2[-1].description
 
 
 def test_type_mismatch_is_quarantined_and_writes_nothing(storage: LakeStorage, spark: SparkSession) -> None:
-    put(storage, "raw/fullload/full.csv", ",".join(V2.names) + "\n" + row(1, 10) + ",true\n")
+    put(storage, "raw/fullload/full.csv", ",".join(c.name for c in V1 + V2) + "\n" + row(1, 10) + ",true\n")
     run(storage, spark)
     before = version(storage)
     put(storage, "raw/cdcload/20240401-090000000.csv", cdc("U," + row(1, 11) + ",maybe", "U,1,not-a-date,Urban,CA,"
@@ -86,7 +96,7 @@ def test_undeclared_column_is_refused_whole_then_applies_once_declared(
     extra = "raw/cdcload/20240401-090000000.csv"
     put(storage, extra, cdc("U," + row(1, 11) + ",true,7", "I," + row(2, 20) + ",false,3"))
     header = "raw/fullload/2024/05/01/snapshot.csv"
-    put(storage, header, ",".join([*V2.names, "risk_score"]) + "\n" + row(1, 12) + ",true,9\n")
+    put(storage, header, ",".join([*(c.name for c in V1 + V2), "risk_score"]) + "\n" + row(1, 12) + ",true,9\n")
 
     report = run(storage, spark)
     assert report.commits == [] and version(storage) == before
@@ -107,10 +117,9 @@ def test_undeclared_column_is_refused_whole_then_applies_once_declared(
 
 
 def test_column_descriptions_reach_the_dagster_column_table(storage: LakeStorage) -> None:
-    from lake_assets.insurance.assets import insurance_metadata
-    from lake_assets.insurance.pipeline import ApplyReport
+    from lake_assets.declared.assets import column_schema
 
-    schema = insurance_metadata(ApplyReport("run", None, 0), storage)["dagster/column_schema"]
+    schema = column_schema(DECLARED)
     described = {c.name: c.description for c in schema.columns}
     assert described["policy_id"].startswith("Policy number")
     assert described["is_flagged"] and described["_sequence"]

@@ -178,3 +178,24 @@ def ensure_readable(storage: LakeStorage, table: LakeTable, version: int | None,
             f"the data files of version {version} (from {times[version].isoformat(timespec='seconds')}) were "
             f"removed by vacuum; the oldest you can read is version {readable}")
     return version
+
+
+#: Spark SQL type names (DataType.simpleString) -> Delta primitive type names, where they differ.
+_DELTA_NAMES = {"int": "integer", "bigint": "long", "smallint": "short", "tinyint": "byte"}
+
+
+def add_columns(delta: DeltaTable, columns: list[tuple[str, str]], comments: dict[str, str] | None = None) -> bool:
+    """Add the `columns` (name, Spark SQL type) the table lacks, nullable, in one schema-change
+    commit (delta-rs `ADD COLUMN`: Sail evolves no schema on an overwrite, and has no ALTER TABLE
+    ADD COLUMNS). Rows written before read them as NULL. True if it added any."""
+    from deltalake import Field
+    from deltalake.schema import PrimitiveType
+
+    present = {f.name for f in delta.schema().fields}
+    missing = [(name, kind) for name, kind in columns if name not in present]
+    if not missing:
+        return False
+    delta.alter.add_columns([Field(name, PrimitiveType(_DELTA_NAMES.get(kind.lower(), kind.lower())), nullable=True,
+                                   metadata={"comment": (comments or {}).get(name, "")} if comments else None)
+                             for name, kind in missing])
+    return True

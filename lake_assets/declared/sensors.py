@@ -1,4 +1,4 @@
-"""The insurance raw-zone sensor: new or re-delivered objects start ONE run that applies them all.
+"""A declared table's raw-zone sensor: new or re-delivered objects start ONE run that applies them all.
 
 Objects are found by `discover` (sensors/discovery.py). The cursor also remembers each run
 it requested and the objects it was for; once that run has finished (or Dagster never
@@ -14,14 +14,13 @@ import contextlib
 import datetime as dt
 import hashlib
 from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
 
+from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.ledger import APPROVED, Ledger
 from lake_assets.core.raw_zone import is_data_file
-from lake_assets.insurance.contract import TABLE
-from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD
-from lake_assets.jobs.insurance import apply_insurance_job
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import bookkeeping_tag, reap_dead_runs
@@ -32,7 +31,6 @@ from lake_assets.sensors.polling import poll
 #: out, not imported from Dagster's private modules (the sensor test creates runs with Dagster's
 #: own constant, so it fails if the two differ).
 RUN_KEY_TAG = "dagster/run_key"
-PREFIXES = (RAW_FULLLOAD, RAW_CDC)
 #: A run's tags: how many raw objects it was started for (shown in the runs list), and the
 #: first and last of them (bookkeeping, out of sight).
 OBJECTS_TAG = "lake/objects"
@@ -46,11 +44,14 @@ RUN_GRACE = dt.timedelta(seconds=60)
 #: The state of the run with a given run key: "active", "finished", or None when there is none.
 RunLookup = Callable[[str], str | None]
 
-INSURANCE_ZONE = Zone(PREFIXES, is_data_file)
+
+def zone(declaration: TableDeclaration) -> Zone:
+    """The raw zone of a declared table: its sources' prefixes, data files only."""
+    return Zone(tuple(s.prefix for s in declaration.sources), is_data_file)
 
 
-
-def _follow_up(storage: LakeStorage, cursor: Cursor, runs: RunLookup, now: dt.datetime) -> dict[str, int]:
+def _follow_up(storage: LakeStorage, table: str, cursor: Cursor, runs: RunLookup,
+               now: dt.datetime) -> dict[str, int]:
     """Objects (key@etag -> attempt) to request again: their run is over and left them pending.
 
     Reads the ledger only when a requested run has ended, so at most once per run.
@@ -64,7 +65,7 @@ def _follow_up(storage: LakeStorage, cursor: Cursor, runs: RunLookup, now: dt.da
         del cursor.runs[run_key]
     if not over:
         return {}
-    latest = Ledger(storage).latest(TABLE)
+    latest = Ledger(storage).latest(table)
     client = storage.get_client()
     again = {}
     for requested, attempt in over.items():
@@ -81,30 +82,30 @@ def _follow_up(storage: LakeStorage, cursor: Cursor, runs: RunLookup, now: dt.da
     return again
 
 
-def _settled(storage: LakeStorage, objects: dict[str, int]) -> set[str]:
+def _settled(storage: LakeStorage, table: str, objects: dict[str, int]) -> set[str]:
     """Of `objects` (key@etag), those no run takes in (the ledger's `settled`: applied,
     refused or reverted), which a sensor starting with no cursor lists with the rest: after
     `lake run` or `lake demo`, its first tick must not request a run for them again."""
-    settled = Ledger(storage).settled(TABLE)
+    settled = Ledger(storage).settled(table)
     return {seen for seen in objects if tuple(seen.rsplit("@", 1)) in settled}
 
 
-def raw_zone_tick(storage: LakeStorage, cursor_text: str | None, now: dt.datetime | None = None,
-                  runs: RunLookup | None = None) -> dg.SensorResult | dg.SkipReason:
-    """One evaluation of the sensor against `storage` (an attached, running store).
+def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_text: str | None,
+                  now: dt.datetime | None = None, runs: RunLookup | None = None) -> dg.SensorResult | dg.SkipReason:
+    """One evaluation of the table's sensor against `storage` (an attached, running store).
 
     `now` defaults to the S3 server's clock; `runs` (the state of a run by run key) enables
     the follow-up of requested runs (the sensor passes the Dagster instance's).
     """
     cursor = Cursor.load(cursor_text)
-    listed, now = discover(storage.get_client(), storage.bucket, cursor, INSURANCE_ZONE, now)
+    listed, now = discover(storage.get_client(), storage.bucket, cursor, zone(declaration), now)
     new = {object_id(o): 1 for o in listed if object_id(o) not in cursor.requested}
     if cursor_text is None and new:  # the first tick lists every object: leave out what runs already applied
-        done = _settled(storage, new)
+        done = _settled(storage, declaration.name, new)
         cursor.requested.update({seen: now.isoformat() for seen in done})
         new = {seen: attempt for seen, attempt in new.items() if seen not in done}
     if runs is not None:
-        new.update(_follow_up(storage, cursor, runs, now))
+        new.update(_follow_up(storage, declaration.name, cursor, runs, now))
     if not new:
         return dg.SensorResult(skip_reason="no new raw objects", cursor=cursor.dump())
     cursor.requested.update({seen: now.isoformat() for seen in new})
@@ -128,23 +129,25 @@ def run_lookup(instance: dg.DagsterInstance) -> RunLookup:
     return state
 
 
-def insurance_sensor(poll_seconds: float = 1, wait_seconds: float = 0) -> dg.SensorDefinition:
-    """The insurance raw-zone sensor; each tick lists every `poll_seconds` for up to `wait_seconds`
+def table_sensor(declaration: TableDeclaration, job: Any, poll_seconds: float = 1,
+                 wait_seconds: float = 0) -> dg.SensorDefinition:
+    """The table's raw-zone sensor; each tick lists every `poll_seconds` for up to `wait_seconds`
     (sensors/polling.py; the definitions pass the settings', a test's single look waits 0)."""
+    prefixes = " and ".join(s.prefix for s in declaration.sources)
 
     @dg.sensor(
-        name="raw_insurance_sensor",
-        job=apply_insurance_job,
+        name=f"raw_{declaration.name}_sensor",
+        job=job,
         minimum_interval_seconds=max(1, int(poll_seconds)),
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Lists new names under {RAW_FULLLOAD} and {RAW_CDC} (S3 StartAfter the greatest time-ordered "
+        description=f"Lists new names under {prefixes} (S3 StartAfter the greatest time-ordered "
                     f"name; other names every look) plus one {SWEEP_PAGE}-key page of a sweep per look, every "
                     f"{poll_seconds:g} s; one run for everything new; a file its run left pending is requested "
                     f"again. A re-delivered old name is noticed within one sweep pass: ceil(objects / {SWEEP_PAGE}) "
                     "looks.",
     )
-    def raw_insurance_sensor(context: dg.SensorEvaluationContext,
-                             storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
+    def raw_table_sensor(context: dg.SensorEvaluationContext,
+                         storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
         runs = None
         with contextlib.suppress(dg.DagsterInvariantViolationError):  # no instance: a unit test's context
             reap_dead_runs(context.instance)  # a killed run must not hold the table's run slot
@@ -152,7 +155,7 @@ def insurance_sensor(poll_seconds: float = 1, wait_seconds: float = 0) -> dg.Sen
         attached = storage.attached()
         if attached is None:
             return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
-        return poll(lambda cursor: raw_zone_tick(attached, cursor, runs=runs), context.cursor,
+        return poll(lambda cursor: raw_zone_tick(declaration, attached, cursor, runs=runs), context.cursor,
                     poll_seconds, wait_seconds)
 
-    return raw_insurance_sensor
+    return raw_table_sensor

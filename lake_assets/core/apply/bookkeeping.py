@@ -1,0 +1,91 @@
+"""A table's bookkeeping tables, written on the engine: its tombstones and its quarantine.
+
+- Tombstones (`<table>_tombstones`, Delta): per deleted key, the sequence of its last delete,
+  the object that deleted it and when; kept for the table's retention window so that an older
+  change arriving late cannot bring the key back. Upserted (a newer delete replaces an older
+  one), so a rerun converges.
+- Quarantine (`<table>_quarantine`, Delta, core/quarantine.py's columns): every refused raw row
+  with its reason, keyed on (object, ETag, line); inserted only if absent, so a rerun converges.
+"""
+
+import datetime as dt
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lake_assets.core.apply.reader import DETAIL, RAW_TEXT, REASON, SEQUENCE, SOURCE_FILE, SOURCE_LINE
+from lake_assets.core.formats.delta import open_table
+from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
+from lake_assets.core.tables import LakeTable
+from lake_assets.resources.storage import LakeStorage
+
+DELETED_AT = "deleted_at"
+
+
+def tombstone_columns(key_types: dict[str, str]) -> str:
+    """The tombstones' columns as Spark DDL: the keys, `_sequence`, `source_file`, `deleted_at`."""
+    return ", ".join([*(f"{k} {t}" for k, t in key_types.items()), f"{SEQUENCE} STRING", "source_file STRING",
+                      f"{DELETED_AT} TIMESTAMP"])
+
+
+def tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable) -> DataFrame | None:
+    """The table's tombstones (None: it has none)."""
+    if open_table(storage, table) is None:
+        return None
+    return spark.read.format("delta").load(table.uri(storage))
+
+
+def record_tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable, key_types: dict[str, str],
+                      deletes: DataFrame, at: dt.datetime) -> None:
+    """Upsert `deletes` (the key columns, `_sequence`, `_source_file`) into the tombstones."""
+    keys = list(key_types)
+    uri = table.uri(storage)
+    if open_table(storage, table) is None:
+        spark.createDataFrame([], tombstone_columns(key_types)).write.format("delta").mode("append").save(uri)
+    rows = deletes.select(*keys, SEQUENCE, F.col(SOURCE_FILE).alias("source_file"),
+                          F.lit(at).cast("timestamp").alias(DELETED_AT))
+    view = "lake_apply_tombstones"
+    rows.createOrReplaceTempView(view)
+    names = [*keys, SEQUENCE, "source_file", DELETED_AT]
+    on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    spark.sql(f"MERGE INTO delta.`{uri}` AS t USING {view} AS s ON {on} "
+              f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} THEN UPDATE SET "
+              + ", ".join(f"t.{c} = s.{c}" for c in names if c not in keys)
+              + f" WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) VALUES ({', '.join(f's.{c}' for c in names)})"
+              ).collect()
+
+
+def prune_tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable, cutoff: dt.datetime) -> None:
+    """Forget deletes older than the retention window (one commit, only when some expired)."""
+    if open_table(storage, table) is None:
+        return
+    uri = table.uri(storage)
+    expired = F.col(DELETED_AT) < F.lit(cutoff).cast("timestamp")
+    if spark.read.format("delta").load(uri).where(expired).limit(1).count():
+        stamp = cutoff.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        spark.sql(f"DELETE FROM delta.`{uri}` WHERE {DELETED_AT} < TIMESTAMP '{stamp}'").collect()
+
+
+def quarantine(storage: LakeStorage, table: LakeTable, refusals: DataFrame, etags: DataFrame, run_id: str,
+               at: dt.datetime) -> None:
+    """Insert the reader's refusal rows (with the ETag of the bytes read, from `etags`: `_file`,
+    `_etag`) into the quarantine, unless already there from an earlier, failed run."""
+    rows = refusals.drop("_etag").join(F.broadcast(etags), "_file").select(
+        F.col(SOURCE_FILE).alias("source_file"), F.col("_etag").alias("source_etag"),
+        F.col(SOURCE_LINE).alias("line_number"), F.col(REASON).alias("reason"), F.col(DETAIL).alias("detail"),
+        F.col(RAW_TEXT).alias("raw_text"), F.lit(run_id).alias("run_id"),
+        F.lit(at).cast("timestamp").alias("quarantined_at"))
+    insert_absent_frame(storage, table, rows.select(*QUARANTINE_NAMES))
+
+
+def release(spark: SparkSession, storage: LakeStorage, table: LakeTable, reason: str,
+            files: list[tuple[str, str]]) -> None:
+    """Remove the quarantined rows of `files` (key, ETag) refused for `reason`: they are read again."""
+    if not files or open_table(storage, table) is None:
+        return
+    chosen = " OR ".join(f"(source_file = '{_quoted(key)}' AND source_etag = '{_quoted(etag)}')" for key, etag in files)
+    spark.sql(f"DELETE FROM delta.`{table.uri(storage)}` WHERE reason = '{reason}' AND ({chosen})").collect()
+
+
+def _quoted(value: str) -> str:
+    return value.replace("'", "''")

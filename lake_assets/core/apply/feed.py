@@ -1,0 +1,135 @@
+"""Write a Delta table's change feed on the engine (Delta CDF semantics; core/change_feed.py).
+
+Sail cannot write Delta's own change data feed, so the lake keeps the feed as a table beside
+the table: the table's columns plus `_change_type` (insert, update_preimage, update_postimage,
+delete), `_commit_version` and `_commit_timestamp`. A run knows what its commit did: the rows
+it replaced (the table's rows of the keys it changed, read at the version it found) and the
+rows it wrote; the feed of its commit is made from those (`write_version`). A commit made
+outside a run (a restore, a delta-rs rewrite) has its feed derived from the Delta log by the
+next run (`catch_up`): the rows of the files the commit removed against the rows of the files
+it added. Either way a row present, equal, on both sides is a copy-on-write carry-over, not a
+change; per key (unique in the table): only removed -> delete, only added -> insert, both ->
+update_preimage + update_postimage. Writing a version replaces that version's rows, so a rerun
+converges.
+
+The table's first commit (version 0: every row an insert) is not copied: the feed answers it
+from the files that commit added (core/change_feed.py reads them when asked).
+"""
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lake_assets.core.change_feed import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    FROM_FILES,
+    ChangeType,
+    FeedReport,
+    covered_through,
+    read_commit,
+)
+from lake_assets.core.formats.delta import add_columns, open_table
+from lake_assets.core.tables import LakeTable
+from lake_assets.resources.storage import LakeStorage
+
+
+def change_rows(removed: DataFrame, added: DataFrame, keys: list[str], columns: list[str], version: int,
+                timestamp) -> DataFrame:
+    """The change rows of a commit that replaced the rows `removed` by the rows `added`."""
+    before = removed.select(*columns).subtract(added.select(*columns))  # carried over unchanged: no change
+    after = added.select(*columns).subtract(removed.select(*columns))
+    updated = before.select(*keys).intersect(after.select(*keys))
+
+    def labelled(rows: DataFrame, change: ChangeType) -> DataFrame:
+        return rows.select(*columns, F.lit(change.value).alias(CHANGE_TYPE),
+                           F.lit(version).cast("bigint").alias(COMMIT_VERSION),
+                           F.lit(timestamp).cast("timestamp").alias(COMMIT_TIMESTAMP))
+    return (labelled(before.join(updated, keys, "left_anti"), ChangeType.DELETE)
+            .unionByName(labelled(before.join(updated, keys, "left_semi"), ChangeType.UPDATE_PREIMAGE))
+            .unionByName(labelled(after.join(updated, keys, "left_semi"), ChangeType.UPDATE_POSTIMAGE))
+            .unionByName(labelled(after.join(updated, keys, "left_anti"), ChangeType.INSERT)))
+
+
+def write_version(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: LakeTable, keys: list[str],
+                  columns: list[str], removed: DataFrame, added: DataFrame, version: int,
+                  first_commit: bool = False) -> FeedReport:
+    """Write the feed of `version` from the rows it replaced and wrote (`first_commit`: the
+    table's first, answered from its files, nothing copied)."""
+    if first_commit and version == FROM_FILES:
+        _ensure(spark, storage, feed, columns, table)
+        report = FeedReport([version], covered_through=version)
+        report.rows[ChangeType.INSERT] = int(added.count())
+        return report
+    commit = read_commit(storage, table, version)
+    rows = change_rows(removed, added, keys, columns, version, commit.timestamp)
+    return _write(spark, storage, table, feed, columns, rows, version, version)
+
+
+def catch_up(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: LakeTable,
+             keys: list[str]) -> FeedReport:
+    """Derive and write the feed of every table version newer than the feed's newest, from the log
+    (every column the table has now: a column another writer added reaches the feed too)."""
+    current = open_table(storage, table)
+    if current is None:
+        return FeedReport()
+    through = covered_through(storage, feed)
+    newest = current.version()
+    report = FeedReport(covered_through=newest)
+    start = 0 if through is None else through + 1
+    if start > newest:
+        return report
+    schema = spark.read.format("delta").load(table.uri(storage)).schema
+    columns = schema.names
+    if through is None:  # the table's first commit: answered from its files, not copied
+        _ensure(spark, storage, feed, columns, table)
+        first = read_commit(storage, table, FROM_FILES)
+        report.rows[ChangeType.INSERT] += first.records_added or 0
+        report.versions += [FROM_FILES] if first.records_added else []
+        start = FROM_FILES + 1
+    for version in range(start, newest + 1):
+        commit = read_commit(storage, table, version)
+        if not commit.added and not commit.removed:
+            continue
+        removed, added = (table_files(spark, storage, table, schema, paths) for paths in (commit.removed, commit.added))
+        rows = change_rows(removed, added, keys, columns, version, commit.timestamp)
+        report = report.add(_write(spark, storage, table, feed, columns, rows, version, version))
+    report.covered_through = newest
+    return report
+
+
+def table_files(spark: SparkSession, storage: LakeStorage, table: LakeTable, schema, paths: list[str]) -> DataFrame:
+    """The rows of the table's data files `paths` (relative to its root), read with its current
+    schema (a column added later reads NULL)."""
+    if not paths:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*[f"{table.uri(storage)}/{p}" for p in paths])
+
+
+def _ensure(spark: SparkSession, storage: LakeStorage, feed: LakeTable, columns: list[str], table: LakeTable) -> None:
+    """Create the feed table, empty, if it does not exist (it then answers version 0 from its files)."""
+    if open_table(storage, feed) is not None:
+        return
+    schema = spark.read.format("delta").load(table.uri(storage)).select(*columns).schema
+    empty = spark.createDataFrame([], schema).select(
+        *columns, F.lit(None).cast("string").alias(CHANGE_TYPE), F.lit(None).cast("bigint").alias(COMMIT_VERSION),
+        F.lit(None).cast("timestamp").alias(COMMIT_TIMESTAMP))
+    empty.write.format("delta").mode("append").save(feed.uri(storage))
+
+
+def _write(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: LakeTable, columns: list[str],
+           rows: DataFrame, start: int, end: int) -> FeedReport:
+    """Replace the feed's rows of versions `start`..`end` by `rows` (one commit); the counts per
+    change type are read back from the rows written (the files of that commit: no second derive)."""
+    _ensure(spark, storage, feed, columns, table)
+    where = f"{COMMIT_VERSION} >= {start} AND {COMMIT_VERSION} <= {end}"
+    add_columns(open_table(storage, feed), [(f.name, f.dataType.simpleString()) for f in rows.schema])
+    rows.write.format("delta").mode("overwrite").option("replaceWhere", where).save(feed.uri(storage))
+    written = spark.read.format("delta").load(feed.uri(storage)).where(where)
+    report = FeedReport(covered_through=end)
+    for row in written.groupBy(COMMIT_VERSION, CHANGE_TYPE).agg(F.count(F.lit(1)).alias("n")).collect():
+        report.rows[row[CHANGE_TYPE]] += int(row["n"])
+        if row[COMMIT_VERSION] not in report.versions:
+            report.versions.append(int(row[COMMIT_VERSION]))
+    report.versions.sort()
+    return report

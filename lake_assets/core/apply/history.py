@@ -1,0 +1,125 @@
+"""SCD type 2 history on the source's sequence axis, written on the engine.
+
+As `APPLY CHANGES ... SEQUENCE BY s STORED AS SCD TYPE 2` gives it: one row per version a key
+had in the source, valid from its sequence until the key's next change on that axis. The
+history is written from the changes a run resolved (resolve.py), not read back from the
+table's log, so it keeps what the table cannot: several changes of a key in one batch each
+give a version, and a late change (older than the key's row) is placed where it belongs,
+closing the version before it and closed by the change after it. A delete is a row of its own
+(`_operation = 'D'`, valid at no point: `valid_to_sequence` is its own sequence), so a change
+arriving later is closed by it whatever order changes arrive in; `WHERE _operation <> 'D'`
+gives DLT's rows.
+
+Columns: the table's (its `_sequence` is where the version starts) plus `valid_to_sequence`
+(the key's next change; NULL while current), `valid_from` / `valid_to` (the times of those
+sequences, NULL for a snapshot stamped as of its arrival: that stamp orders, it does not
+date), `is_current` and `commit_version` (the table version the recording run left).
+
+A write replaces the rows of the keys it touches: it reads the history rows within the key
+ranges of the files holding them (found on the engine, as the table commit finds its own),
+drops the (key, sequence) pairs it records again (a rerun converges), adds the new changes,
+recomputes every version's validity with one window per key, and writes the ranges back in
+one Delta commit (`replaceWhere`). A key that is not an integer rewrites the whole history.
+"""
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from deltalake import DeltaTable
+
+from lake_assets.core.apply.cluster import clustered
+from lake_assets.core.apply.commit import predicate, rows_within, touched_ranges
+from lake_assets.core.apply.resolve import DELETE
+from lake_assets.core.apply.reader import SEQUENCE
+from lake_assets.core.apply.validate import OPERATION
+from lake_assets.core.formats.delta import add_columns, file_ranges, row_count
+
+VALID_TO_SEQUENCE, VALID_FROM, VALID_TO = "valid_to_sequence", "valid_from", "valid_to"
+IS_CURRENT, COMMIT_VERSION = "is_current", "commit_version"
+VALIDITY = [VALID_TO_SEQUENCE, VALID_FROM, VALID_TO, IS_CURRENT, COMMIT_VERSION]
+#: Parts from this number up mark a snapshot stamped as of its arrival (core/sequence.py).
+ARRIVAL_PART = "900000"
+#: The column an earlier release's history (on the commit axis) had; such a history starts over.
+LEGACY_COLUMN = "valid_from_version"
+
+
+def sequence_time(sequence: SparkColumn) -> SparkColumn:
+    """The time part of a sequence (`YYYYMMDDHHMMSSfff.part....`), NULL for an arrival stamp or none."""
+    text = F.concat(F.substring(sequence, 1, 4), F.lit("-"), F.substring(sequence, 5, 2), F.lit("-"),
+                    F.substring(sequence, 7, 2), F.lit(" "), F.substring(sequence, 9, 2), F.lit(":"),
+                    F.substring(sequence, 11, 2), F.lit(":"), F.substring(sequence, 13, 2), F.lit("."),
+                    F.substring(sequence, 15, 3))
+    arrival = F.substring(sequence, 19, 6) >= F.lit(ARRIVAL_PART)
+    return F.when(sequence.isNull() | arrival, F.lit(None).cast("timestamp")).otherwise(text.cast("timestamp"))
+
+
+def versions(rows: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
+    """`rows` (the table's `columns` and `commit_version`) with each version's validity: a version
+    is valid until the key's next change, a delete at no point."""
+    order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE))
+    following = F.lead(F.col(SEQUENCE)).over(order)
+    deleted = F.col(OPERATION) == DELETE
+    ended = F.when(deleted, F.col(SEQUENCE)).otherwise(following)
+    with_end = rows.select(*columns, COMMIT_VERSION, ended.alias(VALID_TO_SEQUENCE),
+                           (following.isNull() & ~deleted).alias(IS_CURRENT))
+    return with_end.select(*columns, VALID_TO_SEQUENCE, sequence_time(F.col(SEQUENCE)).alias(VALID_FROM),
+                           sequence_time(F.col(VALID_TO_SEQUENCE)).alias(VALID_TO), IS_CURRENT, COMMIT_VERSION)
+
+
+def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: DataFrame, keys: list[str],
+           columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint") -> bool:
+    """Add `changes` (the table's `columns`, one row per change, deletes included) to the history
+    at `uri` (`found`: as it is now, None when there is none), recorded at `commit_version`.
+    False when there was nothing to record."""
+    changes = changes.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint"))
+    count = int(changes.count())
+    if not count:
+        return False
+    if found is None:
+        _write(versions(changes, keys, columns), keys, integer_key, count).mode("append").save(uri)
+        return True
+    where = None
+    mins, maxs, files_rows = file_ranges(found, keys[0]) if integer_key else (None, None, None)
+    rows = count + (int(files_rows.sum()) if files_rows is not None else row_count(found))
+    if integer_key:
+        ranges = touched_ranges(spark, changes.select(keys[0]), mins, maxs)
+        where = predicate(keys[0], ranges, key_type)
+        rows = count + rows_within(ranges, mins, maxs, files_rows)
+    stored = spark.read.format("delta").load(uri)
+    added = [c for c in columns if c not in stored.columns]  # a contract version declared since: NULL before
+    for column in added:
+        stored = stored.withColumn(column, F.lit(None).cast(changes.schema[column].dataType))
+    if where is not None:
+        stored = stored.where(where)
+    again = changes.select(*keys, SEQUENCE)
+    kept = stored.select(*columns, COMMIT_VERSION).join(again, [*keys, SEQUENCE], "left_anti")
+    rows_out = versions(kept.unionByName(changes), keys, columns)
+    if added:  # the history gains the columns first (one schema change), as the table did
+        add_columns(found, [(f.name, f.dataType.simpleString()) for f in rows_out.schema])
+    writer = _write(rows_out, keys, integer_key, rows).mode("overwrite")
+    if where is not None:
+        writer = writer.option("replaceWhere", where)
+    writer.save(uri)
+    return True
+
+
+def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[str], columns: list[str],
+               commit_version: int) -> bool:
+    """Replace a history an earlier release wrote on the commit axis (it has `valid_from_version`)
+    by the table's rows, each a version from its `_sequence`: the earlier versions are not on the
+    source axis and are not kept. True if it did."""
+    if found is None or LEGACY_COLUMN not in found.schema().to_arrow().names:
+        return False
+    rows = table.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint"))
+    _write(versions(rows, keys, columns), keys, True, row_count(found)).mode("overwrite") \
+        .option("overwriteSchema", "true").save(uri)
+    return True
+
+
+def _write(rows: DataFrame, keys: list[str], integer_key: bool, count: int):
+    """A Delta writer of `rows` in files of disjoint key ranges (cluster.py), as the table's are:
+    a small batch rewrites the few files holding its keys."""
+    frame = clustered(rows, keys[0], count) if integer_key else rows.sortWithinPartitions(*keys)
+    return frame.write.format("delta")

@@ -1,0 +1,192 @@
+"""What a run will read, and where each object sits on the table's sequence axis: metadata only.
+
+This is the orchestrator's part of a run. From the raw zone's listing and the table's ledger it
+decides which objects are pending, which delivery of its key each is, and the sequence of its
+rows (core/sequence.py: a CDC file's DMS time from its name or date folders; a snapshot's
+stamp from its name or, without one, as of its arrival), and groups a multi-part full load
+(`LOAD00000001.csv`, `LOAD00000002.csv`, ...) into one snapshot. It reads no object's bytes and
+holds no row: the engine reads the objects (reader.py).
+"""
+
+import re
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import numpy as np
+
+from lake_assets.core.apply.reader import ObjectToRead
+from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
+from lake_assets.core.raw_zone import RawObject, is_data_file
+from lake_assets.core.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern
+from lake_assets.resources.storage import LakeStorage
+
+MULTI_PART = re.compile(r"LOAD[0-9]+\.csv", re.IGNORECASE)
+#: The ledger's name for each kind of source (`source_kind`; `lake status` shows it).
+LEDGER_KIND = {SourceKind.SNAPSHOT: "fullload", SourceKind.CDC: "cdcload"}
+
+
+@dataclass(frozen=True)
+class RawFile(RawObject):
+    """A raw data object of a declared table, and the kind of source it landed in."""
+
+    kind: SourceKind
+
+
+def raw_files(declaration: TableDeclaration, storage: LakeStorage) -> list[RawFile]:
+    """Every raw data object of the table: its sources in declared order, each in key order."""
+    return [RawFile(o["Key"], o["ETag"].strip('"'), int(o["Size"]), source.kind)
+            for source in declaration.sources for o in storage.list_objects(source.prefix)
+            if is_data_file(o["Key"])]
+
+
+def pending(declaration: TableDeclaration, files: list[RawFile], latest: dict[tuple[str, str], dict],
+            reapply: bool = False) -> list[RawFile]:
+    """Objects whose (key, ETag) has no ledger entry yet, or was approved after a hold, or (with
+    `reapply`) reverted by `lake restore`, or refused for columns a newer contract now declares."""
+    again = (APPROVED, REVERTED) if reapply else (APPROVED,)
+    return [f for f in files if (f.key, f.etag) not in latest or latest[(f.key, f.etag)]["status"] in again
+            or refused_by_older_contract(declaration, latest[(f.key, f.etag)])]
+
+
+def refused_by_older_contract(declaration: TableDeclaration, entry: dict) -> bool:
+    """A file refused for columns no contract declared is pending again once a newer contract
+    version is declared (the refusal names the version it was checked against)."""
+    if entry["status"] != REJECTED or not (entry["detail"] or "").startswith(RefusalReason.UNDECLARED_COLUMN.value):
+        return False
+    checked = re.search(r"contract v([0-9]+)", entry["detail"])
+    return checked is not None and int(checked.group(1)) < declaration.contract.version
+
+
+def snapshot_group(key: str) -> str:
+    """Snapshot files that form one snapshot: the DMS parts `LOAD<n>.csv` of one folder."""
+    folder, _, name = key.rpartition("/")
+    return f"{folder}/LOAD*.csv" if MULTI_PART.fullmatch(name) else key
+
+
+@dataclass
+class PlannedFile:
+    """One pending object: what the engine reads, and where its rows sit in sequence."""
+
+    file: RawFile
+    index: int
+    delivery: int
+    stamp: FileStamp | None = None
+    refusal: str | None = None  # "reason: detail" when its name refuses it
+    approved: str | None = None  # the sequence it was held with, once approved
+    group: str | None = None  # a snapshot's group (snapshot_group)
+    floor: str | None = None  # a snapshot's "as of": the base of its stamp
+
+    @property
+    def prefix(self) -> str | None:
+        """The sequence of its rows without their record number."""
+        if self.stamp is None:
+            return None
+        return self.stamp.base(self.delivery)[:-10]
+
+    def to_read(self) -> ObjectToRead:
+        return ObjectToRead(self.index, self.file.key, self.file.kind, self.prefix, self.refusal)
+
+
+@dataclass
+class Plan:
+    files: list[PlannedFile]
+    #: the snapshots of the run, oldest first: group -> its parts
+    snapshots: dict[str, list[PlannedFile]] = field(default_factory=dict)
+    #: the stamp of the newest applied snapshot before this run (older changes to keys it removed lose)
+    floor: str | None = None
+
+    @property
+    def changes(self) -> list[PlannedFile]:
+        return [f for f in self.files if f.file.kind is SourceKind.CDC]
+
+
+def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table, folder_date_format: str) -> Plan:
+    """Stamp the pending `files` against the table's ledger `history` (its entries, oldest first)."""
+    latest = _latest(history)
+    deliveries = _deliveries(history)
+    approved = {(e["source_file"], e["source_etag"]): e["source_sequence"] for e in latest.to_pylist()
+                if e["status"] in (APPROVED, REVERTED)}
+    folders = folder_pattern(folder_date_format)
+    planned = []
+    for index, raw in enumerate(files):
+        delivery = len(deliveries.get(raw.key, set()) - {raw.etag}) + 1
+        source = declaration.source(raw.key)
+        relative = raw.key.removeprefix(source.prefix) if source else raw.key
+        entry = PlannedFile(raw, index, delivery, approved=approved.get((raw.key, raw.etag)))
+        entry.stamp = file_stamp(relative, folders)
+        if raw.kind is SourceKind.CDC and entry.stamp is None:
+            entry.refusal = (f"{RefusalReason.NO_SEQUENCE.value}: the file's name or folders give no time to order "
+                             f"its changes by: name it like DMS does (YYYYMMDD-HHMMSSfff.csv) or put it in "
+                             f"{folder_date_format} folders")
+        planned.append(entry)
+    result = Plan(planned, floor=_floor(latest))
+    result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest))
+    return result
+
+
+def _snapshots(files: list[PlannedFile], newest_applied: str | None) -> dict[str, list[PlannedFile]]:
+    """Group snapshot files into snapshots and stamp them (see core/sequence.py): with the stamp
+    they were held with, once approved; else with the earliest time their names or folders
+    give; else as of their arrival (after `newest_applied`, the newest file applied or held
+    before; snapshots arriving together follow each other in key order). A part's rows carry
+    its part number."""
+    groups: dict[str, list[PlannedFile]] = {}
+    for entry in files:
+        groups.setdefault(snapshot_group(entry.file.key), []).append(entry)
+    stamped = []
+    for group, parts in sorted(groups.items()):
+        held = [p.approved for p in parts if p.approved is not None]
+        if held:
+            stamp = FileStamp.parse(min(held))
+        elif all(p.stamp is not None for p in parts):
+            stamp = FileStamp(min(p.stamp.time for p in parts))
+        else:
+            stamp = arrival_stamp(newest_applied)
+            newest_applied = stamp.base(0)
+        for entry in parts:
+            part = stamp.part
+            if group != entry.file.key and stamp.part == 0:
+                part = min(int(re.findall(r"[0-9]+", entry.file.key.rpartition("/")[2])[-1]), ARRIVAL_PART - 1)
+            entry.stamp = FileStamp(stamp.time, part)
+            entry.floor = stamp.base(0)
+            entry.group = group
+        stamped.append((stamp.base(0), group, parts))
+    return {group: parts for _, group, parts in sorted(stamped, key=lambda s: s[0])}
+
+
+def _latest(history: pa.Table) -> pa.Table:
+    """Each (key, ETag)'s latest ledger entry: its state now."""
+    if not history.num_rows:
+        return history
+    position = pa.array(np.arange(history.num_rows), pa.int64())
+    newest = history.select(["source_file", "source_etag"]).append_column("_position", position) \
+        .group_by(["source_file", "source_etag"]).aggregate([("_position", "max")])
+    return history.take(newest["_position_max"])
+
+
+def _newest(latest: pa.Table) -> str | None:
+    """The sequence of the newest file applied, held or reverted so far (a snapshot arriving now
+    follows it; a reverted file still counts: it arrived before)."""
+    if not latest.num_rows:
+        return None
+    seen = latest.filter(pc.is_in(latest["status"], pa.array([APPLIED, HELD, APPROVED, REVERTED])))
+    return pc.max(seen["source_sequence"]).as_py() if seen.num_rows else None
+
+
+def _deliveries(history: pa.Table) -> dict[str, set[str]]:
+    """Every ETag seen under each key: the next new content is delivery len(...) + 1."""
+    seen: dict[str, set[str]] = {}
+    for key, etag in zip(history["source_file"].to_pylist(), history["source_etag"].to_pylist()):
+        seen.setdefault(key, set()).add(etag)
+    return seen
+
+
+def _floor(latest: pa.Table) -> str | None:
+    """The stamp of the newest applied snapshot (a snapshot reverted by `lake restore` no longer counts)."""
+    if not latest.num_rows:
+        return None
+    applied = latest.filter(pc.and_(pc.equal(latest["status"], APPLIED),
+                                    pc.equal(latest["source_kind"], LEDGER_KIND[SourceKind.SNAPSHOT])))
+    return pc.max(applied["source_sequence"]).as_py() if applied.num_rows else None

@@ -1,0 +1,269 @@
+"""Read raw objects on the engine: fetch, decide the layout, parse tolerantly, validate.
+
+The Dagster process hands the engine a small frame of the objects to read (key, kind, the
+sequence prefix of their rows, or why they are refused by name), and the engine runs
+`read_object` for each of them inside `mapInArrow`: the function fetches the object's bytes
+itself (S3 credentials from the engine's own environment; the endpoint and bucket, which are
+no secret, travel with the function), so no row and no raw byte ever passes through the
+orchestrator. Sail runs it in its own Python; a JVM Spark in its Python workers.
+
+The output is one frame of three kinds of rows (`KIND`):
+
+- `row`: a valid row, typed as the declaration's newest contract, with its audit columns
+  (`_operation`, `_source_file`, `_source_line`, `_sequence`: the object's prefix and the
+  record number) and `_file`, `_record`;
+- `refusal`: a record that was not applied, with its reason, detail, line and raw text; the
+  key columns hold its key when the key fields themselves are well formed (a snapshot's
+  refused row keeps the key's current row, `resolve.py`);
+- `file`: one per object: the ETag and size of the bytes read, record counts, the contract
+  version it was read as, and why it was refused whole (if it was).
+
+A file that cannot be read as a whole (columns no contract declares, a header that is not
+the declared one, no sequence in its name) is refused whole: every record is a `refusal` row
+with that reason, and its `file` row says so.
+"""
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake_assets.core.apply.validate import OPERATION, RECORD, Refused, arrow_type, validate
+from lake_assets.core.declaration import Contract, RefusalReason, Source, SourceKind, TableDeclaration
+from lake_assets.insurance.parse import file_shape, parse_csv
+
+#: The operation of a snapshot's rows (a full load).
+SNAPSHOT_OPERATION = "L"
+FILE_INDEX, KIND = "_file", "_kind"
+SOURCE_FILE, SOURCE_LINE, SEQUENCE = "_source_file", "_source_line", "_sequence"
+REASON, DETAIL, RAW_TEXT = "_reason", "_detail", "_raw_text"
+ROW_DIGITS = 10
+
+
+class RowKind(StrEnum):
+    ROW = "row"
+    REFUSAL = "refusal"
+    FILE = "file"
+
+
+#: The summary of one object (its `file` row).
+SUMMARY = pa.schema([("_etag", pa.string()), ("_size", pa.int64()), ("_records", pa.int64()),
+                     ("_valid", pa.int64()), ("_refused", pa.int64()), ("_refusal", pa.string()),
+                     ("_contract", pa.int32())])
+
+
+@dataclass(frozen=True)
+class ObjectToRead:
+    """One raw object for the engine to read, as the orchestrator planned it."""
+
+    index: int
+    key: str
+    kind: SourceKind
+    prefix: str | None  # the sequence of its rows without the row number (None: refused by name)
+    refusal: str | None = None  # "reason: detail" when its name refuses it
+
+
+OBJECT_COLUMNS = "_file INT, key STRING, kind STRING, prefix STRING, refusal STRING"
+
+
+def output_schema(declaration: TableDeclaration) -> pa.Schema:
+    """The reader's output: `_file`, `_kind`, `_record`, the newest contract's columns, the
+    audit columns the reader knows, the refusal columns, then the summary columns."""
+    data = [pa.field(c.name, arrow_type(c)) for c in declaration.contract.columns]
+    return pa.schema([pa.field(FILE_INDEX, pa.int32()), pa.field(KIND, pa.string()), pa.field(RECORD, pa.int64()),
+                      *data, pa.field(OPERATION, pa.string()), pa.field(SOURCE_FILE, pa.string()),
+                      pa.field(SOURCE_LINE, pa.int64()), pa.field(SEQUENCE, pa.string()),
+                      pa.field(REASON, pa.string()), pa.field(DETAIL, pa.string()), pa.field(RAW_TEXT, pa.string()),
+                      *SUMMARY])
+
+
+def spark_schema(schema: pa.Schema) -> str:
+    """`schema` as a Spark DDL string (the reader's declared output for `mapInArrow`)."""
+    return ", ".join(f"`{f.name}` {_SPARK_TYPES.get(str(f.type)) or _spark_decimal(f.type)}" for f in schema)
+
+
+_SPARK_TYPES = {"int32": "INT", "int64": "BIGINT", "string": "STRING", "date32[day]": "DATE", "bool": "BOOLEAN",
+                "double": "DOUBLE", "timestamp[us, tz=UTC]": "TIMESTAMP"}
+
+
+def _spark_decimal(kind: pa.DataType) -> str:
+    return f"DECIMAL({kind.precision},{kind.scale})"
+
+
+# --- the layout of one object ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Layout:
+    """How an object's records read: the names of its fields, whether its first record is a
+    header, the contract it was written under, and why it is refused whole (if it is)."""
+
+    names: list[str]
+    header: bool
+    contract: Contract
+    refusal: tuple[RefusalReason, str] | None = None
+
+
+def layout(declaration: TableDeclaration, source: Source, data: bytes) -> Layout:
+    """The layout of `data`, from its first records: a snapshot is read by its header (the
+    contract whose columns it names), a CDC file by its field count (the operation, then a
+    contract's columns: DMS appends a column added at the source)."""
+    newest = declaration.contract
+    if source.kind is SourceKind.SNAPSHOT:
+        header = file_shape(data).header
+        contract = next((c for c in declaration.contracts if c.names == header), newest)
+        undeclared = header[len(newest.names):] if header[:len(newest.names)] == newest.names else []
+        if undeclared:
+            return Layout(contract.names, True, contract, (RefusalReason.UNDECLARED_COLUMN, (
+                f"column(s) {', '.join(undeclared)} in the header are declared by no contract (checked against "
+                f"contract v{newest.version}); the file stays in the raw zone and applies once a contract "
+                "version declares them")))
+        if header != contract.names and source.header != "never":
+            accepted = " or ".join(",".join(c.names) for c in reversed(declaration.contracts))
+            return Layout(contract.names, True, contract, (RefusalReason.BAD_HEADER,
+                                                           f"header must be {accepted}; found {','.join(header)}"))
+        return Layout(contract.names, source.header != "never", contract)
+    fields = file_shape(data, {len(c.names) + 1 for c in declaration.contracts}).fields
+    contract = next((c for c in declaration.contracts if len(c.names) + 1 == fields), newest)
+    names = ["op", *contract.names]
+    if fields > len(newest.names) + 1:
+        return Layout(names, False, contract, (RefusalReason.UNDECLARED_COLUMN, (
+            f"its rows have {fields} fields, but the newest contract (checked against contract v{newest.version}) "
+            f"declares {len(newest.names) + 1} (the operation and {len(newest.names)} columns); the file stays in "
+            "the raw zone and applies once a contract version declares the new column(s)")))
+    return Layout(names, False, contract)
+
+
+# --- reading one object ------------------------------------------------------------------------
+
+def read_object(declaration: TableDeclaration, obj: ObjectToRead, data: bytes, etag: str) -> pa.Table:
+    """Every record of one object, as the reader's output rows (`output_schema`)."""
+    schema = output_schema(declaration)
+    source = next(s for s in declaration.sources if s.kind is obj.kind and obj.key.startswith(s.prefix))
+    shape = layout(declaration, source, data)
+    parsed = parse_csv(obj.key, etag, data, shape.names, has_header=shape.header)
+    refusal = shape.refusal
+    if refusal is None and obj.refusal is not None:
+        reason, _, detail = obj.refusal.partition(": ")
+        refusal = (RefusalReason(reason), detail)
+    if refusal is not None:  # refused whole: every record, with the reason
+        records = np.sort(np.concatenate([parsed.rows[RECORD].to_numpy(), parsed.rejected.records]))
+        valid = pa.table({RECORD: pa.array([], pa.int64())})
+        refused = Refused(records, [refusal[0].value] * len(records), [refusal[1]] * len(records))
+    else:
+        operation = SNAPSHOT_OPERATION if obj.kind is SourceKind.SNAPSHOT else None
+        valid, invalid = validate(declaration, parsed.rows, operation, source.delete, source.upserts)
+        refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details) + invalid
+    parts = []
+    if valid.num_rows:
+        records = valid[RECORD]
+        rows = {name: valid[name] for name in valid.column_names}
+        rows.update({FILE_INDEX: pa.repeat(pa.scalar(obj.index, pa.int32()), valid.num_rows),
+                     KIND: pa.repeat(RowKind.ROW.value, valid.num_rows),
+                     SOURCE_FILE: pa.repeat(obj.key, valid.num_rows),
+                     SOURCE_LINE: pa.array(parsed.line_numbers(records.to_numpy()), pa.int64()),
+                     SEQUENCE: sequences(obj.prefix or "", records)})
+        parts.append(_conformed(rows, valid.num_rows, schema))
+    if len(refused):
+        parts.append(_refusal_rows(declaration, obj, parsed, shape, refused, schema))
+    summary = {FILE_INDEX: pa.array([obj.index], pa.int32()), KIND: pa.array([RowKind.FILE.value]),
+               SOURCE_FILE: pa.array([obj.key]), "_etag": pa.array([etag]), "_size": pa.array([len(data)], pa.int64()),
+               "_records": pa.array([parsed.record_count], pa.int64()),
+               "_valid": pa.array([valid.num_rows], pa.int64()), "_refused": pa.array([len(refused)], pa.int64()),
+               "_refusal": pa.array([f"{refusal[0].value}: {refusal[1]}" if refusal else None], pa.string()),
+               "_contract": pa.array([shape.contract.version], pa.int32())}
+    parts.append(_conformed(summary, 1, schema))
+    return pa.concat_tables(parts)
+
+
+def unreadable(declaration: TableDeclaration, obj: ObjectToRead, error: str) -> pa.Table:
+    """The `file` row of an object whose bytes could not be fetched (refused whole, nothing parsed)."""
+    summary = {FILE_INDEX: pa.array([obj.index], pa.int32()), KIND: pa.array([RowKind.FILE.value]),
+               SOURCE_FILE: pa.array([obj.key]), "_records": pa.array([0], pa.int64()),
+               "_valid": pa.array([0], pa.int64()), "_refused": pa.array([0], pa.int64()),
+               "_refusal": pa.array([f"{RefusalReason.UNREADABLE_FILE.value}: {error}"])}
+    return _conformed(summary, 1, output_schema(declaration))
+
+
+def sequences(prefix: str, records: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Each row's sequence: the object's prefix and its record number in ROW_DIGITS digits."""
+    digits = pc.utf8_lpad(pc.cast(records, pa.string()), ROW_DIGITS, "0")
+    return pc.binary_join_element_wise(pa.scalar(prefix), digits, "")
+
+
+def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shape: Layout, refused: Refused,
+                  schema: pa.Schema) -> pa.Table:
+    order = np.argsort(refused.records, kind="stable")
+    records = refused.records[order]
+    lines = parsed.lines()
+    texts = [lines.text(int(r)) for r in records]
+    rows: dict[str, pa.Array] = {
+        FILE_INDEX: pa.repeat(pa.scalar(obj.index, pa.int32()), len(records)),
+        KIND: pa.repeat(RowKind.REFUSAL.value, len(records)),
+        RECORD: pa.array(records, pa.int64()),
+        SOURCE_FILE: pa.repeat(obj.key, len(records)),
+        SOURCE_LINE: pa.array([lines.line_number(int(r)) for r in records], pa.int64()),
+        REASON: pa.array(refused.reasons, pa.string()).take(pa.array(order)),
+        DETAIL: pa.array(refused.details, pa.string()).take(pa.array(order)),
+        RAW_TEXT: pa.array(texts, pa.string()),
+    }
+    if obj.kind is SourceKind.SNAPSHOT:  # a refused row's key, where its key fields are well formed
+        rows.update(_keys_of(declaration, shape, texts))
+    return _conformed(rows, len(records), schema)
+
+
+def _keys_of(declaration: TableDeclaration, shape: Layout, texts: list[str]) -> dict[str, pa.Array]:
+    """The key columns of refused records, NULL where a key field is missing or malformed."""
+    import csv
+
+    positions = {k: shape.names.index(k) for k in declaration.keys}
+    fields = [next(csv.reader([text]), []) for text in texts]
+    strings = pa.table({k: pa.array([f[p] if p < len(f) else "" for f in fields], pa.string())
+                        for k, p in positions.items()} | {RECORD: pa.array(range(len(texts)), pa.int64())})
+    only_keys = declaration.model_copy(update={"columns": tuple(declaration.column(k) for k in declaration.keys)})
+    valid, _ = validate(only_keys, strings, SNAPSHOT_OPERATION)
+    at = pc.index_in(pa.array(range(len(texts)), pa.int64()), value_set=valid[RECORD])
+    return {k: valid[k].take(at) for k in declaration.keys}
+
+
+def _conformed(columns: dict, count: int, schema: pa.Schema) -> pa.Table:
+    """`columns` as a table of `schema`, the columns it lacks NULL."""
+    arrays = []
+    for f in schema:
+        value = columns.get(f.name)
+        arrays.append(pa.nulls(count, f.type) if value is None else
+                      (value if value.type == f.type else value.cast(f.type)))
+    return pa.table(arrays, schema=schema)
+
+
+# --- on the engine -------------------------------------------------------------------------------
+
+#: Output batches of at most this many rows (Arrow IPC to the engine).
+BATCH_ROWS = 1 << 16
+
+
+def reader(declaration: TableDeclaration, endpoint: str, bucket: str,
+           region: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The `mapInArrow` function that reads the objects of its input batches (OBJECT_COLUMNS)."""
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                              aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+                              aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+        for batch in batches:
+            for row in batch.to_pylist():
+                obj = ObjectToRead(row["_file"], row["key"], SourceKind(row["kind"]), row["prefix"], row["refusal"])
+                try:
+                    got = client.get_object(Bucket=bucket, Key=obj.key)
+                    data, etag = got["Body"].read(), got["ETag"].strip('"')
+                except (BotoCoreError, ClientError) as error:
+                    yield from unreadable(declaration, obj, str(error)).to_batches()
+                    continue
+                yield from read_object(declaration, obj, data, etag).to_batches(max_chunksize=BATCH_ROWS)
+    return read

@@ -1,0 +1,155 @@
+"""Resolve a run's changes per key, on the engine: `APPLY CHANGES ... SEQUENCE BY`.
+
+Every change carries a sequence (core/sequence.py), and a key takes a change only if it is at
+least as new as the key's row (`_sequence` on the row; a row without one is older than any)
+and its tombstone (the last delete, remembered for the retention window). Within a run the
+newest change per key is the candidate; the others are superseded: counted, kept in the SCD2
+history, not applied. Ties re-apply, so a rerun converges.
+
+A published snapshot is a full load "as of" its base B: its rows are changes, and every other
+key whose newest change (row, tombstone or this run's) is not newer than B is deleted as of B
+(an `implied` delete, tombstoned at B), except keys whose snapshot row was refused (protected:
+they keep their current row); a change of such a key older than B loses. A change older than
+the newest snapshot applied before this run (`floor`) loses for a key the table no longer knows.
+
+The result is ONE frame (staged once by the caller, `stage.py`) holding every change the run
+keeps, each with its role: `apply` (it goes into the table commit), `kept` (recorded in the
+history only) or `implied` (a snapshot's delete of a key), and `_present` (the key has a row in
+the table as the run found it). The table commit, its change feed, the tombstones, the SCD2
+history and the per-file counts all come from it.
+"""
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from lake_assets.core.apply.reader import FILE_INDEX, SEQUENCE, SOURCE_FILE, SOURCE_LINE
+from lake_assets.core.apply.validate import OPERATION
+from lake_assets.core.declaration import TableDeclaration
+
+ROLE, PRESENT, APPLIED_AT = "_role", "_present", "_applied_at"
+DELETE = "D"
+_EXISTING = "_existing"
+
+
+class Role(StrEnum):
+    APPLY = "apply"
+    KEPT = "kept"
+    IMPLIED = "implied"
+
+
+@dataclass(frozen=True)
+class PublishedSnapshot:
+    """The snapshot a run publishes: its base, the files of its parts, and the keys of its refused rows."""
+
+    base: str
+    files: list[int]
+    protected: DataFrame | None  # key columns; None: no row of it was refused
+    source_file: str  # the object named in its implied deletes' tombstones and history rows
+
+
+def table_columns(declaration: TableDeclaration) -> list[str]:
+    """The curated table's columns: the first contract's, the audit columns, then the columns later
+    contract versions added (Delta appends an added column at the end, so a table created today
+    and one evolved from v1 agree)."""
+    first = declaration.contracts[0].names
+    later = [n for n in declaration.contract.names if n not in first]
+    return [*first, *AUDIT, *later]
+
+
+#: The audit columns every curated row carries.
+AUDIT = [OPERATION, SOURCE_FILE, SOURCE_LINE, APPLIED_AT, SEQUENCE]
+
+
+def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame | None, tombstones: DataFrame | None,
+            floor: str | None, snapshot: PublishedSnapshot | None, applied_at: dt.datetime) -> DataFrame:
+    """The run's resolved changes (see the module's docstring).
+
+    `changes`: the reader's valid rows of the objects this run applies (CDC files and the
+    published snapshot's parts); `table` and `tombstones`: the key columns and `_sequence` of the
+    table's rows and of its tombstones, as the run found them (None: there are none).
+    """
+    keys = list(declaration.keys)
+    existing = _existing(keys, table, tombstones)
+    events = changes.select(*keys, *[c for c in declaration.contract.names if c not in keys], OPERATION,
+                            SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
+    events = events.join(existing, keys, "left") if existing is not None else \
+        events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
+    if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
+        events = events.where(~(F.col(_EXISTING).isNull() & (F.col(SEQUENCE) < F.lit(floor))))
+    newest = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE).desc())
+    events = events.withColumn("_rank", F.row_number().over(newest))
+    wins = (F.col("_rank") == 1) & (F.col(_EXISTING).isNull() | (F.col(SEQUENCE) >= F.col(_EXISTING)))
+    implied = None
+    if snapshot is not None:
+        doomed = _implied(keys, existing, events, events.where(wins), snapshot)
+        events = events.join(doomed.select(*keys, F.lit(True).alias("_doomed")), keys, "left")
+        wins = wins & ~(F.coalesce(F.col("_doomed"), F.lit(False)) & (F.col(SEQUENCE) < F.lit(snapshot.base)))
+        implied = _implied_rows(declaration, doomed, snapshot, applied_at)
+    resolved = events.select(*keys, *[c for c in declaration.contract.names if c not in keys], OPERATION, SOURCE_FILE,
+                             SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
+                             F.when(wins, F.lit(Role.APPLY.value)).otherwise(F.lit(Role.KEPT.value)).alias(ROLE),
+                             F.coalesce(F.col(PRESENT), F.lit(False)).alias(PRESENT))
+    return resolved if implied is None else resolved.unionByName(implied)
+
+
+def _existing(keys: list[str], table: DataFrame | None, tombstones: DataFrame | None) -> DataFrame | None:
+    """(keys, `_existing`, `_present`): per key, the newest sequence of its row and its tombstone,
+    and whether the table holds a row of it."""
+    parts = []
+    if table is not None:
+        parts.append(table.select(*keys, F.coalesce(F.col(SEQUENCE), F.lit("")).alias(_EXISTING),
+                                  F.lit(True).alias(PRESENT)))
+    if tombstones is not None:
+        parts.append(tombstones.select(*keys, F.col(SEQUENCE).alias(_EXISTING), F.lit(False).alias(PRESENT)))
+    if not parts:
+        return None
+    if len(parts) == 1 and tombstones is None:  # the table's keys are distinct: nothing to group
+        return parts[0]
+    both = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return both.groupBy(*keys).agg(F.max(_EXISTING).alias(_EXISTING), F.max(PRESENT).alias(PRESENT))
+
+
+def _implied(keys: list[str], existing: DataFrame | None, events: DataFrame, winners: DataFrame,
+             snapshot: PublishedSnapshot) -> DataFrame:
+    """(keys, `_present`) of the keys the snapshot deletes: outside it (its rows' keys) and its
+    protected keys, and whose newest change (row, tombstone, this run's winner) is not newer than
+    its base. A key whose newest is the snapshot's own tombstone (a rerun) is deleted again: ties
+    re-apply."""
+    inside = events.where(F.col(FILE_INDEX).isin(snapshot.files)).select(*keys)
+    if snapshot.protected is not None:
+        inside = inside.unionByName(snapshot.protected.select(*keys))
+    pool = winners.select(*keys, F.col(SEQUENCE).alias(_EXISTING), F.lit(False).alias(PRESENT))
+    if existing is not None:
+        pool = existing.select(*keys, _EXISTING, PRESENT).unionByName(pool)
+    newest = pool.join(inside.distinct(), keys, "left_anti").groupBy(*keys) \
+        .agg(F.max(_EXISTING).alias(_EXISTING), F.max(PRESENT).alias(PRESENT))
+    return newest.where(F.col(_EXISTING) <= F.lit(snapshot.base)).select(*keys, PRESENT)
+
+
+def _implied_rows(declaration: TableDeclaration, doomed: DataFrame, snapshot: PublishedSnapshot,
+                  applied_at: dt.datetime) -> DataFrame:
+    """The snapshot's implied deletes as resolved rows: the key, `D` at its base, nothing else."""
+    keys = list(declaration.keys)
+    types = {c.name: c.type for c in declaration.columns}
+    return doomed.select(
+        *keys, *[F.lit(None).cast(types[c]).alias(c) for c in declaration.contract.names if c not in keys],
+        F.lit(DELETE).alias(OPERATION), F.lit(snapshot.source_file).alias(SOURCE_FILE),
+        F.lit(None).cast("bigint").alias(SOURCE_LINE), F.lit(applied_at).cast("timestamp").alias(APPLIED_AT),
+        F.lit(snapshot.base).alias(SEQUENCE), F.lit(None).cast("int").alias(FILE_INDEX),
+        F.lit(Role.IMPLIED.value).alias(ROLE), F.col(PRESENT))
+
+
+def in_commit() -> SparkColumn:
+    """The resolved rows the table commit writes: the winners, and the implied deletes of present keys."""
+    return (F.col(ROLE) == Role.APPLY.value) | ((F.col(ROLE) == Role.IMPLIED.value) & F.col(PRESENT))
+
+
+def deletes() -> SparkColumn:
+    """The resolved rows that leave a tombstone: deletes that won, and every implied delete."""
+    return ((F.col(ROLE) == Role.APPLY.value) & (F.col(OPERATION) == DELETE)) | (F.col(ROLE) == Role.IMPLIED.value)

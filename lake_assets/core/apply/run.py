@@ -1,0 +1,479 @@
+"""One run of the change core for one declared table: apply everything pending.
+
+Data flows one way, and every row-level step runs on the engine:
+
+    raw objects -> read (reader.py: fetch, layout, tolerant parse, validate; staged once)
+    -> quarantine (refused rows) -> snapshot guards -> resolve per key (resolve.py; staged once)
+    -> ONE table commit (commit.py) -> change feed, tombstones, SCD2 history -> ledger
+
+The orchestrator lists objects, plans (plan.py: deliveries, sequences, snapshot groups), asks
+the engine for per-object and per-snapshot counts, decides holds, submits the writes and
+records the ledger; it never holds a row. The caller holds the table's write lease.
+
+Convergence: the quarantine inserts only absent rows; the table commit is idempotent (a change
+equal to its key's sequence re-applies); just before it the run records its manifest in its
+stage (stage.py), so a run killed after its commit is finished by the next run from its staged
+change set and the version it found (the same feed, tombstones and history rows, and its
+ledger entries recorded at its commit); killed before, its objects are still pending. The
+ledger is written last.
+"""
+
+import datetime as dt
+import os
+import time
+from dataclasses import dataclass, field, replace
+
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lake_assets.core.apply import bookkeeping, commit as committing, feed, history
+from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
+    refused_by_older_contract
+from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, SEQUENCE, RowKind, output_schema, \
+    reader, spark_schema
+from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Role, deletes, in_commit, resolve, \
+    table_columns
+from lake_assets.core.apply.stage import Manifest, Stage
+from lake_assets.core.apply.validate import OPERATION
+from lake_assets.core.change_feed import FeedReport
+from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.formats.delta import add_columns, open_table, row_count
+from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.tables import TABLES, LakeTable
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.settings import RulesSettings
+
+
+
+@dataclass(frozen=True)
+class TableSet:
+    """A declared table and the tables the core keeps beside it."""
+
+    table: LakeTable
+    quarantine: LakeTable
+    tombstones: LakeTable
+    changes: LakeTable
+    history: LakeTable
+
+
+def table_set(declaration: TableDeclaration) -> TableSet:
+    """The declared table's tables (the registry's, where it holds them: core/tables.py)."""
+    name = declaration.name
+
+    def beside(suffix: str, description: str) -> LakeTable:
+        return TABLES.get(f"{name}_{suffix}") or LakeTable(f"{name}_{suffix}", f"curated/{name}_{suffix}", description,
+                                                            written_under=name)
+    return TableSet(
+        TABLES.get(name) or LakeTable(name, f"curated/{name}", declaration.description),
+        beside("quarantine", "raw rows that could not be applied, with the reason"),
+        beside("tombstones", "deleted keys and the sequence of their delete, kept for the retention window"),
+        beside("changes", f"change feed of {name}"),
+        beside("history", f"SCD type 2 history of {name} on the source sequence"))
+
+
+@dataclass(frozen=True)
+class IngestRules:
+    """The rules that shape ingestion (the `LakeRules` resource, fed from settings.py; None: the
+    declaration's own)."""
+
+    folder_date_format: str = "YYYY/MM/DD"
+    max_shrink: float | None = None
+    tombstone_retention: dt.timedelta | None = None
+
+    @classmethod
+    def from_rules(cls, rules: "RulesSettings") -> "IngestRules":
+        return cls(rules.cdc_folder_date_format, rules.fullload_max_shrink,
+                   dt.timedelta(days=rules.tombstone_retention_days))
+
+
+@dataclass
+class Commit:
+    version: int
+    operation: str
+    inserted: int
+    updated: int
+    deleted: int
+    rows_after: int
+    strategy: str = ""
+
+
+@dataclass
+class DerivedReport:
+    feed: FeedReport = field(default_factory=FeedReport)
+    history_version: int | None = None
+    history_changes: int = 0
+
+
+@dataclass
+class ApplyReport:
+    run_id: str
+    version_before: int | None
+    rows_before: int
+    version_after: int | None = None
+    rows_after: int = 0
+    commits: list[Commit] = field(default_factory=list)
+    files: list[LedgerEntry] = field(default_factory=list)
+    duration_seconds: float = 0.0
+    derived: DerivedReport = field(default_factory=DerivedReport)
+
+    def total(self, attribute: str) -> int:
+        return sum(getattr(c, attribute) for c in self.commits)
+
+    def file_total(self, attribute: str) -> int:
+        return sum(getattr(f, attribute) for f in self.files)
+
+    @property
+    def held(self) -> list[LedgerEntry]:
+        return [f for f in self.files if f.status == HELD]
+
+
+@dataclass
+class _Run:
+    """What one run works with."""
+
+    declaration: TableDeclaration
+    tables: TableSet
+    storage: LakeStorage
+    spark: SparkSession
+    run_id: str
+    rules: IngestRules
+    report: ApplyReport
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.declaration.keys)
+
+    @property
+    def columns(self) -> list[str]:
+        return table_columns(self.declaration)
+
+    @property
+    def integer_key(self) -> bool:
+        return self.declaration.column(self.declaration.keys[0]).is_integer
+
+    @property
+    def key_types(self) -> dict[str, str]:
+        return {k: self.declaration.column(k).type for k in self.declaration.keys}
+
+
+def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession, run_id: str,
+                  rules: IngestRules | None = None, reapply: bool = False) -> ApplyReport:
+    """Apply what is pending for `declaration`'s table; with `reapply`, also the objects `lake
+    restore` reverted. A run stopped after its table commit is finished first."""
+    started = time.perf_counter()
+    tables = table_set(declaration)
+    before = open_table(storage, tables.table)
+    run = _Run(declaration, tables, storage, spark, run_id, rules or IngestRules(),
+               ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0))
+    ledger = Ledger(storage)
+    _finish_stopped(run, ledger)
+    if declaration.change_feed:
+        caught_up = feed.catch_up(spark, storage, tables.table, tables.changes, run.keys)
+        run.report.derived.feed = run.report.derived.feed.add(caught_up)
+    before = open_table(storage, tables.table)
+    _evolve(run, before)
+    if declaration.history and before is not None:  # a history an earlier release wrote on the commit axis
+        history.start_over(tables.history.uri(storage), open_table(storage, tables.history),
+                           spark.read.format("delta").load(tables.table.uri(storage)), run.keys, run.columns,
+                           before.version())
+    entries = ledger.entries(declaration.name)
+    latest = {(e["source_file"], e["source_etag"]): e for e in entries.to_pylist()}
+    todo = pending(declaration, raw_files(declaration, storage), latest, reapply)
+    if todo:
+        _apply(run, ledger, plan(declaration, todo, entries, run.rules.folder_date_format), before, latest)
+    last = run.report.commits[-1] if run.report.commits else None
+    run.report.version_after = last.version if last else run.report.version_before
+    run.report.rows_after = last.rows_after if last else run.report.rows_before
+    run.report.duration_seconds = time.perf_counter() - started
+    return run.report
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+@dataclass
+class _Snapshot:
+    """The pending parts of one full load, with what the engine counted of them."""
+
+    parts: list[PlannedFile]
+    summaries: dict[int, dict]
+    held: str | None = None
+
+    @property
+    def floor(self) -> str:
+        return self.parts[0].floor
+
+    @property
+    def readable(self) -> list[PlannedFile]:
+        return [p for p in self.parts if not self.summaries[p.index]["_refusal"]]
+
+    @property
+    def rows(self) -> int:
+        return sum(self.summaries[p.index]["_valid"] for p in self.readable)
+
+    @property
+    def refused(self) -> int:
+        return sum(self.summaries[p.index]["_refused"] for p in self.parts)
+
+    @property
+    def approved(self) -> bool:
+        return any(p.approved is not None for p in self.parts)
+
+
+def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, latest: dict) -> None:
+    spark, storage, tables = run.spark, run.storage, run.tables
+    stage = Stage(storage, run.declaration.name, run.run_id)
+    applied_at = dt.datetime.now(dt.timezone.utc)
+    try:
+        parsed = stage.write("parsed", read_objects(spark, run.declaration, storage, [f.to_read() for f in planned.files]))
+        summaries = {int(r[FILE_INDEX]): r.asDict() for r in parsed.where(F.col(KIND) == RowKind.FILE.value)
+                     .select(FILE_INDEX, "_etag", "_size", "_records", "_valid", "_refused", "_refusal").collect()}
+        released = [(f.file.key, f.file.etag) for f in planned.files
+                    if (f.file.key, f.file.etag) in latest and refused_by_older_contract(run.declaration,
+                                                                                      latest[(f.file.key, f.file.etag)])]
+        bookkeeping.release(spark, storage, tables.quarantine, RefusalReason.UNDECLARED_COLUMN.value, released)
+        etags = spark.createDataFrame([(i, s["_etag"]) for i, s in summaries.items()], "_file INT, _etag STRING")
+        refusals = parsed.where(F.col(KIND) == RowKind.REFUSAL.value)
+        if any(s["_refused"] for s in summaries.values()):
+            bookkeeping.quarantine(storage, tables.quarantine, refusals, etags, run.run_id, applied_at)
+        retention = run.rules.tombstone_retention if run.rules.tombstone_retention is not None else \
+            dt.timedelta(days=run.declaration.tombstone_retention_days)
+        bookkeeping.prune_tombstones(spark, storage, tables.tombstones, applied_at - retention)
+
+        found = None if before is None else \
+            spark.read.format("delta").option("versionAsOf", before.version()).load(tables.table.uri(storage))
+        snapshots = [_Snapshot(parts, summaries) for parts in planned.snapshots.values()]
+        for snapshot in snapshots:
+            if not snapshot.approved:
+                snapshot.held = _guard(run, snapshot, parsed, found, before)
+        published = [s for s in snapshots if s.held is None]
+        newest = max(published, key=lambda s: s.floor, default=None)
+        sources = [f.index for f in planned.changes if not summaries[f.index]["_refusal"]]
+        sources += [p.index for p in newest.readable] if newest else []
+        changes = parsed.where((F.col(KIND) == RowKind.ROW.value) & F.col(FILE_INDEX).isin(sources))
+        published_snapshot = None
+        if newest is not None:
+            protected = None
+            if newest.refused:
+                protected = refusals.where(F.col(FILE_INDEX).isin([p.index for p in newest.parts]))
+                for key in run.keys:
+                    protected = protected.where(F.col(key).isNotNull())
+                protected = protected.select(*run.keys)
+            published_snapshot = PublishedSnapshot(newest.floor, [p.index for p in newest.readable], protected,
+                                                   newest.parts[0].file.key)
+        tombstones = bookkeeping.tombstones(spark, storage, tables.tombstones)
+        resolved = stage.write("resolved", resolve(
+            run.declaration, changes, None if found is None else found.select(*run.keys, SEQUENCE),
+            None if tombstones is None else tombstones.select(*run.keys, SEQUENCE),
+            planned.floor, published_snapshot, applied_at))
+        applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
+                   .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()}
+        counts = _commit_counts(resolved)
+        entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
+        operation = "full load" if newest is not None else "merge"
+        version_before = before.version() if before is not None else None
+        committed = None
+        batch = resolved.where(in_commit())
+        if sum(counts) or _any(batch):
+            how = committing.choose(spark, _target(run), before, batch, counts[0], counts[2])
+            label = f"{operation} ({how.strategy.value})"
+            stage.record(Manifest(run.run_id, applied_at, version_before, label, entries,
+                                  [planned.files[i].file.key for i in sources]))
+            committing.commit(spark, _target(run), batch, how, label)
+            after = open_table(storage, tables.table)
+            committed = after.version()
+            run.report.commits.append(Commit(committed, operation, *counts, row_count(after), how.strategy.value))
+        _after_commit(run, resolved, version_before, committed, applied_at)
+        recorded = _versioned(entries, sources, committed)
+        ledger.record(recorded)
+        run.report.files += recorded
+    except BaseException as error:
+        _clear(run, stage, error)
+        raise
+    stage.clear()
+
+
+def read_objects(spark: SparkSession, declaration: TableDeclaration, storage: LakeStorage, objects) -> DataFrame:
+    """The engine's reading of `objects` (reader.ObjectToRead), one task per few objects."""
+    rows = [(o.index, o.key, o.kind.value, o.prefix, o.refusal) for o in objects]
+    frame = spark.createDataFrame(rows, OBJECT_COLUMNS)
+    parallelism = max(1, min(len(rows), os.cpu_count() or 1))
+    if parallelism > 1:
+        frame = frame.repartition(parallelism)
+    function = reader(declaration, storage.endpoint_url, storage.bucket, storage.region)
+    return frame.mapInArrow(function, spark_schema(output_schema(declaration)))
+
+
+def _guard(run: _Run, snapshot: _Snapshot, parsed: DataFrame, found: DataFrame | None,
+           before: DeltaTable | None) -> str | None:
+    """Why a snapshot is held for `lake approve` (None: it publishes): it has refused rows, no
+    rows, or would shrink the table by more than the allowed share."""
+    guard = run.declaration.guard
+    if snapshot.refused and guard.hold_rejected:
+        return f"rejected_rows: {snapshot.refused} row(s) quarantined; their keys would keep their current rows"
+    if snapshot.rows == 0 and guard.hold_empty:
+        return "empty: the snapshot has no rows and would delete every row"
+    max_shrink = run.rules.max_shrink if run.rules.max_shrink is not None else guard.max_shrink
+    rows_before = row_count(before) if before is not None else 0
+    if max_shrink is None or rows_before == 0 or found is None:
+        return None
+    inside = parsed.where((F.col(KIND) == RowKind.ROW.value) &
+                          F.col(FILE_INDEX).isin([p.index for p in snapshot.readable])).select(*run.keys)
+    newer = found.where(F.coalesce(F.col(SEQUENCE), F.lit("")) >= F.lit(snapshot.floor)).select(*run.keys)
+    after = inside.unionByName(newer).distinct().count()
+    if after < (1 - max_shrink) * rows_before:
+        return f"shrinks: it would shrink the table from {rows_before} to {after} rows (more than {max_shrink:.0%})"
+    return None
+
+
+def _commit_counts(resolved: DataFrame) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) of the commit."""
+    commit_rows = resolved.where(in_commit())
+    upsert = F.col(OPERATION) != "D"
+    row = commit_rows.agg(
+        F.sum(F.when(upsert & ~F.col(PRESENT), 1).otherwise(0)).alias("i"),
+        F.sum(F.when(upsert & F.col(PRESENT), 1).otherwise(0)).alias("u"),
+        F.sum(F.when(~upsert & F.col(PRESENT), 1).otherwise(0)).alias("d")).collect()[0]
+    return int(row["i"] or 0), int(row["u"] or 0), int(row["d"] or 0)
+
+
+def _any(frame: DataFrame) -> bool:
+    return bool(frame.limit(1).count())
+
+
+def _target(run: _Run) -> committing.DeltaTarget:
+    key_type = run.declaration.column(run.keys[0]).type
+    return committing.DeltaTarget(run.tables.table.uri(run.storage), run.columns, run.keys, run.integer_key,
+                                  "int" if key_type == "INT" else "bigint")
+
+
+def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,
+                  applied_at: dt.datetime) -> None:
+    """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes."""
+    spark, storage, tables = run.spark, run.storage, run.tables
+    if committed is not None and run.declaration.change_feed:
+        commit_rows = resolved.where(in_commit())
+        added = commit_rows.where(F.col(OPERATION) != "D").select(*run.columns)
+        if version_before is None:
+            removed = spark.createDataFrame([], added.schema)
+        else:
+            removed = (spark.read.format("delta").option("versionAsOf", version_before)
+                       .load(tables.table.uri(storage))
+                       .join(commit_rows.where(F.col(PRESENT)).select(*run.keys), run.keys, "left_semi"))
+        written = feed.write_version(spark, storage, tables.table, tables.changes, run.keys, run.columns,
+                                     removed, added, committed, first_commit=version_before is None)
+        run.report.derived.feed = run.report.derived.feed.add(written)
+    doomed = resolved.where(deletes())
+    if _any(doomed):
+        bookkeeping.record_tombstones(spark, storage, tables.tombstones, run.key_types, doomed, applied_at)
+    if run.declaration.history:
+        left = committed if committed is not None else \
+            (run.report.commits[-1].version if run.report.commits else version_before)
+        found = open_table(storage, tables.history)
+        if history.record(spark, tables.history.uri(storage), found, resolved, run.keys, run.columns,
+                          run.integer_key, left, _target(run).key_type):
+            run.report.derived.history_version = open_table(storage, tables.history).version()
+
+
+def _entries(run: _Run, planned: Plan, summaries: dict[int, dict], snapshots: list[_Snapshot],
+             newest: _Snapshot | None, sources: list[int], applied: dict[int, int],
+             at: dt.datetime) -> list[LedgerEntry]:
+    """One ledger entry per object read (the table version is filled in once committed)."""
+    held = {p.index: s.held for s in snapshots if s.held is not None for p in s.parts}
+    entries = []
+    for entry in planned.files:
+        summary = summaries[entry.index]
+        refusal = summary["_refusal"]
+        valid, refused = summary["_valid"], summary["_refused"]
+        if refusal:
+            status = REJECTED
+        elif entry.index in held:
+            status = HELD
+        elif entry.file.kind is SourceKind.SNAPSHOT:
+            status = APPLIED  # a published snapshot: with no valid row it still deleted every older key
+        else:
+            status = REJECTED if valid == 0 and refused else APPLIED
+        waiting = status == HELD
+        superseded = 0 if waiting or refusal else valid - applied.get(entry.index, 0)
+        sequence = None
+        if entry.stamp is not None:
+            sequence = entry.floor if entry.file.kind is SourceKind.SNAPSHOT else entry.stamp.base(entry.delivery)
+        entries.append(LedgerEntry(
+            table_name=run.declaration.name, source_file=entry.file.key,
+            source_etag=summary["_etag"] or entry.file.etag, source_size=summary["_size"] or entry.file.size,
+            source_kind=LEDGER_KIND[entry.file.kind], status=status, rows_in_file=summary["_records"],
+            rows_applied=0 if waiting or refusal else valid - superseded, rows_superseded=superseded,
+            rows_quarantined=refused, table_version=None, run_id=run.run_id, recorded_at=at,
+            detail=refusal if refusal else held.get(entry.index), source_sequence=sequence))
+    return entries
+
+
+def _versioned(entries: list[LedgerEntry], sources: list[int], committed: int | None) -> list[LedgerEntry]:
+    """The entries with the commit's version on the objects it applied."""
+    return entries if committed is None else [replace(e, table_version=committed) if i in sources else e
+                                              for i, e in enumerate(entries)]
+
+
+def _clear(run: _Run, stage: Stage, error: BaseException) -> None:
+    """Remove a failed run's stage, unless its commit landed (the next run finishes it from there).
+    While another error is on its way out, a failing cleanup (S3 down) must not replace it."""
+    try:
+        manifest = stage.manifest()
+        if manifest is None or _committed(run, manifest) is None:
+            stage.clear()
+    except Exception as cleanup_error:  # noqa: BLE001 -- noted on the error that is already leaving
+        error.add_note(f"also, the staged run {stage.prefix} could not be removed: {cleanup_error}")
+
+
+# --- a run stopped after its commit --------------------------------------------------------------
+
+def _finish_stopped(run: _Run, ledger: Ledger) -> None:
+    """Finish every run of this table that committed and was stopped before its ledger write; clear
+    the stages of runs that never committed (their objects are still pending)."""
+    recorded = None
+    for stage in Stage.left_behind(run.storage, run.declaration.name):
+        manifest = stage.manifest()
+        if manifest is None:
+            stage.clear()
+            continue
+        if recorded is None:
+            recorded = set(ledger.entries(run.declaration.name)["run_id"].to_pylist())
+        committed = None if manifest.run_id in recorded else _committed(run, manifest)
+        if committed is not None:
+            resolved = stage.read(run.spark, "resolved")
+            _after_commit(run, resolved, manifest.version_before, committed, manifest.applied_at)
+            committing_files = set(manifest.committing)
+            finished = [replace(e, table_version=committed) if e.source_file in committing_files else e
+                        for e in manifest.entries]
+            ledger.record(finished)
+            run.report.files += finished
+        stage.clear()
+
+
+def _committed(run: _Run, manifest: Manifest) -> int | None:
+    """The version of the manifest's commit, if it was made (the next version after the one it
+    found carries its label), else None."""
+    delta = open_table(run.storage, run.tables.table)
+    if delta is None:
+        return None
+    expected = 0 if manifest.version_before is None else manifest.version_before + 1
+    if delta.version() < expected:
+        return None
+    for commit in delta.history():
+        if int(commit.get("version", -1)) == expected:
+            return expected if commit.get("userMetadata") == manifest.label else None
+    return None
+
+
+# --- contract evolution ------------------------------------------------------------------------
+
+def _evolve(run: _Run, delta: DeltaTable | None) -> None:
+    """Add the columns of contract versions declared since the table was written, as one
+    schema-change commit. Rows written before read the new columns as NULL."""
+    if delta is None:
+        return
+    added = [c for c in run.declaration.contract.columns if c.name not in {f.name for f in delta.schema().fields}]
+    if add_columns(delta, [(c.name, c.type) for c in added], {c.name: c.description for c in added}):
+        run.report.commits.append(Commit(delta.version(), f"add columns ({', '.join(c.name for c in added)}) "
+                                         f"for contract v{run.declaration.contract.version}", 0, 0, 0,
+                                         row_count(delta)))

@@ -1,0 +1,322 @@
+"""A declaration's rules on parsed rows: string columns in, typed valid rows and refused records out.
+
+Runs inside the engine (the reader's `mapInArrow` function, core/apply/reader.py), vectorised
+with pyarrow compute: no per-row Python. A row gets the first reason that applies: the
+operation (CDC), then the key columns (empty, malformed, below their minimum), then, for rows
+that are not deletes (a delete only needs its key), every other column in declared order.
+Values are trimmed; an empty value is NULL (refused as `missing_value` where the column is
+not nullable). A file of an older contract version lacks the columns later versions added:
+they are NULL in its rows.
+
+Clean columns take a fast path: a column whose values have no surrounding whitespace is not
+trimmed (a look at each value's first and last byte says so), an integer column of plain
+digits is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once.
+Any other column is checked value by value with the same rules, so both paths accept and
+refuse exactly the same values.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake_assets.core.declaration import Column, RefusalReason, TableDeclaration
+
+RECORD = "_record"
+OPERATION = "_operation"
+
+INTEGER_PATTERN = r"^[+-]?[0-9]{1,19}$"
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-]00:?00)?$"
+NUMBER_PATTERN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$"
+DATE_LENGTH = len("YYYY-MM-DD")
+BOOLEAN_VALUES = {"true": True, "t": True, "1": True, "y": True, "yes": True,
+                  "false": False, "f": False, "0": False, "n": False, "no": False}
+_TRUE = pa.array([k for k, v in BOOLEAN_VALUES.items() if v])
+_FALSE = pa.array([k for k, v in BOOLEAN_VALUES.items() if not v])
+
+
+def arrow_type(column: Column) -> pa.DataType:
+    """The Arrow type of a declared column's values."""
+    if column.type.startswith("DECIMAL("):
+        precision, scale = column.type[len("DECIMAL("):-1].split(",")
+        return pa.decimal128(int(precision), int(scale))
+    return {"INT": pa.int32(), "BIGINT": pa.int64(), "STRING": pa.string(), "DATE": pa.date32(),
+            "BOOLEAN": pa.bool_(), "DOUBLE": pa.float64(), "TIMESTAMP": pa.timestamp("us", tz="UTC")}[column.type]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Records of one file that were not applied, with why."""
+
+    records: np.ndarray  # record numbers (int64)
+    reasons: list[str]
+    details: list[str]
+
+    @staticmethod
+    def none() -> "Refused":
+        return Refused(np.empty(0, np.int64), [], [])
+
+    def __len__(self) -> int:
+        return len(self.reasons)
+
+    def __add__(self, other: "Refused") -> "Refused":
+        return Refused(np.concatenate([self.records, other.records]), self.reasons + other.reasons,
+                       self.details + other.details)
+
+
+def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | None,
+             delete: str = "D", upserts: tuple[str, ...] = ("I", "U")) -> tuple[pa.Table, Refused]:
+    """Split `rows` (string columns named as the declaration's, plus RECORD; `op` for CDC) into
+    typed valid rows (the newest contract's columns, OPERATION and RECORD) and refusals.
+
+    `operation` is the fixed operation of a snapshot's rows; None: the rows carry an `op` column
+    whose values are `upserts` or `delete` (any case).
+    """
+    trimmed = {name: _trimmed(rows[name]) for name in rows.column_names if name != RECORD}
+    if operation is None:
+        ops = pc.utf8_upper(trimmed["op"])
+        is_delete = pc.equal(ops, delete.upper())
+    else:
+        ops = pa.repeat(operation, rows.num_rows)
+        is_delete = pa.repeat(False, rows.num_rows)
+    checks = {c.name: _check(c, trimmed[c.name]) for c in declaration.contract.columns if c.name in trimmed}
+    reason = pa.nulls(rows.num_rows, pa.string())
+    detail = pa.nulls(rows.num_rows, pa.string())
+    for failed, code, column in _rules(declaration, trimmed, checks, ops, is_delete, operation is None,
+                                       (*upserts, delete)):
+        first = pc.and_(pc.is_null(reason), pc.fill_null(failed, False))
+        if not pc.any(first).as_py():
+            continue
+        reason = pc.if_else(first, code.value, reason)
+        described = (pc.binary_join_element_wise(f"{column}=", trimmed[column], "") if column else
+                     pa.repeat(f"operation must be one of {', '.join(dict.fromkeys((*upserts, delete)))}",
+                               rows.num_rows))
+        detail = pc.if_else(first, described, detail)
+
+    bad = pc.is_valid(reason)
+    any_bad = pc.any(bad).as_py()
+    refused = Refused(rows[RECORD].filter(bad).to_numpy(), reason.filter(bad).to_pylist(),
+                      detail.filter(bad).to_pylist()) if any_bad else Refused.none()
+    good = pc.invert(bad)
+    kept = rows.num_rows - len(refused)
+    columns = {}
+    for column in declaration.contract.columns:
+        if column.name not in checks:  # a column of a later contract version than the file's
+            columns[column.name] = pa.nulls(kept, arrow_type(column))
+            continue
+        values = checks[column.name].values
+        columns[column.name] = values.filter(good) if any_bad else values
+    columns[OPERATION] = ops.filter(good) if any_bad else ops
+    columns[RECORD] = rows[RECORD].filter(good) if any_bad else rows[RECORD]
+    return pa.table(columns), refused
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A column's typed values (NULL where empty or malformed), and which are malformed (None: none)."""
+
+    values: pa.Array | pa.ChunkedArray
+    malformed: pa.Array | pa.ChunkedArray | None
+    empty: pa.Array | pa.ChunkedArray
+    below: pa.Array | pa.ChunkedArray | None = None  # under the column's minimum
+
+
+def _rules(declaration: TableDeclaration, values: dict, checks: dict[str, _Checked], ops, is_delete,
+           check_op: bool, operations: tuple[str, ...]) -> Iterator[tuple[object, RefusalReason, str | None]]:
+    """(failed mask, reason, column) in the order they are checked."""
+    if check_op:
+        yield pc.invert(pc.is_in(ops, pa.array(operations))), RefusalReason.UNKNOWN_OPERATION, None
+    for key in declaration.keys:
+        check = checks[key]
+        yield check.empty, RefusalReason.EMPTY_KEY, key
+        if check.malformed is not None:
+            yield check.malformed, declaration.column(key).refusal, key
+        if check.below is not None:
+            yield check.below, declaration.column(key).minimum_reason or RefusalReason.BAD_VALUE, key
+    not_delete = pc.invert(is_delete)
+    for column in sorted(declaration.contract.columns, key=_rank):
+        if column.name in declaration.keys or column.name not in checks:
+            continue
+        check = checks[column.name]
+        if not column.nullable:
+            yield pc.and_(not_delete, check.empty), RefusalReason.MISSING_VALUE, column.name
+        if check.malformed is not None:
+            yield pc.and_(not_delete, check.malformed), column.refusal, column.name
+        if check.below is not None:
+            yield pc.and_(not_delete, check.below), column.minimum_reason or RefusalReason.BAD_VALUE, column.name
+
+
+def _rank(column: Column) -> int:
+    """The order in which a row's columns are judged (its first failing one names the reason):
+    integers, dates, allowed values, booleans, then the rest, each in declared order."""
+    if column.allowed:
+        return 2
+    return {"INT": 0, "BIGINT": 0, "DATE": 1, "BOOLEAN": 3}.get(column.type, 4)
+
+
+def _check(column: Column, values: pa.ChunkedArray) -> _Checked:
+    empty = pc.equal(values, "")
+    if column.allowed:
+        return _allowed(values, column.allowed, empty)
+    kind = column.type.split("(")[0]
+    if kind in ("INT", "BIGINT"):
+        return _integer(values, arrow_type(column), column.minimum, empty)
+    if kind == "DATE":
+        return _date(values, empty)
+    if kind == "BOOLEAN":
+        return _boolean(values, empty)
+    if kind == "TIMESTAMP":
+        return _timestamp(values, empty)
+    if kind in ("DOUBLE", "DECIMAL"):
+        return _number(values, arrow_type(column), empty)
+    return _Checked(_string_or_null(values), None, empty)
+
+
+def _integer(values: pa.ChunkedArray, kind: pa.DataType, minimum: int | None, empty) -> _Checked:
+    """Well formed: an optional sign and digits, within `kind`'s range; empty is NULL."""
+    info = np.iinfo(kind.to_pandas_dtype())
+    digits = len(str(info.max))
+    present = pc.invert(empty)
+    if len(values) and pc.all(pc.ascii_is_decimal(values)).as_py() and pc.max(pc.binary_length(values)).as_py() < digits:
+        numbers = pc.cast(values, pa.int64())  # plain digits, fewer than the type's: in range
+        malformed = None
+    else:
+        shaped = pc.and_(present, pc.match_substring_regex(values, INTEGER_PATTERN))
+        wide = pc.cast(pc.if_else(shaped, _without_plus(values), "0"), pa.decimal128(20, 0))
+        in_range = pc.and_(pc.greater_equal(wide, pa.scalar(info.min, pa.decimal128(20, 0))),
+                           pc.less_equal(wide, pa.scalar(info.max, pa.decimal128(20, 0))))
+        well_formed = pc.and_(shaped, in_range)
+        numbers = pc.cast(pc.if_else(well_formed, wide, pa.scalar(None, pa.decimal128(20, 0))), pa.int64())
+        malformed = pc.and_(present, pc.invert(well_formed))
+        malformed = None if not pc.any(malformed).as_py() else malformed
+    typed = pc.cast(numbers, kind)
+    below = None
+    if minimum is not None:
+        below = pc.fill_null(pc.less(numbers, minimum), False)
+        below = None if not pc.any(below).as_py() else below
+    return _Checked(typed, malformed, empty, below)
+
+
+def _date(values: pa.ChunkedArray, empty) -> _Checked:
+    """Well formed: YYYY-MM-DD and a real day (2024-02-30 is not); empty is NULL."""
+    if len(values) and pc.min(pc.binary_length(values)).as_py() == DATE_LENGTH \
+            and pc.max(pc.binary_length(values)).as_py() == DATE_LENGTH:
+        try:
+            return _Checked(pc.cast(values, pa.date32()), None, empty)
+        except pa.ArrowInvalid:
+            pass  # some value is not a date: check them one by one
+    shaped = pc.match_substring_regex(values, DATE_PATTERN)
+    parsed = pc.strptime(pc.if_else(shaped, values, "1970-01-01"), format="%Y-%m-%d", unit="s", error_is_null=True)
+    # strptime rolls 2024-02-30 over to March: only a value that prints back unchanged is a date
+    dates = pc.cast(parsed, pa.date32())
+    well_formed = pc.fill_null(pc.and_(shaped, pc.equal(pc.cast(dates, pa.string()), values)), False)
+    malformed = pc.and_(pc.invert(empty), pc.invert(well_formed))
+    return _Checked(pc.if_else(well_formed, dates, pa.scalar(None, pa.date32())),
+                    malformed if pc.any(malformed).as_py() else None, empty)
+
+
+def _timestamp(values: pa.ChunkedArray, empty) -> _Checked:
+    """Well formed: `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with T, and Z or +00:00: UTC); empty is NULL."""
+    shaped = pc.match_substring_regex(values, TIMESTAMP_PATTERN)
+    plain = pc.replace_substring_regex(pc.replace_substring(values, "T", " "), r"(Z|[+-]00:?00)$", "")
+    seconds = pc.utf8_slice_codeunits(plain, 0, 19)
+    parsed = pc.strptime(pc.if_else(shaped, seconds, "1970-01-01 00:00:00"), format="%Y-%m-%d %H:%M:%S",
+                         unit="us", error_is_null=True)
+    fraction = pc.utf8_slice_codeunits(plain, 20, 26)
+    micros = pc.cast(pc.if_else(pc.equal(fraction, ""), "0",
+                                pc.utf8_rpad(fraction, 6, "0")), pa.int64(), safe=False)
+    stamps = pc.cast(pc.add(pc.cast(parsed, pa.int64()), micros), pa.timestamp("us", tz="UTC"))
+    well_formed = pc.fill_null(pc.and_(shaped, pc.equal(pc.strftime(parsed, "%Y-%m-%d %H:%M:%S"), seconds)), False)
+    malformed = pc.and_(pc.invert(empty), pc.invert(well_formed))
+    return _Checked(pc.if_else(well_formed, stamps, pa.scalar(None, pa.timestamp("us", tz="UTC"))),
+                    malformed if pc.any(malformed).as_py() else None, empty)
+
+
+def _number(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked:
+    """Well formed: a decimal number (DOUBLE: an exponent too); a DECIMAL value must fit its
+    precision and scale exactly (no rounding); empty is NULL."""
+    shaped = pc.match_substring_regex(values, NUMBER_PATTERN)
+    if pa.types.is_decimal(kind):
+        shaped = pc.and_(shaped, pc.invert(pc.match_substring_regex(values, "[eE]")))
+        integral = pc.utf8_length(pc.replace_substring_regex(values, r"^[+-]?0*([0-9]*)(\..*)?$", r"\1"))
+        fraction = pc.utf8_length(pc.replace_substring_regex(values, r"^[^.]*\.?([0-9]*?)0*$", r"\1"))
+        fits = pc.and_(pc.less_equal(integral, kind.precision - kind.scale), pc.less_equal(fraction, kind.scale))
+        shaped = pc.and_(shaped, fits)
+    source = pc.if_else(shaped, _without_plus(values), "0")
+    typed = pc.cast(pc.cast(source, pa.float64()), kind) if not pa.types.is_decimal(kind) else \
+        pc.cast(pc.if_else(pc.ends_with(source, "."), pc.binary_join_element_wise(source, "0", ""), source), kind)
+    malformed = pc.and_(pc.invert(empty), pc.invert(shaped))
+    return _Checked(pc.if_else(shaped, typed, pa.scalar(None, kind)),
+                    malformed if pc.any(malformed).as_py() else None, empty)
+
+
+def _boolean(values: pa.ChunkedArray, empty) -> _Checked:
+    """Well formed: empty, or one of BOOLEAN_VALUES' spellings in any case."""
+    spelled = pc.utf8_lower(values)
+    true = pc.is_in(spelled, _TRUE)
+    well_formed = pc.or_(pc.or_(true, pc.is_in(spelled, _FALSE)), empty)
+    booleans = pc.if_else(pc.and_(well_formed, pc.invert(empty)), true, pa.scalar(None, pa.bool_()))
+    return _Checked(booleans, None if pc.all(well_formed).as_py() else pc.invert(well_formed), empty)
+
+
+def _allowed(values: pa.ChunkedArray, allowed: tuple[str, ...], empty) -> _Checked:
+    """One of `allowed` in any case, stored as declared; empty is NULL? No: an empty value is not
+    allowed unless declared (`""`)."""
+    spelled = pa.array(list(allowed))
+    exact = pc.is_in(values, spelled)
+    if pc.all(exact).as_py():
+        return _Checked(values, None, empty)
+    lower = pc.utf8_lower(values)
+    position = pc.index_in(lower, value_set=pa.array([a.lower() for a in allowed]))
+    well_formed = pc.is_valid(position)
+    return _Checked(spelled.take(position), pc.invert(well_formed), empty)
+
+
+def _string_or_null(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """An empty string is NULL: the values' buffers with a validity bitmap that says so (no copy
+    of the strings)."""
+    if not len(values) or pc.min(pc.binary_length(values)).as_py() > 0:
+        return values
+    chunks = []
+    for chunk in values.chunks:
+        present = np.concatenate([np.zeros(chunk.offset, bool),
+                                  pc.fill_null(pc.not_equal(chunk, ""), False).to_numpy(zero_copy_only=False)])
+        validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+        chunks.append(pa.Array.from_buffers(pa.string(), len(chunk), [validity, *chunk.buffers()[1:]],
+                                            offset=chunk.offset))
+    return pa.chunked_array(chunks, pa.string())
+
+
+def _without_plus(values):
+    """Arrow's string-to-number casts refuse a leading '+', which the patterns allow."""
+    if not pc.any(pc.starts_with(values, "+")).as_py():
+        return values
+    return pc.replace_substring_regex(values, pattern=r"^\+", replacement="")
+
+
+def _trimmed(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """`values` without surrounding whitespace; not copied when no value has any."""
+    return pc.utf8_trim_whitespace(values) if _may_need_trim(values) else values
+
+
+def _may_need_trim(values: pa.ChunkedArray) -> bool:
+    """True if some value may start or end with whitespace (by its first and last byte)."""
+    if values.type != pa.string():
+        return True
+    for chunk in values.chunks:
+        _, offsets_buffer, data_buffer = chunk.buffers()
+        if not len(chunk) or data_buffer is None:
+            continue
+        offsets = np.frombuffer(offsets_buffer, np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+        data = np.frombuffer(data_buffer, np.uint8)
+        last = len(data) - 1
+        if last < 0:
+            continue
+        firsts = data[np.minimum(offsets[:-1], last)]
+        lasts = data[np.clip(offsets[1:] - 1, 0, last)]
+        if ((firsts - np.uint8(0x21)) >= np.uint8(0x5F)).any() or ((lasts - np.uint8(0x21)) >= np.uint8(0x5F)).any():
+            return True  # a space, a control or part of a multi-byte character
+    return False

@@ -1,0 +1,250 @@
+"""A curated table, declared: everything the change core needs to build, apply, check and show it.
+
+One `TableDeclaration` per table says what Databricks' `AUTO CDC` / `APPLY CHANGES` and its
+expectations say, in data rather than code: the columns (types, descriptions, nullability,
+allowed values, the contract version that added each), the keys, where the raw objects land
+and how they are laid out (CDC files or full-load snapshots, AWS DMS style), how deletes are
+marked, whether an SCD type 2 history and a change feed are kept, the snapshot guards and the
+tombstone retention. The core (core/apply/) reads nothing else about a table, so a new table is
+a new declaration and nothing more; `definitions.py` builds each table's assets, checks, sensor
+and job from its declaration.
+
+Declarations are pydantic models: they load from a mapping (a YAML file) with every field
+checked, and a mistake is one line naming the field and what it allows (`DeclarationError`).
+"""
+
+import re
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from lake_assets.core.errors import UsageError
+from lake_assets.core.tables import TableFormat
+
+#: The Spark SQL types a column may have (DECIMAL(p,s) with its precision and scale).
+SCALAR_TYPES = ("INT", "BIGINT", "STRING", "DATE", "BOOLEAN", "DOUBLE", "TIMESTAMP")
+_DECIMAL = re.compile(r"DECIMAL\((\d{1,2}),\s*(\d{1,2})\)")
+#: Table names: a letter, then letters, digits and underscores (also the Dagster asset key).
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class DeclarationError(UsageError):
+    """A declaration that cannot be used: the message names the field and what it allows."""
+
+
+class SourceKind(StrEnum):
+    """What a raw object under a source's prefix is."""
+
+    CDC = "cdc"  # changes: one row per insert, update or delete, the operation in the row
+    SNAPSHOT = "snapshot"  # a full load: the whole table as of its stamp (keys it lacks are deleted)
+
+
+class RefusalReason(StrEnum):
+    """Why a raw row (or a whole object) was quarantined: one code per rule, in every table's quarantine."""
+
+    WRONG_FIELD_COUNT = "wrong_field_count"
+    EMPTY_KEY = "empty_key"
+    BAD_INTEGER = "bad_integer"
+    BAD_DATE = "bad_date"
+    BAD_FLAG = "bad_flag"
+    BAD_VALUE = "bad_value"
+    BAD_NUMBER = "bad_number"
+    BAD_TIMESTAMP = "bad_timestamp"
+    UNKNOWN_OPERATION = "unknown_operation"
+    BAD_HEADER = "bad_header"
+    UNREADABLE_FILE = "unreadable_file"
+    BAD_ENCODING = "bad_encoding"
+    UNTERMINATED_QUOTE = "unterminated_quote"
+    NEGATIVE_KEY = "negative_key"
+    NO_SEQUENCE = "no_sequence"
+    BAD_BOOLEAN = "bad_boolean"
+    UNDECLARED_COLUMN = "undeclared_column"
+    MISSING_VALUE = "missing_value"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Column(_Model):
+    """One column of the table, as raw files carry it."""
+
+    name: str
+    type: str = Field(description="Spark SQL type: " + ", ".join(SCALAR_TYPES) + " or DECIMAL(p,s)")
+    description: str = ""
+    nullable: bool = True
+    #: Values the column may hold, matched without case and surrounding spaces and stored as declared.
+    allowed: tuple[str, ...] = ()
+    #: The least value of an integer column (e.g. 0 for ids that are never negative).
+    minimum: int | None = None
+    #: The quarantine reason of a value the column refuses (default: by its type, `bad_integer`, ...).
+    reason: RefusalReason | None = None
+    #: The reason when it is below `minimum` (default `bad_value`).
+    minimum_reason: RefusalReason | None = None
+    #: The contract version that added the column (1: the first).
+    since: int = Field(default=1, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"column name {name!r} must be lower-case letters, digits and _ (a letter first)")
+        return name
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, value: str) -> str:
+        spelled = value.strip().upper()
+        if spelled in SCALAR_TYPES:
+            return spelled
+        decimal = _DECIMAL.fullmatch(spelled)
+        if decimal and 0 < int(decimal.group(1)) <= 38 and int(decimal.group(2)) <= int(decimal.group(1)):
+            return f"DECIMAL({int(decimal.group(1))},{int(decimal.group(2))})"
+        raise ValueError(f"type {value!r} is not one of {', '.join(SCALAR_TYPES)} or DECIMAL(p,s) (p <= 38)")
+
+    @property
+    def is_integer(self) -> bool:
+        return self.type in ("INT", "BIGINT")
+
+    @property
+    def refusal(self) -> RefusalReason:
+        """The reason a value of this column is refused for."""
+        if self.reason is not None:
+            return self.reason
+        if self.allowed:
+            return RefusalReason.BAD_VALUE
+        return _TYPE_REASONS.get(self.type.split("(")[0], RefusalReason.BAD_VALUE)
+
+
+_TYPE_REASONS = {"INT": RefusalReason.BAD_INTEGER, "BIGINT": RefusalReason.BAD_INTEGER, "DATE": RefusalReason.BAD_DATE,
+                 "BOOLEAN": RefusalReason.BAD_BOOLEAN, "DOUBLE": RefusalReason.BAD_NUMBER,
+                 "DECIMAL": RefusalReason.BAD_NUMBER, "TIMESTAMP": RefusalReason.BAD_TIMESTAMP}
+
+
+class Source(_Model):
+    """Where one kind of raw object lands, and how its files are laid out."""
+
+    prefix: str = Field(description="key prefix in the lake bucket, ending in /, e.g. raw/cdcload/")
+    kind: SourceKind
+    #: `auto`: a snapshot's first record is a header when it names the columns; CDC files have none (DMS's default).
+    header: Literal["auto", "always", "never"] = "auto"
+    #: The CDC operation values: inserts and updates are upserts; `delete` marks a delete.
+    delete: str = "D"
+    upserts: tuple[str, ...] = ("I", "U")
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, prefix: str) -> str:
+        if not prefix.endswith("/") or prefix.startswith("/") or ".." in prefix.split("/"):
+            raise ValueError(f"prefix {prefix!r} must be a relative key prefix ending in / (e.g. raw/orders/cdc/)")
+        return prefix
+
+
+class SnapshotGuard(_Model):
+    """When a full-load snapshot is held for `lake approve` instead of published (write-audit-publish)."""
+
+    hold_empty: bool = True
+    hold_rejected: bool = True
+    #: Hold a snapshot that would remove more than this share of the table's rows (None: never).
+    max_shrink: float | None = Field(default=0.5, ge=0, le=1)
+
+
+class TableDeclaration(_Model):
+    """A curated table and everything the change core applies to it."""
+
+    name: str
+    description: str = ""
+    group: str = Field(description="the Dagster asset group and `lake status` domain it belongs to")
+    format: TableFormat = TableFormat.DELTA
+    columns: tuple[Column, ...]
+    keys: tuple[str, ...]
+    sources: tuple[Source, ...]
+    #: SCD type 2 history on the source's sequence axis, beside the SCD type 1 table.
+    history: bool = True
+    #: A change feed (Delta CDF semantics) beside the table.
+    change_feed: bool = True
+    guard: SnapshotGuard = SnapshotGuard()
+    #: How long a deleted key is remembered against late, older changes.
+    tombstone_retention_days: float = Field(default=7, ge=0)
+    owners: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"table name {name!r} must be lower-case letters, digits and _ (a letter first)")
+        return name
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TableDeclaration":
+        names = [c.name for c in self.columns]
+        doubled = sorted({n for n in names if names.count(n) > 1})
+        if doubled:
+            raise ValueError(f"columns declared twice: {', '.join(doubled)}")
+        if not self.keys:
+            raise ValueError("keys: declare at least one key column")
+        unknown = [k for k in self.keys if k not in names]
+        if unknown:
+            raise ValueError(f"keys: {', '.join(unknown)} not among the columns ({', '.join(names)})")
+        late = [c.name for c in self.columns if c.name in self.keys and c.since != 1]
+        if late:
+            raise ValueError(f"keys: {', '.join(late)} must be in the first contract version (since: 1)")
+        if not self.sources:
+            raise ValueError("sources: declare where the raw objects land")
+        prefixes = [s.prefix for s in self.sources]
+        nested = [(a, b) for a in prefixes for b in prefixes if a != b and b.startswith(a)]
+        if len(set(prefixes)) != len(prefixes) or nested:
+            raise ValueError(f"sources: prefixes must not repeat or nest ({', '.join(prefixes)})")
+        versions = sorted({c.since for c in self.columns})
+        if versions != list(range(1, versions[-1] + 1)):
+            raise ValueError(f"columns: contract versions must run 1, 2, ... without a gap (found {versions})")
+        order = [c.since for c in self.columns]
+        if order != sorted(order):
+            raise ValueError("columns: a later contract version's columns come after the earlier ones' "
+                             "(a new version appends columns, as DMS appends a column added at the source)")
+        return self
+
+    # --- what the core derives from it ---------------------------------------------------
+
+    @property
+    def contracts(self) -> tuple["Contract", ...]:
+        """Every contract version, oldest first: the data columns a raw file of that version carries."""
+        newest = max(c.since for c in self.columns)
+        return tuple(Contract(version=v, columns=tuple(c for c in self.columns if c.since <= v))
+                     for v in range(1, newest + 1))
+
+    @property
+    def contract(self) -> "Contract":
+        """The newest contract: the table's data columns."""
+        return self.contracts[-1]
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    def source(self, key: str) -> Source | None:
+        """The source a raw object's key lands in (None: the key is no source's)."""
+        return next((s for s in self.sources if key.startswith(s.prefix)), None)
+
+
+class Contract(_Model):
+    """One version of a table's contract: its data columns in file order."""
+
+    version: int
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def load_declaration(data: dict, origin: str) -> TableDeclaration:
+    """A declaration from a mapping (a YAML file's content); a mistake is one line naming the field."""
+    try:
+        return TableDeclaration.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the declaration"
+        message = first["msg"].removeprefix("Value error, ")
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        raise DeclarationError(f"{origin}: {where}: {message}{more}") from None

@@ -1,0 +1,182 @@
+"""A declared table's assets: its raw drops (observed) and the tables the change core writes.
+
+Made from the declaration alone (`raw_assets`, `table_assets`): the raw sources (one per
+source prefix), and one multi-asset for the table, its quarantine, its change feed and its
+SCD2 history, which one run of the core (core/apply/run.py) writes together under the table's
+write lease.
+"""
+
+import hashlib
+
+import dagster as dg
+
+from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending, table_set
+from lake_assets.core.declaration import SourceKind, TableDeclaration
+from lake_assets.core.formats.delta import open_table, row_count
+from lake_assets.core.lock import LockOwner, table_lock
+from lake_assets.core.apply.resolve import table_columns
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.rules import LakeRules
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
+from lake_assets.runs import record_process
+
+#: A source's name in its raw asset's key (`raw/insurance_fullload`): what users call these drops.
+SOURCE_NAMES = {SourceKind.SNAPSHOT: "fullload", SourceKind.CDC: "cdc"}
+_KINDS = {SourceKind.SNAPSHOT: "full-load CSV snapshots (DMS style, header optional)",
+          SourceKind.CDC: "AWS DMS style CDC files (no header, the operation I/U/D first)"}
+
+
+def raw_key(declaration: TableDeclaration, kind: SourceKind) -> dg.AssetKey:
+    return dg.AssetKey(["raw", f"{declaration.name}_{SOURCE_NAMES[kind]}"])
+
+
+def raw_assets(declaration: TableDeclaration) -> list[dg.SourceAsset]:
+    """One observable source asset per source prefix: the objects landed there."""
+    return [_raw_asset(declaration, source.kind, source.prefix) for source in declaration.sources]
+
+
+def _raw_asset(declaration: TableDeclaration, kind: SourceKind, prefix: str) -> dg.SourceAsset:
+    # Dagster 1.13's observable_source_asset takes no `owners` (its **kwargs drop it): the owners
+    # are on the table's assets.
+    @dg.observable_source_asset(key=raw_key(declaration, kind), group_name="raw",
+                                description=f"{_KINDS[kind]} of `{declaration.name}` under s3://&lt;bucket&gt;/"
+                                            f"{prefix}.")
+    def observe(storage: StorageResource) -> dg.ObserveResult:
+        with storage.running() as running:
+            objects = running.list_objects(prefix)
+        fingerprint = hashlib.sha256("".join(f"{o['Key']}@{o['ETag']}" for o in objects).encode()).hexdigest()
+        return dg.ObserveResult(data_version=dg.DataVersion(fingerprint[:16]), metadata={
+            "objects": len(objects), "bytes": sum(int(o["Size"]) for o in objects),
+            "latest_object": objects[-1]["Key"] if objects else ""})
+    return observe
+
+
+class ApplyConfig(dg.Config):
+    reapply: bool = False  # also apply again the files `lake restore` reverted (`lake run --reapply`)
+
+
+def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
+    """The multi-asset that applies everything pending to the table (and writes what it keeps beside)."""
+    tables = table_set(declaration)
+    raw = [raw_key(declaration, s.kind) for s in declaration.sources]
+    owners = list(declaration.owners)
+    name = declaration.name
+    specs = [
+        dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners, kinds={"delta", "spark", "s3"},
+                     description=f"{declaration.description}: snapshots and CDC changes applied per key in "
+                                 "sequence order, with audit columns; a suspicious snapshot is held for "
+                                 "`lake approve`.",
+                     metadata={"dagster/column_schema": column_schema(declaration)}),
+        dg.AssetSpec(tables.quarantine.name, deps=raw, group_name=declaration.group, owners=owners,
+                     kinds={"delta", "s3"},
+                     description="Every raw row that could not be applied: reason, source file, line number, raw text."),
+    ]
+    if declaration.change_feed:
+        specs.append(dg.AssetSpec(
+            tables.changes.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
+            description=f"Change feed of `{name}` (Delta CDF semantics): the table's columns plus `_change_type` "
+                        "(insert, update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`. "
+                        f"Read it with `lake changes {name} --from-version N`."))
+    if declaration.history:
+        specs.append(dg.AssetSpec(
+            tables.history.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
+            description=f"SCD type 2 history of `{name}` on the source's sequence axis (DLT's `STORED AS SCD TYPE "
+                        "2`): one row per version a key had, valid from its `_sequence` to the key's next change "
+                        "(`valid_to_sequence`; `valid_from`/`valid_to` their times), deletes as rows of their own "
+                        "(`_operation = 'D'`), `is_current` for the live row, `commit_version` of the run that "
+                        "recorded it."))
+
+    @dg.multi_asset(name=f"apply_{name}_tables", specs=specs, can_subset=False)
+    def apply_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
+                     engine: SparkEngine, rules: LakeRules):
+        """Apply every pending raw object to the table (and its quarantine), then record the ledger.
+
+        The whole apply runs under the table's write lease, so what is pending is decided by the
+        one writer that holds it: a second run waits, then finds the first run's objects applied."""
+        run_id = context.run.run_id
+        record_process(context.instance, run_id)  # so reap_dead_runs can fail the run if we are killed
+        with storage.running() as running, table_lock(running, name, owner=LockOwner.current(run_id)) as lease:
+            report = apply_pending(declaration, running, engine.session(running), run_id,
+                                   IngestRules.from_rules(rules), reapply=config.reapply)
+            lease.check()
+            metadata = table_metadata(declaration, report, running)
+        for held in report.held:
+            context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
+        context.log.info(f"applied {len(report.files)} file(s): version {report.version_before} -> "
+                         f"{report.version_after}, {report.rows_before} -> {report.rows_after} rows")
+        for asset, values in metadata.items():
+            yield dg.MaterializeResult(asset_key=asset, metadata=values)
+
+    return apply_tables
+
+
+def column_schema(declaration: TableDeclaration) -> dg.TableSchema:
+    """The table's columns with their types and descriptions (the audit columns described too)."""
+    described = {c.name: c for c in declaration.columns}
+    columns = []
+    for name in table_columns(declaration):
+        column = described.get(name)
+        if column is not None:
+            columns.append(dg.TableColumn(name, column.type.lower(), description=column.description))
+        else:
+            columns.append(dg.TableColumn(name, AUDIT_TYPES[name], description=AUDIT_DESCRIPTIONS[name]))
+    return dg.TableSchema(columns=columns)
+
+
+AUDIT_TYPES = {"_operation": "string", "_source_file": "string", "_source_line": "bigint",
+               "_applied_at": "timestamp", "_sequence": "string"}
+AUDIT_DESCRIPTIONS = {"_operation": "I, U (CDC) or L (full load)", "_source_file": "Raw object the row came from",
+                      "_source_line": "Line of the row in that object",
+                      "_applied_at": "When the run applied the row",
+                      "_sequence": "The change's sequence: file time.part.delivery.row"}
+
+
+def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[str, dict]:
+    """Each asset's materialization metadata from one run's report."""
+    tables = table_set(declaration)
+    metadata = {declaration.name: {
+        "delta_version": report.version_after if report.version_after is not None else -1,
+        "delta_version_before": report.version_before if report.version_before is not None else -1,
+        "rows_before": report.rows_before,
+        "rows_after": report.rows_after,
+        "dagster/row_count": report.rows_after,
+        "rows_inserted": report.total("inserted"),
+        "rows_updated": report.total("updated"),
+        "rows_deleted": report.total("deleted"),
+        "rows_quarantined": report.file_total("rows_quarantined"),
+        "rows_superseded": report.file_total("rows_superseded"),
+        "commits": dg.MetadataValue.json([vars(c) for c in report.commits]),
+        "source_files": dg.MetadataValue.json([
+            {"file": f.source_file, "status": f.status, "rows": f.rows_in_file, "applied": f.rows_applied,
+             "superseded": f.rows_superseded, "quarantined": f.rows_quarantined, "version": f.table_version,
+             "detail": f.detail} for f in report.files]),
+        "held_files": dg.MetadataValue.json([{"file": f.source_file, "reason": f.detail} for f in report.held]),
+        "duration_seconds": round(report.duration_seconds, 3),
+        "dagster/column_schema": column_schema(declaration),
+        "table_uri": tables.table.uri(storage),
+    }, tables.quarantine.name: {
+        "rows_quarantined": report.file_total("rows_quarantined"),
+        "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),
+        "table_uri": tables.quarantine.uri(storage),
+    }}
+    if declaration.change_feed:
+        feed = report.derived.feed
+        changes = open_table(storage, tables.changes)
+        metadata[tables.changes.name] = {
+            "versions_derived": dg.MetadataValue.json(feed.versions),
+            "covered_through_version": feed.covered_through if feed.covered_through is not None else -1,
+            **{f"rows_{change}": count for change, count in feed.rows.items()},
+            "dagster/row_count": row_count(changes) if changes else 0,
+            "table_uri": tables.changes.uri(storage),
+        }
+    if declaration.history:
+        history = open_table(storage, tables.history)
+        metadata[tables.history.name] = {
+            "history_version": report.derived.history_version if report.derived.history_version is not None else -1,
+            "dagster/row_count": row_count(history) if history else 0,
+            "table_uri": tables.history.uri(storage),
+        }
+    return metadata
+
+

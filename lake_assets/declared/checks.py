@@ -1,0 +1,288 @@
+"""A declared table's asset checks, made from its declaration; blocking, run after each apply.
+
+Each check verifies the table independently of the code that wrote it: delta-rs reads the log
+(a second reader), the engine counts and compares rows (the orchestrator holds none), and the
+raw objects are recounted on the engine by Python's csv module, not by the lake's parser.
+"""
+
+import csv
+import io
+import json
+import os
+from collections.abc import Iterator
+
+import dagster as dg
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lake_assets.core.apply import feed
+from lake_assets.core.apply.history import IS_CURRENT
+from lake_assets.core.apply.plan import LEDGER_KIND
+from lake_assets.core.apply.resolve import table_columns
+from lake_assets.core.apply.run import table_set
+from lake_assets.core.change_feed import covered_through, read_commit
+from lake_assets.core.declaration import SourceKind, TableDeclaration
+from lake_assets.core.formats.delta import open_table, row_count
+from lake_assets.core.ledger import HELD, Ledger
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.resources.storage_resource import StorageResource
+
+_DELTA_TYPES = {"INT": "integer", "BIGINT": "long", "DATE": "date", "STRING": "string", "TIMESTAMP": "timestamp",
+                "BOOLEAN": "boolean", "DOUBLE": "double"}
+_AUDIT_TYPES = {"_operation": "string", "_source_file": "string", "_source_line": "long",
+                "_applied_at": "timestamp", "_sequence": "string"}
+
+
+def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition]:
+    """Every check of the declared table (and of the feed and history it keeps)."""
+    name = declaration.name
+    tables = table_set(declaration)
+
+    @dg.asset_check(asset=name, name="schema_matches_contract", blocking=True,
+                    description="The Delta schema equals the declared contract's columns and the audit columns.")
+    def schema(storage: StorageResource) -> dg.AssetCheckResult:
+        with storage.running() as running:
+            return schema_matches_contract(declaration, running)
+
+    @dg.asset_check(asset=name, name="key_unique_not_null", blocking=True,
+                    description=f"The key ({', '.join(declaration.keys)}) is unique and never null.")
+    def key(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
+        with storage.running() as running:
+            return key_unique_not_null(declaration, running, engine.session(running))
+
+    @dg.asset_check(asset=name, name="row_count_reconciles", blocking=True,
+                    description="For every commit of the run: rows before + inserted - deleted = rows after, "
+                                "counted by delta-rs.")
+    def reconciles(context: dg.AssetCheckExecutionContext, storage: StorageResource) -> dg.AssetCheckResult:
+        with storage.running() as running:
+            return row_count_reconciles(declaration, _latest_metadata(context, name), running)
+
+    @dg.asset_check(asset=name, name="rows_conserved", blocking=True,
+                    description="Every raw row of the run's objects is applied, superseded, quarantined or held "
+                                "(recounted on the engine by Python's csv module); the quarantine holds exactly the "
+                                "quarantined ones.")
+    def conserved(context: dg.AssetCheckExecutionContext, storage: StorageResource,
+                  engine: SparkEngine) -> dg.AssetCheckResult:
+        with storage.running() as running:
+            return rows_conserved(declaration, context.run.run_id, running, engine.session(running))
+
+    checks = [schema, key, reconciles, conserved]
+    if declaration.change_feed:
+        @dg.asset_check(asset=tables.changes.name, name="covers_table", blocking=True,
+                        description=f"The feed covers every version of `{name}`: no version newer than the feed's "
+                                    "newest has changes left to derive.")
+        def covers(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
+            with storage.running() as running:
+                return feed_covers_table(declaration, running, engine.session(running))
+        checks.append(covers)
+    if declaration.history:
+        @dg.asset_check(asset=tables.history.name, name="matches_table", blocking=True,
+                        description="SCD2: one current row per live key, and the current rows equal the table's "
+                                    "(data columns), compared on the engine.")
+        def matches(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
+            with storage.running() as running:
+                return history_matches_table(declaration, running, engine.session(running))
+        checks.append(matches)
+    return checks
+
+
+def _latest_metadata(context: dg.AssetCheckExecutionContext, name: str) -> dict:
+    event = context.instance.get_latest_materialization_event(dg.AssetKey(name))
+    if event is None or event.asset_materialization is None:
+        return {}
+    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+def schema_matches_contract(declaration: TableDeclaration, storage: LakeStorage) -> dg.AssetCheckResult:
+    delta = open_table(storage, table_set(declaration).table)
+    if delta is None:
+        return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
+    actual = [(f["name"], f["type"]) for f in json.loads(delta.schema().to_json())["fields"]]
+    types = {c.name: _delta_type(c.type) for c in declaration.columns} | _AUDIT_TYPES
+    expected = [(name, types[name]) for name in table_columns(declaration)]
+    return dg.AssetCheckResult(passed=actual == expected, metadata={
+        "expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual)})
+
+
+def _delta_type(sql_type: str) -> str:
+    return _DELTA_TYPES.get(sql_type) or sql_type.lower().replace(" ", "")
+
+
+def key_unique_not_null(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession) -> dg.AssetCheckResult:
+    table = table_set(declaration).table
+    if open_table(storage, table) is None:
+        return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
+    keys = list(declaration.keys)
+    rows = spark.read.format("delta").load(table.uri(storage))
+    keyed = F.when(F.greatest(*[F.col(k).isNull().cast("int") for k in keys]) == 0, F.lit(1)) if len(keys) > 1 \
+        else F.when(F.col(keys[0]).isNotNull(), F.lit(1))
+    row = rows.agg(F.count(F.lit(1)).alias("n"), F.count(keyed).alias("keyed"),
+                   F.countDistinct(*keys).alias("distinct_keys")).collect()[0]
+    return dg.AssetCheckResult(passed=row["n"] == row["keyed"] == row["distinct_keys"], metadata={
+        "rows": row["n"], "null_keys": row["n"] - row["keyed"], "duplicate_keys": row["keyed"] - row["distinct_keys"]})
+
+
+def row_count_reconciles(declaration: TableDeclaration, metadata: dict, storage: LakeStorage) -> dg.AssetCheckResult:
+    table = table_set(declaration).table
+    commits = metadata.get("commits") or []
+    problems, previous = [], metadata.get("rows_before", 0)
+
+    def count(version: int) -> int:
+        delta = open_table(storage, table, version=version)
+        return delta.to_pyarrow_dataset().count_rows() if delta else 0  # Parquet footers: no row is read
+
+    for commit in commits:
+        version = commit["version"]
+        before = count(version - 1) if version > 0 else 0
+        after = count(version)
+        if before + commit["inserted"] - commit["deleted"] != after:
+            problems.append(f"v{version}: {before} + {commit['inserted']} - {commit['deleted']} != {after}")
+        previous = after
+    return dg.AssetCheckResult(passed=not problems and previous == metadata.get("rows_after", previous), metadata={
+        "commits_checked": len(commits), "problems": dg.MetadataValue.json(problems)})
+
+
+def rows_conserved(declaration: TableDeclaration, run_id: str, storage: LakeStorage,
+                   spark: SparkSession) -> dg.AssetCheckResult:
+    """Every raw row of the run's objects is accounted for, and the quarantine holds the quarantined ones."""
+    tables = table_set(declaration)
+    entries = [e for e in Ledger(storage).entries(declaration.name).to_pylist() if e["run_id"] == run_id]
+    if not entries:
+        return dg.AssetCheckResult(passed=True, metadata={"files_checked": 0})
+    quarantined: dict[tuple[str, str], int] = {}
+    if open_table(storage, tables.quarantine) is not None:
+        files = spark.createDataFrame([(e["source_file"], e["source_etag"]) for e in entries],
+                                      "source_file STRING, source_etag STRING")
+        counted = spark.read.format("delta").load(tables.quarantine.uri(storage)) \
+            .join(F.broadcast(files), ["source_file", "source_etag"], "left_semi") \
+            .groupBy("source_file", "source_etag").count().collect()
+        quarantined = {(r["source_file"], r["source_etag"]): int(r["count"]) for r in counted}
+    recounts = independent_counts(declaration, storage, spark, entries)
+    problems = []
+    for entry in entries:
+        accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
+        if entry["status"] == HELD and accounted == entry["rows_quarantined"]:
+            accounted = entry["rows_in_file"]  # its valid rows wait for `lake approve`
+        in_quarantine = quarantined.get((entry["source_file"], entry["source_etag"]), 0)
+        recount = recounts.get((entry["source_file"], entry["source_etag"]))
+        if accounted != entry["rows_in_file"] or in_quarantine != entry["rows_quarantined"] \
+                or (recount is not None and recount != entry["rows_in_file"]):
+            problems.append({"file": entry["source_file"], "rows_in_file": entry["rows_in_file"],
+                             "independent_count": recount, "accounted": accounted, "in_quarantine": in_quarantine})
+    return dg.AssetCheckResult(passed=not problems, metadata={
+        "files_checked": len(entries), "problems": dg.MetadataValue.json(problems)})
+
+
+#: Objects larger than this are not recounted (pure Python would take long).
+RECOUNT_LIMIT_BYTES = 64 << 20
+
+
+def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession,
+                       entries: list[dict]) -> dict[tuple[str, str], int]:
+    """Records per object per Python's csv module, counted on the engine (objects it cannot judge
+    are left out: see `record_count`)."""
+    chosen = [(e["source_file"], e["source_etag"], e["source_kind"]) for e in entries
+              if (e["source_size"] or 0) <= RECOUNT_LIMIT_BYTES]
+    if not chosen:
+        return {}
+    widths = sorted({len(c.names) for c in declaration.contracts})
+    endpoint, bucket, region = storage.endpoint_url, storage.bucket, storage.region
+
+    def recount(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                              aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+                              aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+        for batch in batches:
+            for row in batch.to_pylist():
+                got = client.get_object(Bucket=bucket, Key=row["key"])
+                count = None if got["ETag"].strip('"') != row["etag"] else \
+                    record_count(got["Body"].read(), row["kind"] == LEDGER_KIND[SourceKind.SNAPSHOT], widths)
+                yield pa.RecordBatch.from_pylist([{"key": row["key"], "etag": row["etag"], "count": count}],
+                                                 schema=_COUNTS)
+    objects = spark.createDataFrame(chosen, "key STRING, etag STRING, kind STRING")
+    counted = objects.mapInArrow(recount, "key STRING, etag STRING, count BIGINT").collect()
+    return {(r["key"], r["etag"]): int(r["count"]) for r in counted if r["count"] is not None}
+
+
+_COUNTS = pa.schema([("key", pa.string()), ("etag", pa.string()), ("count", pa.int64())])
+
+
+def record_count(data: bytes, snapshot: bool, widths: list[int]) -> int | None:
+    """Records in `data` per Python's csv module (a snapshot's header is not one; a CDC row leads
+    with its operation). None when it is not UTF-8 text or its quoting is broken: a quote left
+    open at the end, or a record spanning lines with the wrong field count (there the lake's
+    parser refuses the line the quote opened on and reads on, where a plain CSV reader swallows
+    the lines after it into one record)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    expected = {w + (not snapshot) for w in widths}
+    records, line = 0, 0
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for row in reader:
+            spans_lines, line = reader.line_num > line + 1, reader.line_num
+            if row and len(row) not in expected and spans_lines:
+                return None
+            records += bool(row)
+    except csv.Error:
+        return None
+    return records - 1 if snapshot and records else records
+
+
+def feed_covers_table(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession) -> dg.AssetCheckResult:
+    tables = table_set(declaration)
+    table = open_table(storage, tables.table)
+    through = covered_through(storage, tables.changes)
+    if table is None:
+        return dg.AssetCheckResult(passed=through is None, metadata={"note": "table not created yet"})
+    start = 0 if through is None else through + 1
+    missing = [v for v in range(start, table.version() + 1) if _has_changes(declaration, storage, spark, v)]
+    return dg.AssetCheckResult(
+        passed=not missing and (through is None or through <= table.version()),
+        metadata={"table_version": table.version(), "feed_through_version": -1 if through is None else through,
+                  "versions_missing": dg.MetadataValue.json(missing)})
+
+
+def _has_changes(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession, version: int) -> bool:
+    """Whether `version` changed a row (derived on the engine from the files it removed and added)."""
+    tables = table_set(declaration)
+    commit = read_commit(storage, tables.table, version)
+    if not commit.added and not commit.removed:
+        return False
+    columns, keys = table_columns(declaration), list(declaration.keys)
+    schema = spark.read.format("delta").load(tables.table.uri(storage)).schema
+    removed, added = (feed.table_files(spark, storage, tables.table, schema, paths)
+                      for paths in (commit.removed, commit.added))
+    return bool(feed.change_rows(removed, added, keys, columns, version, commit.timestamp).limit(1).count())
+
+
+def history_matches_table(declaration: TableDeclaration, storage: LakeStorage,
+                          spark: SparkSession) -> dg.AssetCheckResult:
+    """The history's current rows equal the table's rows (data columns), one per key."""
+    tables = table_set(declaration)
+    live = open_table(storage, tables.table)
+    if open_table(storage, tables.history) is None or live is None:
+        passed = live is None or row_count(live) == 0
+        return dg.AssetCheckResult(passed=passed, metadata={"note": "no history yet"})
+    data = declaration.contract.names
+    keys = list(declaration.keys)
+    current = spark.read.format("delta").load(tables.history.uri(storage)).where(F.col(IS_CURRENT)).select(*data)
+    table = spark.read.format("delta").load(tables.table.uri(storage)).select(*data)
+    counts = _differences(current, table, keys)
+    passed = counts["keys_with_several_current_rows"] == 0 and counts["rows_only_in_history"] == 0 \
+        and counts["rows_only_in_table"] == 0
+    return dg.AssetCheckResult(passed=passed, metadata=counts)
+
+
+def _differences(current: DataFrame, table: DataFrame, keys: list[str]) -> dict[str, int]:
+    several = current.groupBy(*keys).count().where(F.col("count") > 1)
+    return {"current_rows": int(current.count()), "table_rows": int(table.count()),
+            "keys_with_several_current_rows": int(several.count()),
+            "rows_only_in_history": int(current.exceptAll(table).count()),
+            "rows_only_in_table": int(table.exceptAll(current).count())}

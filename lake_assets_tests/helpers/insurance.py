@@ -1,0 +1,26 @@
+"""The change core bound to the `insurance` declaration, as the insurance tests call it."""
+
+from pyspark.sql import SparkSession
+
+from lake_assets.core.apply import holds
+from lake_assets.core.apply.plan import RawFile, pending, raw_files
+from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending as apply_declared
+from lake_assets.core.ledger import Ledger
+from lake_assets.insurance.declaration import INSURANCE
+from lake_assets.resources.storage import LakeStorage
+
+#: Where the core stages an insurance run (core/apply/stage.py).
+STAGING = f"staging/{INSURANCE.name}/"
+
+
+def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str, rules: IngestRules | None = None,
+                  reapply: bool = False) -> ApplyReport:
+    return apply_declared(INSURANCE, storage, spark, run_id, rules, reapply)
+
+
+def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[RawFile]:
+    return holds.approve_held(INSURANCE, storage, keys, run_id)
+
+
+def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawFile]:
+    return pending(INSURANCE, raw_files(INSURANCE, storage), ledger.latest(INSURANCE.name), reapply)
