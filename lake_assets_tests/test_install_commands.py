@@ -2,8 +2,8 @@
 
 The first command must work on a system Python that refuses `pip install` outside a virtualenv
 (PEP 668: Debian, Ubuntu) and install only what `lake` runs on; the second installs the test
-tools and runs the suite, and CI runs exactly that command. (Running the first command on
-Debian 12's own Python from a fresh clone is measured by hand; see docs/deploy.md.)
+tools and runs the suite, and CI runs exactly that command. (The first command was run by hand
+from a fresh clone on Debian 12's own Python; the README gives what it took.)
 """
 
 import re
