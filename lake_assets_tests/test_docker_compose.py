@@ -537,7 +537,7 @@ def test_one_image_from_the_lock_runs_every_lake_service(services: dict) -> None
     instructions = dockerfile_instructions(LAKE_DOCKERFILE)
     runs = " ".join(rest for keyword, rest in instructions if keyword == "RUN")
     syncs = re.findall(r"uv sync ([^&]*)", runs)
-    assert syncs and all("--frozen" in s and "--extra aws" in s and "--no-editable" in s for s in syncs)
+    assert syncs and all("--frozen" in s and "--extra aws --extra k8s" in s and "--no-editable" in s for s in syncs)
     assert not any("--group" in s or "--all-groups" in s or "--dev" in s.split() for s in syncs)
     # the same uv release as the README's first command
     readme_uv = re.search(r"pip install -q (uv==\S+)", (ROOT / "README.md").read_text()).group(1)
@@ -548,10 +548,11 @@ def test_one_image_from_the_lock_runs_every_lake_service(services: dict) -> None
         if keyword == "FROM":
             python = re.match(r"python:(3\.\d+)", rest).group(1)
             assert f">={python}" in requires or python == "3.12", (python, requires)
-    # dagster-aws (the compute logs) is locked with the other Dagster libraries
+    # dagster-aws (the compute logs) and dagster-k8s (the Helm chart's run pods) are locked with the
+    # other Dagster libraries
     locked = (ROOT / "uv.lock").read_text()
     version = importlib.metadata.version("dagster-postgres")
-    for library in ("dagster-postgres", "dagster-aws"):
+    for library in ("dagster-postgres", "dagster-aws", "dagster-k8s"):
         assert f'name = "{library}"\nversion = "{version}"' in locked
 
 
