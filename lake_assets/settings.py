@@ -73,6 +73,11 @@ ENV_VARS: dict[str, str] = {
     "LAKE_TPCDS_REPORT_CHECKS": "1 adds the check that every TPC-DS report equals DuckDB on the raw files "
                                 "(reads the whole raw zone; default 0)",
     "LAKE_ICEBERG_WAREHOUSE": "table bucket (warehouse) of the Iceberg tables",
+    "LAKE_ICEBERG_CATALOG_WAREHOUSE": "the warehouse the REST catalog is asked for (its `warehouse` parameter), where "
+                                      "it names warehouses itself, e.g. an Apache Polaris catalog's name (unset: "
+                                      "s3://LAKE_ICEBERG_WAREHOUSE, as the embedded server's catalog wants)",
+    "LAKE_ICEBERG_SCOPE": "OAuth2 scope of the REST catalog's tokens, e.g. PRINCIPAL_ROLE:ALL for Apache Polaris "
+                          "(unset: none asked for)",
 }
 
 
@@ -99,6 +104,8 @@ class StorageSettings(BaseModel):
                                   "(and says so); off when LAKE_S3_PORT is set")
     catalog_uri: str = _setting("LAKE_ICEBERG_URI", "")
     warehouse: str = _setting("LAKE_ICEBERG_WAREHOUSE", "warehouse")
+    catalog_warehouse: str = _setting("LAKE_ICEBERG_CATALOG_WAREHOUSE", "")
+    catalog_scope: str = _setting("LAKE_ICEBERG_SCOPE", "")
 
     @classmethod
     def from_env(cls) -> "StorageSettings":
@@ -112,6 +119,8 @@ class StorageSettings(BaseModel):
             embedded_port_fallback=not env.get("LAKE_S3_PORT", "").strip(),
             catalog_uri=env.get("LAKE_ICEBERG_URI", default.catalog_uri),
             warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or default.warehouse,
+            catalog_warehouse=env.get("LAKE_ICEBERG_CATALOG_WAREHOUSE", default.catalog_warehouse),
+            catalog_scope=env.get("LAKE_ICEBERG_SCOPE", default.catalog_scope),
         )
 
     @property

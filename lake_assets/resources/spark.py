@@ -152,14 +152,14 @@ def registry_jars() -> dict[str, Path]:
     return found
 
 
-def jvm_conf(endpoint_url: str, catalog_uri: str, warehouse_uri: str, delta: bool) -> dict[str, str]:
+def jvm_conf(endpoint_url: str, catalog_uri: str, warehouse_ref: str, delta: bool, scope: str = "") -> dict[str, str]:
     """The JVM Spark settings the lake runs with, none of them secret: the local builder's, and
     docker-compose's Spark Connect server's (a test keeps the two in step).
 
     - the Iceberg REST catalog as `lake` beside Delta's `spark_catalog` (the pipeline's SQL names
       `lake.tpcds.web_sales`; ``delta.`s3://...` `` resolves in `spark_catalog`), its files
       through S3A like every other path (HadoopFileIO), its token fetched with the S3 key pair
-      (`credential`, set on the running session by `start_local_jvm`);
+      (`credential`, set on the running session by `start_local_jvm`) in `scope` when one is set;
     - `s3://` through S3A, path-style, credentials from the JVM's environment (AWS_ACCESS_KEY_ID,
       AWS_SECRET_ACCESS_KEY), never from a setting on the `java` command line;
     - the session time zone Sail's sessions get (UTC: Iceberg TIMESTAMP columns need it).
@@ -186,10 +186,12 @@ def jvm_conf(endpoint_url: str, catalog_uri: str, warehouse_uri: str, delta: boo
             catalog: "org.apache.iceberg.spark.SparkCatalog",
             f"{catalog}.type": "rest",
             f"{catalog}.uri": catalog_uri,
-            f"{catalog}.warehouse": warehouse_uri,
+            f"{catalog}.warehouse": warehouse_ref,
             f"{catalog}.oauth2-server-uri": f"{catalog_uri}/v1/oauth/tokens",
             f"{catalog}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
         })
+        if scope:
+            conf[f"{catalog}.scope"] = scope
     return conf
 
 
@@ -234,8 +236,8 @@ def local_jvm_builder(storage: LakeStorage, jars_dir: Path | None, packages: str
         builder = configure_spark_with_delta_pip(builder, extra_packages=[REGISTRY_PACKAGES[p] for p in missing
                                                                           if p in REGISTRY_PACKAGES])
     catalog = find_catalog(storage)
-    conf = jvm_conf(storage.endpoint_url, catalog.uri if catalog else "", catalog.warehouse_uri if catalog else "",
-                    delta)
+    conf = jvm_conf(storage.endpoint_url, catalog.uri if catalog else "", catalog.warehouse_ref if catalog else "",
+                    delta, catalog.scope if catalog else "")
     for name, value in conf.items():
         builder = builder.config(name, value)
     return builder

@@ -3,7 +3,7 @@
 - `rollback`: make an earlier snapshot current (pyiceberg `manage_snapshots`).
 - `expire_snapshots`: drop snapshots older than a retention window, always keeping the
   newest `retain_last` and every branch/tag head (the metadata only; files stay).
-- `remove_orphan_files`: pyiceberg 0.11 does not delete files, so list the table's location
+- `remove_orphan_files`: pyiceberg (0.12) has no orphan-file removal, so list the table's location
   with boto3 and delete the data and manifest files no remaining snapshot references (only
   files older than a grace period, so a commit in flight never loses a file).
 - `compact`: rewrite each partition holding two or more small data files into one file,
