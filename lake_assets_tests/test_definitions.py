@@ -5,8 +5,9 @@ from deltalake import DeltaTable
 
 from lake_assets.resources.rules import LakeRules
 from lake_assets.definitions import defs
-from lake_assets.insurance.assets import insurance_tables
-from lake_assets.insurance.checks import INSURANCE_CHECKS
+from lake_assets.declared.assets import table_assets
+from lake_assets.declared.checks import table_checks
+from lake_assets.insurance.declaration import INSURANCE
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -16,10 +17,10 @@ from lake_assets_tests.conftest import DATA
 def test_definitions_load_with_sensor_schedule_and_checks() -> None:
     dg.Definitions.validate_loadable(defs)
     job = defs.resolve_job_def("apply_insurance")
-    assert {c.name for c in job.asset_layer.asset_graph.asset_check_keys} == {
-        "insurance_schema_matches_contract", "insurance_key_unique_not_null",
-        "insurance_row_count_reconciles", "insurance_rows_conserved",
-        "insurance_changes_cover_table", "insurance_history_matches_table",
+    assert {(c.asset_key.to_user_string(), c.name) for c in job.asset_layer.asset_graph.asset_check_keys} == {
+        ("insurance", "schema_matches_contract"), ("insurance", "key_unique_not_null"),
+        ("insurance", "row_count_reconciles"), ("insurance", "rows_conserved"),
+        ("insurance_changes", "covers_table"), ("insurance_history", "matches_table"),
     }
     assert {"insurance_changes", "insurance_history"} <= {k.path[-1] for k in job.asset_layer.asset_graph.get_all_asset_keys()}
     assert defs.resolve_sensor_def("raw_insurance_sensor").minimum_interval_seconds <= 5
@@ -30,7 +31,8 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True
                  ) -> dg.ExecuteInProcessResult:
     resource = StorageResource(bucket=storage.bucket, home=storage.home)
-    return dg.materialize([insurance_tables, *INSURANCE_CHECKS], instance=instance, raise_on_error=raise_on_error,
+    return dg.materialize([table_assets(INSURANCE), *table_checks(INSURANCE)], instance=instance,
+                          raise_on_error=raise_on_error,
                           resources={"storage": resource, "engine": SparkEngine(), "rules": LakeRules()})
 
 
@@ -77,7 +79,7 @@ def test_blocking_history_check_fails_when_the_history_disagrees(storage: LakeSt
     history.update({"is_current": "false"}, predicate="policy_id = 100462")
     result = _materialize(storage, instance, raise_on_error=False)
     failed = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
-    assert failed == {"insurance_history_matches_table"}
+    assert failed == {"matches_table"}
 
 
 def test_blocking_key_check_fails_on_a_duplicated_key(storage: LakeStorage, spark) -> None:
@@ -91,4 +93,4 @@ def test_blocking_key_check_fails_on_a_duplicated_key(storage: LakeStorage, spar
     result = _materialize(storage, instance, raise_on_error=False)
     assert not result.success  # a failed blocking check fails the run
     failed = {c.check_name for c in result.get_asset_check_evaluations() if not c.passed}
-    assert "insurance_key_unique_not_null" in failed
+    assert "key_unique_not_null" in failed

@@ -17,7 +17,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import Queued
 
 from lake_assets.runs import TABLE_TAG
 from lake_assets.runs import HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, process_tags, reap_dead_runs
-from lake_assets.sensors.insurance import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
+from lake_assets.declared.sensors import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 

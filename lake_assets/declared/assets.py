@@ -173,6 +173,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
     if declaration.history:
         history = open_table(storage, tables.history)
         metadata[tables.history.name] = {
+            "changes_recorded": report.derived.history_changes,
             "history_version": report.derived.history_version if report.derived.history_version is not None else -1,
             "dagster/row_count": row_count(history) if history else 0,
             "table_uri": tables.history.uri(storage),

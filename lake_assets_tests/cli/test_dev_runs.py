@@ -6,7 +6,7 @@ import re
 import dagster as dg
 
 from lake_assets.cli.dev_runs import RunReporter
-from lake_assets.sensors.insurance import OBJECTS_TAG
+from lake_assets.declared.sensors import OBJECTS_TAG
 
 
 @dg.asset(key=["tpcds", "item"])

@@ -1,11 +1,16 @@
 """The change core bound to the `insurance` declaration, as the insurance tests call it."""
 
+import dagster as dg
 from pyspark.sql import SparkSession
 
 from lake_assets.core.apply import holds
 from lake_assets.core.apply.plan import RawFile, pending, raw_files
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending as apply_declared
 from lake_assets.core.ledger import Ledger
+from lake_assets.declared import sensors
+from lake_assets.declared.assets import table_assets
+from lake_assets.declared.jobs import table_job
+from lake_assets.declared.sensors import table_sensor
 from lake_assets.insurance.declaration import INSURANCE
 from lake_assets.resources.storage import LakeStorage
 
@@ -24,3 +29,12 @@ def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> l
 
 def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawFile]:
     return pending(INSURANCE, raw_files(INSURANCE, storage), ledger.latest(INSURANCE.name), reapply)
+
+
+def insurance_sensor(poll_seconds: float = 1, wait_seconds: float = 0) -> dg.SensorDefinition:
+    """The insurance table's raw-zone sensor, as definitions.py makes it."""
+    return table_sensor(INSURANCE, table_job(INSURANCE, table_assets(INSURANCE)), poll_seconds, wait_seconds)
+
+
+def raw_zone_tick(storage: LakeStorage, cursor: str | None, **kwargs) -> dg.SensorResult | dg.SkipReason:
+    return sensors.raw_zone_tick(INSURANCE, storage, cursor, **kwargs)

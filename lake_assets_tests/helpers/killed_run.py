@@ -5,8 +5,8 @@ server. The child wraps one seam (a function the apply calls at a known point) s
 process SIGKILLs itself there: no `except`, `finally` or thread gets to run, exactly as when
 the machine or an operator kills a run. Seams:
 
-- `table-commit`: just after the table's commit returns (insurance: the engine's MERGE or
-  rewrite; before tombstones, history, feed and ledger);
+- `table-commit`: just after the table's commit returns (a declared table: the engine's
+  commit, core/apply/commit.py; before the feed, tombstones, history and ledger);
 - `tombstones`: just after the tombstones are written, before the table commit (TPC-DS);
 - `ledger`: at the ledger write, the apply's last step (everything else is written).
 
@@ -54,13 +54,12 @@ def _die_at(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _arm(seam: str) -> None:
+    from lake_assets.core.apply import commit
     from lake_assets.core.ledger import Ledger
-    from lake_assets.insurance import merge
     from lake_assets.tpcds import apply
 
     if seam == "table-commit":
-        for name in ("create_from", "replace_changes", "rewrite_changes"):
-            setattr(merge, name, _die_after(getattr(merge, name)))
+        commit.commit = _die_after(commit.commit)
     elif seam == "tombstones":
         apply._record_tombstones = _die_after(apply._record_tombstones)
     elif seam == "ledger":

@@ -13,7 +13,7 @@ their arrival, some re-delivered) are interleaved with:
   (helpers/killed_run.py: just after the table commit, before tombstones, history and
   ledger; or at the ledger write, after them); the table must then be at a committed
   version (the one before, or the run's own), and the next run, in process, must converge
-  to the model of that run (it finishes the killed run: insurance/unfinished.py). The
+  to the model of that run (it finishes the killed run from its stage: core/apply/stage.py). The
   deterministic test below also compares such a lake with a twin where nothing was killed.
 
 After every step the table, `_sequence`s, every delivery's latest ledger entry (status and
@@ -33,11 +33,13 @@ from pyspark.sql import SparkSession
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
-from lake_assets.insurance import changes
+from lake_assets.core import change_feed
+from lake_assets.core.apply import feed
+from lake_assets.core.tables import INSURANCE_CHANGES
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets_tests.helpers.insurance import apply_pending, approve_held
 from lake_assets.insurance.restore import restore_insurance
-from lake_assets.insurance.unfinished import UNFINISHED
+from lake_assets_tests.helpers.insurance import STAGING
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions
@@ -117,7 +119,7 @@ def run_steps(storage: LakeStorage, spark: SparkSession, steps: list[tuple]) -> 
             target = targets[step[1] % len(targets)]
             report = restore_insurance(storage, INSURANCE, target, f"restore-{number}")
             event(f"restore reverting {len(report.reverted)}, reinstating {len(report.reinstated)}")
-            changes.catch_up(storage)  # as the restore job does: the restore's commit reaches the feed
+            feed.catch_up(spark, storage, INSURANCE, INSURANCE_CHANGES, ["policy_id"])  # as the restore job does
             model = model.restored(at_version[target])
             at_version[report.version_after] = copy_of(model)
         else:
@@ -180,7 +182,7 @@ def lake_state(storage: LakeStorage) -> dict:
         "tombstones": sorted((t["policy_id"], t["_sequence"], t["source_file"]) for t in to_arrow(tombstones).to_pylist())
         if tombstones else [],
         "feed": [(r["policy_id"], r["_change_type"], r["_commit_version"], r["_sequence"])
-                 for r in changes.read_changes(storage, 0).to_pylist()],
+                 for r in change_feed.read(storage, INSURANCE, INSURANCE_CHANGES, "policy_id", 0).to_pylist()],
         "ledger": [(e["source_file"], e["status"], e["rows_applied"], e["rows_superseded"], e["table_version"],
                     e["source_sequence"]) for e in Ledger(storage).entries("insurance").to_pylist()],
     }
@@ -213,7 +215,7 @@ def test_a_killed_run_is_finished_as_an_unkilled_run_would_have_been(storage: La
         apply_pending(storage, spark, "run-2")
         assert lake_state(storage) == lake_state(twin)
         assert_history_invariants(storage)
-        assert not storage.list_objects(UNFINISHED)
+        assert not storage.list_objects(STAGING)
     finally:
         drop_bucket(twin)
 

@@ -7,7 +7,7 @@ import dagster as dg
 
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.sensors.insurance import insurance_sensor
+from lake_assets_tests.helpers.insurance import insurance_sensor
 from lake_assets.sensors.polling import poll
 from lake_assets.sensors.tpcds import tpcds_sensor
 

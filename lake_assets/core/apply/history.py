@@ -69,17 +69,17 @@ def versions(rows: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
 
 
 def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: DataFrame, keys: list[str],
-           columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint") -> bool:
+           columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint") -> int:
     """Add `changes` (the table's `columns`, one row per change, deletes included) to the history
     at `uri` (`found`: as it is now, None when there is none), recorded at `commit_version`.
     False when there was nothing to record."""
     changes = changes.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint"))
     count = int(changes.count())
     if not count:
-        return False
+        return 0
     if found is None:
         _write(versions(changes, keys, columns), keys, integer_key, count).mode("append").save(uri)
-        return True
+        return count
     where = None
     mins, maxs, files_rows = file_ranges(found, keys[0]) if integer_key else (None, None, None)
     rows = count + (int(files_rows.sum()) if files_rows is not None else row_count(found))
@@ -102,7 +102,7 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
     if where is not None:
         writer = writer.option("replaceWhere", where)
     writer.save(uri)
-    return True
+    return count
 
 
 def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[str], columns: list[str],

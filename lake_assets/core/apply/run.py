@@ -370,9 +370,11 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         left = committed if committed is not None else \
             (run.report.commits[-1].version if run.report.commits else version_before)
         found = open_table(storage, tables.history)
-        if history.record(spark, tables.history.uri(storage), found, resolved, run.keys, run.columns,
-                          run.integer_key, left, _target(run).key_type):
+        recorded = history.record(spark, tables.history.uri(storage), found, resolved, run.keys, run.columns,
+                                  run.integer_key, left, _target(run).key_type)
+        if recorded:
             run.report.derived.history_version = open_table(storage, tables.history).version()
+            run.report.derived.history_changes += recorded
 
 
 def _entries(run: _Run, planned: Plan, summaries: dict[int, dict], snapshots: list[_Snapshot],

@@ -14,8 +14,10 @@ from lake_assets.core.ledger import APPLIED, REJECTED, REVERTED, Ledger, LedgerE
 from lake_assets.insurance.contract import TABLE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.sensors import discovery, insurance
-from lake_assets.sensors.insurance import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, insurance_sensor, raw_zone_tick, run_lookup
+from lake_assets.declared import sensors
+from lake_assets.sensors import discovery
+from lake_assets.declared.sensors import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, run_lookup
+from lake_assets_tests.helpers.insurance import insurance_sensor, raw_zone_tick
 
 CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
 
@@ -192,11 +194,11 @@ def test_a_file_its_run_did_not_apply_is_requested_again(storage: LakeStorage, i
         ("1", "raw/cdcload/20240401-090000000.csv")
     assert json.loads(result.cursor)["runs"][again.run_key][1] == {f"raw/cdcload/20240401-090000000.csv@{etag}": 2}
     cursor, request = result.cursor, again
-    for attempt in range(2, insurance.MAX_ATTEMPTS + 1):  # bounded: each attempt once its run is over
+    for attempt in range(2, sensors.MAX_ATTEMPTS + 1):  # bounded: each attempt once its run is over
         _run(instance, request.run_key, dg.DagsterRunStatus.SUCCESS)  # ran, yet left the file pending
         result = raw_zone_tick(attached, cursor, runs=runs)
         cursor = result.cursor
-        if attempt < insurance.MAX_ATTEMPTS:
+        if attempt < sensors.MAX_ATTEMPTS:
             [request] = _requests(result)
         else:
             assert _requests(result) == []
@@ -210,9 +212,9 @@ def test_a_request_dagster_dropped_is_requested_again(storage: LakeStorage, inst
     cursor = raw_zone_tick(attached, None, now=start, runs=runs).cursor
     storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
     [first] = _requests(result := raw_zone_tick(attached, cursor, now=start, runs=runs))
-    waiting = raw_zone_tick(attached, result.cursor, now=start + insurance.RUN_GRACE / 2, runs=runs)
+    waiting = raw_zone_tick(attached, result.cursor, now=start + sensors.RUN_GRACE / 2, runs=runs)
     assert _requests(waiting) == []
-    [again] = _requests(raw_zone_tick(attached, waiting.cursor, now=start + insurance.RUN_GRACE, runs=runs))
+    [again] = _requests(raw_zone_tick(attached, waiting.cursor, now=start + sensors.RUN_GRACE, runs=runs))
     assert again.tags[FIRST_OBJECT_TAG] == "raw/cdcload/20240401-090000000.csv" and again.run_key != first.run_key
 
 
