@@ -136,7 +136,7 @@ def run_pending(lake: LakeSession, reapply: bool = False,
                 declaration: TableDeclaration = INSURANCE) -> dg.ExecuteInProcessResult:
     """Apply everything pending in a declared table's raw zone (with `reapply`, also the files
     `lake restore` reverted), through its job."""
-    config = {"ops": {f"apply_{declaration.name}_tables": {"config": {"reapply": True}}}} if reapply else None
+    config = {"ops": {f"{declaration.name}_tables": {"config": {"reapply": True}}}} if reapply else None
     return execute(lake, job_name(declaration), "lake run --reapply" if reapply else "lake run", config=config)
 
 

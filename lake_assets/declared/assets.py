@@ -87,7 +87,7 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                         "(`_operation = 'D'`), `is_current` for the live row, `commit_version` of the run that "
                         "recorded it."))
 
-    @dg.multi_asset(name=f"apply_{name}_tables", specs=specs, can_subset=False)
+    @dg.multi_asset(name=f"{name}_tables", specs=specs, can_subset=False)
     def apply_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
                      engine: SparkEngine, rules: LakeRules):
         """Apply every pending raw object to the table (and its quarantine), then record the ledger.
