@@ -19,6 +19,7 @@ A file is read by what it says, never half one way and half another:
   the fields left are the contract version's columns. A DMS timestamp anywhere else (where
   a contract has a column of another type, or past the newest contract) means a layout the
   lake does not read: the file is refused whole (`dms_layout`, naming TimestampColumnName);
+- fields separated by `;`, `|` or a tab (DMS's CsvDelimiter) are refused whole (`dms_layout`);
 - the name: DMS's transaction files (`CDC_TXN-...`, PreserveTransactions) are refused
   whole, a CDC file with no time in its name or folders is refused (`no_sequence`).
 """
@@ -182,6 +183,11 @@ def _is_name(field: str) -> bool:
 def _by_records(kind: str, records: list[Sequence[str]]) -> FileLayout:
     """The layout headerless `records` (all of the file's most common field count) say."""
     fields = len(records[0])
+    delimiter = _other_delimiter(records)
+    if delimiter is not None:
+        return _fields(current(), header=False, refusal=Refusal(
+            Reason.DMS_LAYOUT, f"its fields are separated by {delimiter!r} (DMS's CsvDelimiter), not by ',': the lake "
+                               "reads DMS's default; nothing of the file was applied"))
     operation = 2 * sum(is_operation(r[0]) for r in records) > len(records)  # most of them
     first = 1 if operation else 0
     timestamp = fields > first and all(is_timestamp(r[first]) for r in records)
@@ -206,6 +212,18 @@ def _by_records(kind: str, records: list[Sequence[str]]) -> FileLayout:
     if kind == FULLLOAD or operation or contract is not None:
         return _fields(contract or current(), header=False, prefix=prefix)
     return _fields(current(), header=False, prefix=[OPERATION])  # rows of no known shape: quarantined one by one
+
+
+def _other_delimiter(records: list[Sequence[str]]) -> str | None:
+    """A delimiter other than `,` that splits every one of `records` (each one field) into
+    as many fields as a contract's records have (with or without DMS's operation), or None."""
+    if len(records[0]) != 1:
+        return None
+    counts = {len(c.names) + extra for c in contracts.CONTRACTS for extra in (0, 1, 2)}
+    for delimiter in (";", "|", "\t"):
+        if all(len(next(csv.reader([r[0]], delimiter=delimiter), [])) in counts for r in records):
+            return delimiter
+    return None
 
 
 def _misplaced_timestamp(records: list[Sequence[str]], start: int,

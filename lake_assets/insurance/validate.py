@@ -43,7 +43,11 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
     """
     trimmed = {name: _trimmed(rows[name]) for name in rows.column_names if name != RECORD}
     written = pc.utf8_upper(trimmed["op"]) if "op" in trimmed else None
-    ops = written if operation is None else pa.repeat(operation, rows.num_rows)
+    if operation is None:
+        assert written is not None, "rows without an `op` column need their operation given"
+        ops = written
+    else:
+        ops = pa.repeat(operation, rows.num_rows)
     allowed = OPERATIONS if operation is None else ("I",)
     is_delete = pc.equal(ops, "D")
 

@@ -63,6 +63,8 @@ def test_a_header_names_the_timestamp_column_anywhere_when_told_its_name() -> No
     (CDCLOAD, ["Op,commit_time," + ",".join(V1.names), f"I,yesterday,{DATA}"], Reason.BAD_HEADER,
      ["LAKE_DMS_TIMESTAMP_COLUMN=commit_time"]),
     (FULLLOAD, [], Reason.BAD_HEADER, ["empty"]),
+    (CDCLOAD, [f"I;{DATA.replace(',', ';')}"], Reason.DMS_LAYOUT, ["CsvDelimiter", "';'"]),
+    (FULLLOAD, [DATA.replace(",", "|"), DATA.replace(",", "|")], Reason.DMS_LAYOUT, ["CsvDelimiter"]),
 ])
 def test_refused_whole(kind: str, lines: list[str], reason: Reason, words: list[str]) -> None:
     refusal = layout(kind, *lines).refusal
