@@ -44,7 +44,7 @@ def put(
         raise UsageError(f"--as must be a file name below the zone (folders allowed), not {name!r}")
     with lake_session() as lake:
         key = ZONES[to] + name
-        warning = refusal(key, lake.settings.rules.cdc_folder_date_format, dt.datetime.now(dt.timezone.utc))
+        warning = refusal(key, lake.settings.rules.dms(), dt.datetime.now(dt.timezone.utc))
         if warning is not None:
             errors.print(f"warning: {warning}", markup=False, highlight=False)
         etag = lake.storage.put_bytes(key, file.read_bytes())

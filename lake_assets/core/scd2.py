@@ -62,7 +62,7 @@ VALIDITY = pa.schema([(VALID_TO_SEQUENCE, pa.string()), (VALID_FROM, _TIME), (VA
                       (IS_CURRENT, pa.bool_()), (COMMIT_VERSION, pa.int64())])
 #: What a write computes again for the rows of the keys it changes.
 _RECOMPUTED = pa.schema(list(VALIDITY)[:-1])
-#: Parts from this number up mark a snapshot stamped as of its arrival (insurance/sequence.py).
+#: Parts from this number up mark a snapshot stamped as of its arrival (core/sequence.py).
 ARRIVAL_PART = "900000"
 #: Size of the history's files (delta-rs's target): ~43k insurance rows, 1.1 MiB of Parquet
 #: each (measured: the history of a 300k-policy full load, 7 files). A small batch rewrites
@@ -243,29 +243,37 @@ PARALLEL_TAKE_ROWS = 1 << 18
 
 
 def times(sequences: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """The time part of each sequence (`YYYYMMDDHHMMSSfff.part...`), NULL where it is no
-    time: an arrival stamp (part from ARRIVAL_PART up) or no sequence. Parsed once per
-    file (once in all when every sequence has the same file, as a full load's do)."""
+    """The time part of each sequence (`YYYYMMDDHHMMSSfffffffff.part...`, or the earlier
+    format's `YYYYMMDDHHMMSSfff.part...`: core/sequence.py), NULL where it is no time: an
+    arrival stamp (part from ARRIVAL_PART up) or no sequence. Parsed once per file (once in
+    all when every sequence has the same file, as a full load's do)."""
     low, high = pc.min_max(sequences).values()
     if not low.is_valid:
         return pa.nulls(len(sequences), _TIME)
-    if low.as_py()[:24] == high.as_py()[:24]:  # one file: every sequence between shares the prefix
-        one = _stamp_times(pa.array([low.as_py()[:24]]))[0]
+    if low.as_py()[:_STAMP] == high.as_py()[:_STAMP]:  # one file: every sequence between shares the prefix
+        one = _stamp_times(pa.array([low.as_py()[:_STAMP]]))[0]
         same = pa.repeat(one, len(sequences))
         return same if not sequences.null_count else pc.if_else(pc.is_valid(sequences), same, pa.scalar(None, _TIME))
-    head = pc.dictionary_encode(pc.utf8_slice_codeunits(sequences, 0, 24))
+    head = pc.dictionary_encode(pc.utf8_slice_codeunits(sequences, 0, _STAMP))
     head = head.combine_chunks() if isinstance(head, pa.ChunkedArray) else head
     return _stamp_times(head.dictionary).take(head.indices)
 
 
+#: The characters of a sequence that hold its time and part (in the earlier format, and then some).
+_STAMP = len("YYYYMMDDHHMMSSfffffffff.part00")
+
+
 def _stamp_times(stamps: pa.Array) -> pa.Array:
-    """The times of distinct `YYYYMMDDHHMMSSfff.part` stamps."""
-    arrival = pc.greater_equal(pc.utf8_slice_codeunits(stamps, 18, 24), ARRIVAL_PART)
+    """The times of distinct stamps (a sequence's first _STAMP characters, of either format)."""
+    earlier = pc.equal(pc.utf8_slice_codeunits(stamps, 17, 18), ".")  # a 17-digit time: milliseconds
+    part = pc.if_else(earlier, pc.utf8_slice_codeunits(stamps, 18, 24), pc.utf8_slice_codeunits(stamps, 24, 30))
+    arrival = pc.greater_equal(part, ARRIVAL_PART)
     seconds = pc.strptime(pc.utf8_slice_codeunits(stamps, 0, 14), "%Y%m%d%H%M%S", "us", error_is_null=True)
-    millis = pc.cast(pc.utf8_slice_codeunits(stamps, 14, 17), pa.int64(), safe=False) \
-        if len(stamps) else pa.array([], pa.int64())
-    micros = pc.add(pc.cast(seconds, pa.int64()), pc.multiply(millis, 1000))
-    return pc.if_else(arrival, pa.scalar(None, pa.int64()), micros).cast(_TIME)
+    fraction = pc.if_else(earlier, pc.binary_join_element_wise(pc.utf8_slice_codeunits(stamps, 14, 17), "000", ""),
+                          pc.utf8_slice_codeunits(stamps, 14, 20))  # microseconds
+    micros = pc.cast(fraction, pa.int64(), safe=False) if len(stamps) else pa.array([], pa.int64())
+    since = pc.add(pc.cast(seconds, pa.int64()), micros)
+    return pc.if_else(arrival, pa.scalar(None, pa.int64()), since).cast(_TIME)
 
 
 def _ranges(delta: DeltaTable, key: str, keys: np.ndarray) -> list[tuple[int, int]]:

@@ -13,9 +13,11 @@ import numpy as np
 import pyarrow.compute as pc
 
 from lake_assets.core import change_feed, scd2
+from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import open_table
 from lake_assets.insurance.contract import CONTRACTS, DELTA_TYPES, KEY, TABLE, current as current_contract, table_columns
 from lake_assets.core.ledger import HELD, Ledger
+from lake_assets.insurance.layout import file_layout
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -152,7 +154,7 @@ def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: i
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    expected = {len(c.columns) + (kind != "fullload") for c in CONTRACTS}  # CDC rows lead with the operation
+    expected = {len(c.columns) + extra for c in CONTRACTS for extra in (0, 1, 2)}  # DMS's operation, timestamp
     records, line = 0, 0
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
@@ -163,7 +165,7 @@ def _independent_record_count(storage: LakeStorage, key: str, kind: str, size: i
             records += bool(row)
     except csv.Error:
         return None
-    return records - 1 if kind == "fullload" and records else records
+    return records - file_layout(kind, data, DmsLayout()).header  # a header is no record (insurance/layout.py)
 
 
 @dg.asset_check(

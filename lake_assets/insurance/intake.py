@@ -1,17 +1,18 @@
 """What the pipeline will make of a raw object, told when it is put (`lake put`).
 
 The same rules as the pipeline, from the same functions: `is_data_file` decides what is
-ignored, `file_stamp` what sequence a CDC file's name and folders give (none: the file is
-refused whole, `no_sequence`). A full load needs no time of its own (it is stamped as of
-its arrival), so only its suffix matters.
+ignored, `object_refusal` (insurance/layout.py) what is refused whole by its name: a CDC
+file whose name and folders give no time (`no_sequence`), a DMS transaction file. A full
+load needs no time of its own (it is stamped as of its arrival).
 """
 
 import datetime as dt
 
+from lake_assets.core.dms import DmsLayout
 from lake_assets.core.raw_zone import DATA_SUFFIX, is_data_file
 from lake_assets.insurance.contract import Reason
-from lake_assets.insurance.raw_zone import RAW_CDC
-from lake_assets.core.sequence import file_stamp, folder_pattern
+from lake_assets.insurance.layout import object_refusal
+from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_FULLLOAD
 
 
 def dms_name(now: dt.datetime) -> str:
@@ -20,7 +21,7 @@ def dms_name(now: dt.datetime) -> str:
     return f"{now:%Y%m%d-%H%M%S}{now.microsecond // 1000:03d}{DATA_SUFFIX}"
 
 
-def refusal(key: str, folder_date_format: str, now: dt.datetime) -> str | None:
+def refusal(key: str, dms: DmsLayout, now: dt.datetime) -> str | None:
     """Why the pipeline will ignore or refuse the raw object at `key` (one line, with the
     name to use instead), or None when its name is fine."""
     name = key.rpartition("/")[2]
@@ -28,8 +29,11 @@ def refusal(key: str, folder_date_format: str, now: dt.datetime) -> str | None:
         stem, compressed, _ = name.lower().partition(DATA_SUFFIX + ".")
         hint = f"; put it uncompressed, as --as {name[:len(stem)]}{DATA_SUFFIX}" if compressed else ""
         return f"{name} will be ignored, never applied: only *{DATA_SUFFIX} files are data{hint}"
-    if key.startswith(RAW_CDC) and file_stamp(key.removeprefix(RAW_CDC), folder_pattern(folder_date_format)) is None:
+    refused = object_refusal(FULLLOAD if key.startswith(RAW_FULLLOAD) else CDCLOAD, key, dms)
+    if refused is None:
+        return None
+    if refused.reason == Reason.NO_SEQUENCE:
         return (f"{name} will be refused ({Reason.NO_SEQUENCE.value}): its name and folders give no time to "
                 f"order its changes by; name it as DMS does, e.g. --as {dms_name(now)}, "
-                f"or put it in {folder_date_format} folders")
-    return None
+                f"or put it in {dms.folder_date_format} folders")
+    return f"{name} will be refused ({refused.reason.value}): {refused.detail}"

@@ -17,8 +17,9 @@ not lost. A CDC file with no usable sequence is refused whole (`no_sequence`).
 A full load is a snapshot "as of" its stamp B: its rows are changes, and every other key
 is deleted as of B (a tombstone at B), except keys whose snapshot row was quarantined,
 which keep their current row. A change older than the newest applied snapshot is
-superseded for keys the table no longer knows. The parts `LOAD00000001.csv`,
-`LOAD00000002.csv`, ... pending in one folder are one snapshot. A snapshot that is empty,
+superseded for keys the table no longer knows. DMS's parts `LOAD00000001.csv`, ...
+`LOAD0000000A.csv`, ... pending in one folder are one snapshot (insurance/layout.py: how
+each object is read is decided there, from its key and first bytes). A snapshot that is empty,
 has rejected rows, or would shrink the table by more than `max_shrink` is written to the
 quarantine and ledger but HELD (write-audit-publish) until `lake approve` releases it;
 the next run publishes it through the same path. When several snapshots publish in one
@@ -68,7 +69,6 @@ from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HIS
 from lake_assets.insurance import changes as feed, merge, unfinished
 from lake_assets.insurance.changes import DerivedReport
 from lake_assets.insurance.contract import (
-    CONTRACTS,
     FULL_LOAD_OPERATION,
     KEY,
     QUARANTINE_SCHEMA,
@@ -81,9 +81,12 @@ from lake_assets.insurance.contract import (
     table_columns,
     table_schema,
 )
-from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, file_shape, parse_csv
+from lake_assets.insurance.layout import dms_rows, field_of, file_layout, object_refusal, snapshot_group
+from lake_assets.insurance.parse import RECORD, ParsedFile, Rejected, parse_csv
 from lake_assets.insurance.raw_zone import CDCLOAD, FULLLOAD, RAW_CDC, RAW_FULLLOAD, InsuranceFile, raw_objects
-from lake_assets.core.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern, row_sequences
+from lake_assets.core.dms import DmsLayout
+from lake_assets.core.sequence import FileStamp, arrival_stamp, file_stamp, folder_pattern, name_part, origin, \
+    row_sequences
 from lake_assets.insurance.validate import validate
 from lake_assets.core.quarantine import insert_absent_arrow
 from lake_assets.resources.storage import LakeStorage
@@ -94,21 +97,19 @@ if TYPE_CHECKING:
 STAGING = "staging/insurance/"
 SEQUENCE = "_sequence"
 BATCH = "_batch"
-MULTI_PART = re.compile(r"LOAD[0-9]+\.csv", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class IngestRules:
     """The rules that shape ingestion (the `LakeRules` resource, fed from settings.py)."""
 
-    folder_date_format: str = "YYYY/MM/DD"
+    dms: DmsLayout = DmsLayout()
     max_shrink: float = 0.5
     tombstone_retention: dt.timedelta = dt.timedelta(days=7)
 
     @classmethod
     def from_rules(cls, rules: "LakeRules") -> "IngestRules":
-        return cls(rules.cdc_folder_date_format, rules.fullload_max_shrink,
-                   dt.timedelta(days=rules.tombstone_retention_days))
+        return cls(rules.dms(), rules.fullload_max_shrink, dt.timedelta(days=rules.tombstone_retention_days))
 
 
 @dataclass(eq=False)
@@ -127,6 +128,7 @@ class FileBatch:
     approved: str | None = None  # the sequence it was held with, once approved
     detail: str | None = None
     floor: str | None = None  # a full load's: the snapshot's "as of"
+    key_field: int = 0  # where a record holds its key (after DMS's operation and timestamp fields)
 
     @property
     def status(self) -> str:
@@ -168,9 +170,9 @@ class Snapshot:
         for batch in self.batches:
             lines = batch.parsed.lines() if len(batch.rejected) else None
             for record in batch.rejected.records:
-                first = lines.text(int(record)).split(",", 1)[0].strip().strip('"').strip()
-                if re.fullmatch(r"[+-]?[0-9]{1,10}", first) and -(2**31) <= int(first) < 2**31:
-                    keys.add(int(first))
+                field = field_of(lines.text(int(record)), batch.key_field).strip()
+                if re.fullmatch(r"[+-]?[0-9]{1,10}", field) and -(2**31) <= int(field) < 2**31:
+                    keys.add(int(field))
         return np.array(sorted(keys), np.int64)
 
     def hold(self, reason: HoldReason, detail: str) -> None:
@@ -231,12 +233,6 @@ def refused_by_older_contract(entry: dict) -> bool:
         return False
     checked = re.search(r"contract v([0-9]+)", entry["detail"])
     return checked is not None and int(checked.group(1)) < current().version
-
-
-def snapshot_group(key: str) -> str:
-    """Full-load files that form one snapshot: the DMS parts `LOAD<n>.csv` of one folder."""
-    folder, _, name = key.rpartition("/")
-    return f"{folder}/LOAD*.csv" if MULTI_PART.fullmatch(name) else key
 
 
 def held_objects(storage: LakeStorage) -> list[tuple[InsuranceFile, dict]]:
@@ -478,45 +474,22 @@ def _floor(history: pa.Table) -> str | None:
 
 def _read_batch(storage: LakeStorage, obj: InsuranceFile, deliveries: dict[str, set[str]],
                 approved: dict[tuple[str, str], str], rules: IngestRules) -> FileBatch:
+    """Read one object the way its key and first bytes say (insurance/layout.py)."""
     data, etag = storage.get_bytes(obj.key)
     obj = InsuranceFile(obj.key, etag, len(data), obj.kind)
     delivery = len(deliveries.get(obj.key, set()) - {etag}) + 1
-    folders = folder_pattern(rules.folder_date_format)
-    if obj.kind == FULLLOAD:
-        header = file_shape(data).header
-        contract = next((c for c in CONTRACTS if c.names == header), current())
-        parsed = parse_csv(obj.key, etag, data, contract.names, has_header=True)
-        newest = current().names
-        undeclared = header[len(newest):] if header[:len(newest)] == newest else []  # appended, as DMS does
-        if undeclared:
-            return _reject_all(obj, parsed, Reason.UNDECLARED_COLUMN,
-                               f"column(s) {', '.join(undeclared)} in the header are declared by no contract "
-                               f"(checked against contract v{current().version}); the file stays in the raw "
-                               "zone and applies once a contract version declares them")
-        if parsed.header is not None and [h.strip().lower() for h in parsed.header] != contract.names:
-            accepted = " or ".join(",".join(c.names) for c in reversed(CONTRACTS))
-            return _reject_all(obj, parsed, Reason.BAD_HEADER,
-                               f"header must be {accepted}; found {','.join(parsed.header)}")
-        valid, invalid = validate(parsed.rows, FULL_LOAD_OPERATION)
-        stamp = file_stamp(obj.key.removeprefix(RAW_FULLLOAD), folders)
-    else:
-        fields = file_shape(data, {len(c.cdc_names) for c in CONTRACTS}).fields
-        contract = next((c for c in CONTRACTS if len(c.cdc_names) == fields), current())
-        parsed = parse_csv(obj.key, etag, data, contract.cdc_names, has_header=False)
-        if fields > len(current().cdc_names):
-            return _reject_all(obj, parsed, Reason.UNDECLARED_COLUMN,
-                               f"its rows have {fields} fields, but the newest contract (checked against contract "
-                               f"v{current().version}) declares {len(current().cdc_names)} (the operation and "
-                               f"{len(current().names)} columns); the file stays in the raw zone and applies once a "
-                               "contract version declares the new column(s)")
-        stamp = file_stamp(obj.key.removeprefix(RAW_CDC), folders)
-        if stamp is None:
-            return _reject_all(obj, parsed, Reason.NO_SEQUENCE,
-                               "the file's name or folders give no time to order its changes by: name it like "
-                               f"DMS does (YYYYMMDD-HHMMSSfff.csv) or put it in {rules.folder_date_format} folders")
-        valid, invalid = validate(parsed.rows, None)
-    batch = FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery, stamp,
-                      approved=approved.get((obj.key, etag)))
+    layout = file_layout(obj.kind, data, rules.dms)
+    parsed = parse_csv(obj.key, etag, data, list(layout.columns), has_header=layout.header)
+    refusal = object_refusal(obj.kind, obj.key, rules.dms) or layout.refusal
+    if refusal is not None:
+        return _reject_all(obj, parsed, refusal.reason, refusal.detail)
+    zone = RAW_FULLLOAD if obj.kind == FULLLOAD else RAW_CDC
+    stamp = file_stamp(obj.key.removeprefix(zone), folder_pattern(rules.dms.folder_date_format))
+    operation = FULL_LOAD_OPERATION if obj.kind == FULLLOAD else None if layout.operation else "I"
+    valid, invalid = validate(dms_rows(parsed.rows, rules.dms), operation)
+    batch = FileBatch(obj, parsed, valid, parsed.rejected + invalid, delivery,
+                      None if stamp is None else stamp.of(obj.key), approved=approved.get((obj.key, etag)),
+                      key_field=layout.key_field)
     if not len(batch.rejected):
         parsed.release()  # no record will be quarantined: its bytes and string rows are not needed
     return batch
@@ -550,9 +523,9 @@ def _snapshots(batches: list[FileBatch], newest_applied: str | None) -> list[Sna
             newest_applied = stamp.base(0)
         for batch in readable:
             part = stamp.part
-            if group != batch.obj.key and stamp.part == 0:
-                part = min(int(re.findall(r"[0-9]+", batch.obj.key.rpartition("/")[2])[-1]), ARRIVAL_PART - 1)
-            batch.stamp = FileStamp(stamp.time, part)
+            if group != batch.obj.key and stamp.part == 0:  # DMS's parts, in the order of their hex counters
+                part = name_part(batch.obj.key.rpartition("/")[2].rsplit(".", 1)[0])
+            batch.stamp = FileStamp(stamp.time, part, origin(batch.obj.key))
             batch.floor = stamp.base(0)
         snapshots.append(Snapshot(parts, stamp))
     return sorted(snapshots, key=lambda s: s.floor)

@@ -36,11 +36,19 @@ DATE_LENGTH = len("YYYY-MM-DD")
 def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]:
     """Split `rows` into typed valid rows (with `_operation` and RECORD) and rejections.
 
-    `operation` is the fixed operation of a full load; None means the rows carry an `op`
-    column (CDC).
+    `operation` is the one operation of every row: a full load's, or `I` for CDC rows
+    written without theirs (DMS's CdcInsertsOnly); None means the rows carry it in an `op`
+    column (CDC: I, U or D). Rows carrying an `op` beside a fixed operation (a full load
+    written with DMS's IncludeOpForFullLoad) must say `I`.
     """
     trimmed = {name: _trimmed(rows[name]) for name in rows.column_names if name != RECORD}
-    ops = pc.utf8_upper(trimmed["op"]) if operation is None else pa.repeat(operation, rows.num_rows)
+    written = pc.utf8_upper(trimmed["op"]) if "op" in trimmed else None
+    if operation is None:
+        assert written is not None, "rows without an `op` column need their operation given"
+        ops = written
+    else:
+        ops = pa.repeat(operation, rows.num_rows)
+    allowed = OPERATIONS if operation is None else ("I",)
     is_delete = pc.equal(ops, "D")
 
     # Each value is checked once; the checks also give the typed values of the valid rows.
@@ -55,7 +63,7 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
         flags[column], flag_checked[column] = _flag(trimmed[column])
     reason = pa.nulls(rows.num_rows, pa.string())
     detail = pa.nulls(rows.num_rows, pa.string())
-    for failed, code, column in _rules(trimmed, checked | flag_checked, ops, is_delete, check_op=operation is None):
+    for failed, code, column in _rules(trimmed, checked | flag_checked, written, allowed, is_delete):
         if failed is None:  # a rule no value of the column can break
             continue
         first = pc.and_(pc.is_null(reason), pc.fill_null(failed, False))
@@ -65,7 +73,7 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
         if column:
             described = pc.binary_join_element_wise(f"{column}=", trimmed[column], "")
         else:
-            described = pa.repeat(f"operation must be one of {', '.join(OPERATIONS)}", rows.num_rows)
+            described = pa.repeat(f"operation must be one of {', '.join(allowed)}", rows.num_rows)
         detail = pc.if_else(first, described, detail)
 
     bad = pc.is_valid(reason)
@@ -94,12 +102,13 @@ def validate(rows: pa.Table, operation: str | None) -> tuple[pa.Table, Rejected]
     return pa.table(columns), rejected
 
 
-def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array | None], ops: pa.Array,
-           is_delete: pa.Array, check_op: bool):
+def _rules(values: dict[str, pa.Array], checked: dict[str, pa.Array | None], written: pa.Array | None,
+           allowed: tuple[str, ...], is_delete: pa.Array):
     """(failed-mask or None, reason, column) in the order they are checked; `checked`
-    holds each integer, date and flag column's "is well-formed" mask (None: all of them are)."""
-    if check_op:
-        yield pc.invert(pc.is_in(ops, pa.array(OPERATIONS))), Reason.UNKNOWN_OPERATION, None
+    holds each integer, date and flag column's "is well-formed" mask (None: all of them are);
+    `written` the operations the rows carry (None: they carry none), each one of `allowed`."""
+    if written is not None:
+        yield pc.invert(pc.is_in(written, pa.array(allowed))), Reason.UNKNOWN_OPERATION, None
     key_checked = checked[KEY]
     yield (None if key_checked is None else pc.equal(values[KEY], "")), Reason.EMPTY_KEY, KEY
     yield (None if key_checked is None else pc.invert(key_checked)), Reason.BAD_INTEGER, KEY
