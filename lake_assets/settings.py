@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lake_assets.core.dms import DmsLayout
 from lake_assets.core.errors import UsageError
 from lake_assets.core.private_home import private_home
 
@@ -64,7 +65,12 @@ ENV_VARS: dict[str, str] = {
                                 "(default 4; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
-    "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY",
+    "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY (DMS's "
+                                   "DatePartitionSequence with its DatePartitionDelimiter)",
+    "LAKE_DMS_TIMESTAMP_COLUMN": "the name DMS's TimestampColumnName gives its commit-time column in a header "
+                                 "(unset: the column is recognised before the source's columns by its values)",
+    "LAKE_DMS_CSV_NULL_VALUE": "DMS's CsvNullValue: a field holding exactly this is NULL (unset: an empty field, "
+                               "DMS's default)",
     "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts",
     "LAKE_TIME_TRAVEL_HOURS": "how far back Delta time travel is guaranteed: vacuum keeps every file a version "
@@ -199,7 +205,9 @@ class RulesSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    cdc_folder_date_format: str = _setting("LAKE_CDC_FOLDER_DATE_FORMAT", "YYYY/MM/DD")
+    cdc_folder_date_format: str = _setting("LAKE_CDC_FOLDER_DATE_FORMAT", DmsLayout.folder_date_format)
+    dms_timestamp_column: str = _setting("LAKE_DMS_TIMESTAMP_COLUMN", DmsLayout.timestamp_column)
+    dms_csv_null_value: str = _setting("LAKE_DMS_CSV_NULL_VALUE", DmsLayout.csv_null_value)
     fullload_max_shrink: float = _setting("LAKE_FULLLOAD_MAX_SHRINK", 0.5)
     tombstone_retention_days: float = _setting("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0)
     time_travel_hours: int = _setting("LAKE_TIME_TRAVEL_HOURS", 168)
@@ -209,11 +217,17 @@ class RulesSettings(BaseModel):
         default = cls()
         return cls(
             cdc_folder_date_format=os.environ.get("LAKE_CDC_FOLDER_DATE_FORMAT") or default.cdc_folder_date_format,
+            dms_timestamp_column=os.environ.get("LAKE_DMS_TIMESTAMP_COLUMN", "").strip(),
+            dms_csv_null_value=os.environ.get("LAKE_DMS_CSV_NULL_VALUE", default.dms_csv_null_value),
             fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", default.fullload_max_shrink),
             tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS",
                                                      default.tombstone_retention_days),
             time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", default.time_travel_hours),
         )
+
+    def dms(self) -> DmsLayout:
+        """The DMS layout of the insurance table's raw files."""
+        return DmsLayout(self.cdc_folder_date_format, self.dms_timestamp_column, self.dms_csv_null_value)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REVERTED, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
 from lake_assets.insurance.contract import TABLE
-from lake_assets.insurance.intake import refusal
+from lake_assets.core.apply.intake import refusal
+from lake_assets.insurance.declaration import INSURANCE
 from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD, raw_objects
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.schema import RAW
@@ -44,7 +45,7 @@ def put(
         raise UsageError(f"--as must be a file name below the zone (folders allowed), not {name!r}")
     with lake_session() as lake:
         key = ZONES[to] + name
-        warning = refusal(key, lake.settings.rules.cdc_folder_date_format, dt.datetime.now(dt.timezone.utc))
+        warning = refusal(INSURANCE, key, lake.settings.rules.dms(), dt.datetime.now(dt.timezone.utc))
         if warning is not None:
             errors.print(f"warning: {warning}", markup=False, highlight=False)
         etag = lake.storage.put_bytes(key, file.read_bytes())

@@ -61,6 +61,7 @@ class RefusalReason(StrEnum):
     BAD_BOOLEAN = "bad_boolean"
     UNDECLARED_COLUMN = "undeclared_column"
     MISSING_VALUE = "missing_value"
+    DMS_LAYOUT = "dms_layout"  # a layout of DMS's the lake does not read (the detail names the DMS setting)
 
 
 class _Model(BaseModel):

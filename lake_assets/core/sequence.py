@@ -3,31 +3,48 @@
 Every applied row carries `_sequence`, a fixed-width string whose order is the order of
 the changes it stands for:
 
-    YYYYMMDDHHMMSSfff . part(6) . delivery(4) . row(10)
+    YYYYMMDDHHMMSSfffffffff . part(6) . origin(16) . delivery(4) . row(10)
 
-- the time of the file: the AWS DMS timestamp in its name (`20240401-090000000.csv`,
-  YYYYMMDD-HHMMSSfff, or YYYYMMDD-HHMMSS), else its date-partition folders in the
-  configured order (`LAKE_CDC_FOLDER_DATE_FORMAT`, e.g. `YYYY/MM/DD` or `DDMMYYYY`);
-- the part: the number in the name of a file dated only by its folders (`LOAD00000002.csv`,
-  `part-7.csv`), else 0. A full load with no time of its own is stamped "as of its
-  arrival": the time of the newest change applied before it, with a part from
-  ARRIVAL_PART up (so it follows every change of that time, and each later such snapshot
-  follows the one before). Not the object's LastModified: that is the S3 server's clock,
-  while file times are the source's (DMS) clock, and a snapshot uploaded today of data
-  whose changes are stamped 2024 would then override every one of them;
+- the time of the file, to the nanosecond: the AWS DMS timestamp in its name
+  (`20240401-090000000.csv`, YYYYMMDD-HHMMSS and up to nine digits of a second: DMS's own
+  guide shows `20141029-1134010000.csv`, four of them), else its date-partition folders in
+  the configured order (`LAKE_CDC_FOLDER_DATE_FORMAT`, e.g. `YYYY/MM/DD` or `DDMMYYYY`);
+- the part: the number in the name of a file dated only by its folders (`part-7.csv`; for
+  DMS's full-load parts `LOAD00000009.csv`, `LOAD0000000A.csv`, ... `LOAD00000010.csv` the
+  hexadecimal counter DMS names them with), else 0. A full load with no time of its own is
+  stamped "as of its arrival": the time of the newest change applied before it, with a
+  part from ARRIVAL_PART up (so it follows every change of that time, and each later such
+  snapshot follows the one before). Not the object's LastModified: that is the S3 server's
+  clock, while file times are the source's (DMS) clock, and a snapshot uploaded today of
+  data whose changes are stamped 2024 would then override every one of them;
+- the origin: the first 16 hex digits of the SHA-256 of the object's key, so two files of
+  the same time and part (a re-upload `x copy.csv`, one name in two folders) are ordered
+  by a rule of their own, the same whichever runs they land in. A DMS full-load part's
+  origin is its hex counter (8 digits) then 8 digits of that hash: the parts of a snapshot
+  stamped as of its arrival (which share its part) follow each other in counter order. A
+  snapshot's "as of" (its floor) has origin `0000000000000000`: before every row of its
+  time and part;
 - the delivery: 1 for the first content seen under an object key, 2 for the next
   (a corrected re-delivery under the same name), ...;
 - the row: the record number in the file.
 
-A fixed-width string compares the same way in Python, pyarrow, Sail and JVM Spark. Both
-domains use it: insurance's files (insurance/pipeline.py) and TPC-DS's day objects and
-corrections (tpcds/sequencing.py: a day object, like a full load, is stamped as of its
-arrival; a row's number is its line).
+A fixed-width string of ASCII digits, lower-case hex letters and dots compares the same
+way in Python, pyarrow, Sail and JVM Spark (byte order). Both domains use it: insurance's
+files (insurance/pipeline.py) and TPC-DS's day objects and corrections
+(tpcds/sequencing.py: a day object, like a full load, is stamped as of its arrival; a row's
+number is its line).
+
+Lakes written before this format (`YYYYMMDDHHMMSSfff.part.delivery.row`, no origin) keep
+their stored values: `FileStamp.parse` reads both, and the two compare correctly except
+within one millisecond, where a stored value sorts before a new one (its 18th character is
+a dot, before any digit): a change applied by the earlier release is older than a change of
+the same millisecond applied now.
 """
 
 import datetime as dt
+import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -35,33 +52,62 @@ import pyarrow.compute as pc
 
 from lake_assets.core.errors import UsageError
 
-NAME_STAMP = re.compile(r"(?<![0-9])([0-9]{8})-([0-9]{6})([0-9]{3})?(?![0-9])")
+#: A DMS CDC file name's time: YYYYMMDD-HHMMSS and up to nine digits of a second, digits not running on.
+NAME_STAMP = re.compile(r"(?<![0-9])([0-9]{8})-([0-9]{6})([0-9]{0,9})(?![0-9])")
+#: DMS's full-load part names: a hexadecimal counter (`LOAD0000000A.csv`); a parallel load of a
+#: source without partitions prefixes the segment (`SEGMENT2_LOAD00000009.csv`).
+LOAD_PART = re.compile(r"(?:SEGMENT([0-9]+)_)?LOAD([0-9A-F]+)", re.IGNORECASE)
 TOKENS = {"YYYY": r"(?P<year>[0-9]{4})", "MM": r"(?P<month>[0-9]{2})", "DD": r"(?P<day>[0-9]{2})",
           "HH": r"(?P<hour>[0-9]{2})"}
 MAX_PART, MAX_DELIVERY = 10**6 - 1, 10**4 - 1
 ARRIVAL_PART = 900_000  # parts from names stay below it
+TIME_DIGITS = 23  # YYYYMMDDHHMMSS and nine digits of a second
+ORIGIN_DIGITS = 16
+NO_ORIGIN = "0" * ORIGIN_DIGITS
+#: Width of a stored value of the earlier format's time (YYYYMMDDHHMMSSfff).
+_OLD_TIME_DIGITS = 17
+
+
+def origin(key: str) -> str:
+    """The origin part of the sequences of the object at `key` (the tie-break between files
+    of the same time and part): the first 16 hex digits of the SHA-256 of the key; for a DMS
+    full-load part, its counter in 8 hex digits, then the first 8 of the hash."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    counter = load_part(key.rpartition("/")[2].rsplit(".", 1)[0])
+    if counter is None:
+        return digest[:ORIGIN_DIGITS]
+    return f"{min(counter, 16**8 - 1):08x}{digest[:ORIGIN_DIGITS - 8]}"
 
 
 @dataclass(frozen=True)
 class FileStamp:
-    """Where a file sits in time: its timestamp (17 digits) and part number."""
+    """Where a file sits in time: its timestamp (23 digits), part number and origin."""
 
     time: str
     part: int = 0
+    origin: str = NO_ORIGIN
 
     def base(self, delivery: int = 0) -> str:
         """The sequence just before this file's first row."""
-        return f"{self.time}.{self.part:06d}.{delivery:04d}.{0:010d}"
+        return f"{self.time}.{self.part:06d}.{self.origin}.{delivery:04d}.{0:010d}"
+
+    def of(self, key: str) -> "FileStamp":
+        """This stamp for the rows of the object at `key`."""
+        return replace(self, origin=origin(key))
 
     @staticmethod
     def parse(sequence: str) -> "FileStamp":
-        return FileStamp(sequence[:17], int(sequence[18:24]))
+        """The stamp of a sequence, of this format or the earlier one (its time padded)."""
+        time, part, *rest = sequence.split(".")
+        if len(time) == _OLD_TIME_DIGITS:
+            return FileStamp(time.ljust(TIME_DIGITS, "0"), int(part))
+        return FileStamp(time, int(part), rest[0] if len(rest) == 3 else NO_ORIGIN)
 
 
 def arrival_stamp(newest_applied: str | None) -> FileStamp:
     """The stamp of a snapshot with no time of its own: just after `newest_applied`."""
     if newest_applied is None:
-        return FileStamp("0" * 17, ARRIVAL_PART)
+        return FileStamp("0" * TIME_DIGITS, ARRIVAL_PART)
     before = FileStamp.parse(newest_applied)
     return FileStamp(before.time, max(ARRIVAL_PART, before.part + 1) if before.part < MAX_PART else MAX_PART)
 
@@ -87,7 +133,7 @@ def folder_pattern(date_format: str) -> re.Pattern:
 
 def file_stamp(relative_key: str, folders: re.Pattern) -> FileStamp | None:
     """The stamp of a raw file from its key below the zone (`2024/04/01/x.csv`), or None
-    when it carries no usable time."""
+    when it carries no usable time (its origin is not set: `FileStamp.of`)."""
     folder, _, name = relative_key.rpartition("/")
     stem = name.rsplit(".", 1)[0]
     named = name_stamp(stem)
@@ -97,30 +143,47 @@ def file_stamp(relative_key: str, folders: re.Pattern) -> FileStamp | None:
     if dated is not None:
         fields = dated.groupdict()
         day = f"{fields['year']}{fields['month']}{fields.get('day') or '01'}"
-        stamp = _time(day, f"{fields.get('hour') or '00'}0000", "000")
-        numbers = re.findall(r"[0-9]+", stem)
-        part = min(int(numbers[-1]), ARRIVAL_PART - 1) if numbers else 0
+        stamp = _time(day, f"{fields.get('hour') or '00'}0000", "")
         if stamp is not None:
-            return FileStamp(stamp, part)
+            return FileStamp(stamp, name_part(stem))
     return None
 
 
 def name_stamp(stem: str) -> FileStamp | None:
-    """The stamp of the AWS DMS timestamp in a file's name (YYYYMMDD-HHMMSSfff or
-    YYYYMMDD-HHMMSS), or None when the name holds no valid one."""
+    """The stamp of the AWS DMS timestamp in a file's name (YYYYMMDD-HHMMSS and up to nine
+    digits of a second), or None when the name holds no valid one."""
     for match in NAME_STAMP.finditer(stem):
-        stamp = _time(match.group(1), match.group(2), match.group(3) or "000")
+        stamp = _time(match.group(1), match.group(2), match.group(3))
         if stamp is not None:
             return FileStamp(stamp)
     return None
 
 
-def _time(day: str, clock: str, millis: str) -> str | None:
+def load_part(stem: str) -> int | None:
+    """The part number of a DMS full-load part (`LOAD0000000A` -> 10, `SEGMENT2_LOAD00000009`
+    -> 9): its hexadecimal counter; None for any other name."""
+    match = LOAD_PART.fullmatch(stem)
+    return None if match is None else int(match.group(2), 16)
+
+
+def name_part(stem: str) -> int:
+    """The part number a file's name gives among the files of one folder: a DMS full-load
+    part's hexadecimal counter, else the last number in the name (`part-7`), else 0; below
+    ARRIVAL_PART."""
+    part = load_part(stem)
+    if part is None:
+        numbers = re.findall(r"[0-9]+", stem)
+        part = int(numbers[-1]) if numbers else 0
+    return min(part, ARRIVAL_PART - 1)
+
+
+def _time(day: str, clock: str, fraction: str) -> str | None:
+    """YYYYMMDDHHMMSS and nine digits of a second, or None when it is no real time."""
     try:
         dt.datetime.strptime(day + clock, "%Y%m%d%H%M%S")
     except ValueError:
         return None
-    return day + clock + millis
+    return day + clock + fraction.ljust(TIME_DIGITS - 14, "0")
 
 
 def row_sequences(stamp: FileStamp, delivery: int, records: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:

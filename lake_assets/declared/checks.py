@@ -18,11 +18,13 @@ from pyspark.sql import functions as F
 
 from lake_assets.core.apply import feed
 from lake_assets.core.apply.history import IS_CURRENT
+from lake_assets.core.apply.layout import file_layout
 from lake_assets.core.apply.plan import LEDGER_KIND
 from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.apply.run import table_set
 from lake_assets.core.change_feed import covered_through, read_commit
 from lake_assets.core.declaration import SourceKind, TableDeclaration
+from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
@@ -180,7 +182,7 @@ RECOUNT_LIMIT_BYTES = 64 << 20
 
 
 def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession,
-                       entries: list[dict]) -> dict[tuple[str, str], int]:
+                       entries: list[dict], dms: DmsLayout | None = None) -> dict[tuple[str, str], int]:
     """Records per object per Python's csv module, counted on the engine (objects it cannot judge
     are left out: see `record_count`)."""
     chosen = [(e["source_file"], e["source_etag"], e["source_kind"]) for e in entries
@@ -188,6 +190,7 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
     if not chosen:
         return {}
     widths = sorted({len(c.names) for c in declaration.contracts})
+    dms = dms or DmsLayout()  # the header decision (layout.py) reads no setting
     endpoint, bucket, region = storage.endpoint_url, storage.bucket, storage.region
 
     def recount(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -199,8 +202,11 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
         for batch in batches:
             for row in batch.to_pylist():
                 got = client.get_object(Bucket=bucket, Key=row["key"])
-                count = None if got["ETag"].strip('"') != row["etag"] else \
-                    record_count(got["Body"].read(), row["kind"] == LEDGER_KIND[SourceKind.SNAPSHOT], widths)
+                count = None
+                if got["ETag"].strip('"') == row["etag"]:
+                    data = got["Body"].read()
+                    kind = SourceKind.SNAPSHOT if row["kind"] == LEDGER_KIND[SourceKind.SNAPSHOT] else SourceKind.CDC
+                    count = record_count(data, file_layout(declaration, kind, data, dms).header, widths)
                 yield pa.RecordBatch.from_pylist([{"key": row["key"], "etag": row["etag"], "count": count}],
                                                  schema=_COUNTS)
     objects = spark.createDataFrame(chosen, "key STRING, etag STRING, kind STRING")
@@ -211,9 +217,9 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
 _COUNTS = pa.schema([("key", pa.string()), ("etag", pa.string()), ("count", pa.int64())])
 
 
-def record_count(data: bytes, snapshot: bool, widths: list[int]) -> int | None:
-    """Records in `data` per Python's csv module (a snapshot's header is not one; a CDC row leads
-    with its operation). None when it is not UTF-8 text or its quoting is broken: a quote left
+def record_count(data: bytes, header: bool, widths: list[int]) -> int | None:
+    """Records in `data` per Python's csv module (a header is not one; a row may lead with DMS's
+    operation and timestamp fields). None when it is not UTF-8 text or its quoting is broken: a quote left
     open at the end, or a record spanning lines with the wrong field count (there the lake's
     parser refuses the line the quote opened on and reads on, where a plain CSV reader swallows
     the lines after it into one record)."""
@@ -221,7 +227,7 @@ def record_count(data: bytes, snapshot: bool, widths: list[int]) -> int | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    expected = {w + (not snapshot) for w in widths}
+    expected = {w + extra for w in widths for extra in (0, 1, 2)}
     records, line = 0, 0
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
@@ -232,7 +238,7 @@ def record_count(data: bytes, snapshot: bool, widths: list[int]) -> int | None:
             records += bool(row)
     except csv.Error:
         return None
-    return records - 1 if snapshot and records else records
+    return records - 1 if header and records else records
 
 
 def feed_covers_table(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession) -> dg.AssetCheckResult:

@@ -126,6 +126,7 @@ class Reason(StrEnum):
     NO_SEQUENCE = "no_sequence"
     BAD_BOOLEAN = "bad_boolean"
     UNDECLARED_COLUMN = "undeclared_column"  # the file carries columns no contract version declares
+    DMS_LAYOUT = "dms_layout"  # a layout of DMS's the lake does not read (the detail names the DMS setting)
 
 
 #: A deleted key and the sequence of its delete, kept for a retention window so that an

@@ -59,7 +59,7 @@ from lake_assets.tpcds.schema import (
     engine_name,
     table_columns,
 )
-from lake_assets.tpcds.sequencing import PREFIX_WIDTH
+from lake_assets.tpcds.sequencing import object_prefix_sql
 
 WEB_SALES = engine_name(TpcdsTable.WEB_SALES)  # in the engine's SQL; the ledger's is TPCDS_WEB_SALES.name
 KEY_COLUMNS = list(KEYS[TpcdsTable.WEB_SALES])
@@ -131,7 +131,7 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         rows = rows.join(winners.select(*KEY_COLUMNS), KEY_COLUMNS, "left_semi")
     existing = (rows.select(*KEY_COLUMNS, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
                 .groupBy(*KEY_COLUMNS).agg(F.max("_row").alias("_row")))
-    same_object = F.substring(F.col(SEQUENCE), 1, PREFIX_WIDTH) == F.substring(F.col("_row"), 1, PREFIX_WIDTH)
+    same_object = F.expr(object_prefix_sql(SEQUENCE)) == F.expr(object_prefix_sql("_row"))
     kept = (winners.join(existing, KEY_COLUMNS, "left")
             .where(F.col("_row").isNull() | (F.col(SEQUENCE) >= F.col("_row")) | same_object).drop("_row")
             .select(SOURCE, F.lit(None).cast("string").alias(IMPLIED_BY), OPERATION, *COLUMNS))
@@ -145,9 +145,9 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
         else:
             view = "lake_tpcds_changes"
             staged.createOrReplaceTempView(view)
+            same = f"{object_prefix_sql(f's.{SEQUENCE}')} = {object_prefix_sql(f't.{SEQUENCE}')}"
             spark.sql(merge_sql(WEB_SALES, view, KEY_COLUMNS, COLUMNS,
-                                newer=f"(s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '') OR substr(s.{SEQUENCE}, 1, "
-                                      f"{PREFIX_WIDTH}) = substr(t.{SEQUENCE}, 1, {PREFIX_WIDTH}))")).collect()
+                                newer=f"(s.{SEQUENCE} >= coalesce(t.{SEQUENCE}, '') OR {same})")).collect()
         return _per_source(staged.where(F.col(SOURCE).isNotNull()))
 
 
@@ -187,7 +187,7 @@ def rows_per_object(spark: SparkSession, floors: dict[str, Floor]) -> dict[str, 
     """Rows per object (the prefix of their `_sequence`) in the days of `floors` (a day object
     writes only its own day): what an append of those objects applied, counted in the table."""
     rows = (spark.table(WEB_SALES).where(_within(floors))
-            .groupBy(F.substring(F.col(SEQUENCE), 1, PREFIX_WIDTH).alias("_prefix")).count().collect())
+            .groupBy(F.expr(object_prefix_sql(SEQUENCE)).alias("_prefix")).count().collect())
     return {r["_prefix"]: int(r["count"]) for r in rows if r["_prefix"] is not None}
 
 

@@ -43,7 +43,7 @@ from lake_assets.tpcds.schema import (
     ledger_name,
     table_columns,
 )
-from lake_assets.tpcds.sequencing import PREFIX_WIDTH
+from lake_assets.tpcds.sequencing import object_prefix, object_prefix_sql
 
 WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)  # in the ledger
 WEB_SALES_SQL = engine_name(TpcdsTable.WEB_SALES)  # in the engine's SQL
@@ -77,7 +77,7 @@ def evaluate_rows_match_raw(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
             continue
         if snapshot not in rows_per_object:
             rows_per_object[snapshot] = _rows_per_object(engine.session(storage), snapshot)
-        held = rows_per_object[snapshot].get(sequence[:PREFIX_WIDTH], 0)
+        held = rows_per_object[snapshot].get(object_prefix(sequence), 0)
         if held != entry["rows_applied"]:
             problems.append({"object": key, "applied": entry["rows_applied"], "rows_of_the_object": held,
                              "snapshot": snapshot})
@@ -97,7 +97,7 @@ def _rows_per_object(spark, snapshot_id: int) -> dict[str | None, int]:  # a Spa
     """Rows per object (the prefix of their `_sequence`) in the snapshot a load committed:
     later corrections and loads do not blur it, and a key another object of the same run
     superseded is not counted for this one."""
-    rows = spark.sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n FROM {WEB_SALES_SQL} "
+    rows = spark.sql(f"SELECT {object_prefix_sql(SEQUENCE)} AS base, count(*) AS n FROM {WEB_SALES_SQL} "
                      f"VERSION AS OF {int(snapshot_id)} GROUP BY 1").collect()
     return {r["base"]: int(r["n"]) for r in rows}
 
@@ -108,9 +108,9 @@ def evaluate_rows_accounted(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
     applied: dict[str, tuple[str, int]] = {}
     for entry in Ledger(storage).entries(WEB_SALES).to_pylist():  # oldest first: the latest entry per object wins
         if entry["source_sequence"] is not None:
-            applied[entry["source_sequence"][:PREFIX_WIDTH]] = (entry["source_file"], entry["rows_applied"]) \
+            applied[object_prefix(entry["source_sequence"])] = (entry["source_file"], entry["rows_applied"]) \
                 if entry["status"] == APPLIED else ("", 0)
-    rows = engine.session(storage).sql(f"SELECT substr({SEQUENCE}, 1, {PREFIX_WIDTH}) AS base, count(*) AS n "
+    rows = engine.session(storage).sql(f"SELECT {object_prefix_sql(SEQUENCE)} AS base, count(*) AS n "
                                        f"FROM {WEB_SALES_SQL} GROUP BY 1").collect()
     problems, unsequenced = [], 0
     for row in rows:

@@ -31,8 +31,6 @@ from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
 from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.sequence import ARRIVAL_PART, ROW_DIGITS, FileStamp, arrival_stamp, name_stamp
 
-#: Width of the part of a row's sequence that is its object's (time, part, delivery).
-PREFIX_WIDTH = len(FileStamp("0" * 17).base()) - ROW_DIGITS
 #: The row part of every row of a day object (after its base, which is row 0).
 SNAPSHOT_ROW = f"{1:0{ROW_DIGITS}d}"
 #: Statuses whose objects' sequences a new arrival must follow: reverted ones arrived before too,
@@ -50,7 +48,18 @@ class ObjectSequence:
     @property
     def prefix(self) -> str:
         """The part of every row's sequence that is the object's."""
-        return self.base[:PREFIX_WIDTH]
+        return object_prefix(self.base)
+
+
+def object_prefix(sequence: str) -> str:
+    """The part of a row's sequence that is its object's (time, part, origin, delivery): all
+    but the row number, in this format and in the one before it (which had no origin)."""
+    return sequence[:-ROW_DIGITS]
+
+
+def object_prefix_sql(column: str) -> str:
+    """`object_prefix` of a column, in Spark SQL."""
+    return f"substr({column}, 1, length({column}) - {ROW_DIGITS})"
 
 
 def object_sequences(history: list[dict], objects: Sequence[RawObject],
@@ -79,9 +88,9 @@ def object_sequences(history: list[dict], objects: Sequence[RawObject],
         delivery = len(etags.get(obj.key, set()) - {obj.etag}) + 1
         stamp = name_stamp(obj.key.rpartition("/")[2].rsplit(".", 1)[0]) if named else None
         if stamp is not None:
-            found[obj.key] = ObjectSequence(stamp.base(delivery), False)
+            found[obj.key] = ObjectSequence(stamp.of(obj.key).base(delivery), False)
             continue
-        stamp = arrival_stamp(newest)
+        stamp = arrival_stamp(newest).of(obj.key)
         newest = stamp.base(delivery)
         found[obj.key] = ObjectSequence(newest, True)
     return found

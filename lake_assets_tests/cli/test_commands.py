@@ -98,6 +98,8 @@ def test_put_warns_at_once_about_a_file_the_pipeline_will_refuse_or_ignore(lake_
         code, out = lake("put", str(cdc), "--to", "fullload", "--as", name)
         assert code == 0 and f"warning: {name} will be ignored" in out
     assert "--as full-load.csv" in lake("put", str(cdc), "--to", "fullload", "--as", "full-load.csv.GZ")[1]
+    code, out = lake("put", str(cdc), "--to", "cdcload", "--as", "CDC_TXN-20240401090000000.csv")
+    assert code == 0 and "will be refused (dms_layout)" in out and "PreserveTransactions" in out
     code, out = lake("put", str(cdc), "--to", "cdcload", "--as", "../elsewhere.csv")
     assert code == 2 and "--as must be a file name below the zone" in out
     assert lake_env.list_objects("elsewhere.csv") == []

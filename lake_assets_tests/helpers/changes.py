@@ -3,6 +3,7 @@
 from collections import Counter
 
 from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.sequence import ARRIVAL_PART, FileStamp
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
@@ -71,7 +72,7 @@ def assert_history_invariants(storage: LakeStorage) -> None:
         assert last["is_current"] is not deleted, last
         assert last["valid_to_sequence"] == (last["_sequence"] if deleted else None), last
         for r in changes:
-            assert (r["valid_from"] is None) == (r["_sequence"][18:24] >= "900000"), r
+            assert (r["valid_from"] is None) == (FileStamp.parse(r["_sequence"]).part >= ARRIVAL_PART), r
     current = [r for r in rows if r["is_current"]]
     assert not [k for k, n in Counter(r["policy_id"] for r in current).items() if n > 1]
     table = open_table(storage, INSURANCE)

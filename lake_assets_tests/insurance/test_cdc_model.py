@@ -16,10 +16,20 @@ history on the sequence axis (DLT's `STORED AS SCD TYPE 2`): per key, every chan
 (winners, changes superseded in their run, late changes; not those the floor supersedes
 for a key never known) and each snapshot's implied deletes at its stamp, a version valid
 until the key's next change; `insurance_history` must equal it row for row.
+
+A second generator writes files the way an AWS DMS task does (its S3 target settings drawn
+per task): a full load split into parts named with DMS's hexadecimal counter (one snapshot,
+its parts in counter order), files with a header line or without (AddColumnName), the
+operation in full-load records (IncludeOpForFullLoad) or missing from CDC records
+(CdcInsertsOnly), DMS's commit-time column (TimestampColumnName), CDC names with nine or ten
+digits after the dash, in date folders, and re-uploads of a file under another name with
+the same time (ordered by their keys' origin, whichever runs they land in).
 """
 
 import copy
 import datetime as dt
+import hashlib
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -43,7 +53,9 @@ from lake_assets_tests.helpers.changes import assert_history_invariants, history
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL = "raw/fullload/full-load.csv"
 FULL2 = "raw/fullload/full-load-2.csv"
-ARRIVAL = ("0" * 17, 900_000)  # the stamp of a full load that arrives before any change
+ARRIVAL = ("0" * 23, 900_000)  # the stamp of a full load that arrives before any change
+NO_ORIGIN = "0" * 16  # a snapshot's floor: before every row of its time and part
+TIMESTAMP_NAME = "dms_commit_ts"  # what a header calls DMS's timestamp column (not told to the lake)
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -101,8 +113,15 @@ def bad_rows(key: int, op: str) -> list[tuple[Reason, str]]:
 
 
 @st.composite
-def cdc_line(draw) -> Line:
+def cdc_line(draw, inserts_only: bool = False) -> Line:
+    """A CDC record; with `inserts_only` (DMS's CdcInsertsOnly), an insert without its operation."""
     key = draw(KEYS)
+    if inserts_only:
+        if draw(st.integers(0, 7)) == 0:
+            reason, text = draw(st.sampled_from(bad_rows(key, "")))
+            return Line(text, "bad", reason=reason.value)
+        text, row = draw(data_fields(key))
+        return Line(text, "upsert", key, row)
     kind = draw(st.sampled_from(["upsert"] * 5 + ["delete"] * 3 + ["bad"]))
     if kind == "bad":
         op = draw(st.sampled_from(["I", "U"]))
@@ -134,8 +153,30 @@ FILE = st.tuples(st.lists(cdc_line(), max_size=6), NEWLINES)
 FULL_LOAD = st.none() | st.tuples(st.lists(full_load_line(), max_size=5), NEWLINES)
 
 
-def render(lines: list[Line], newline: str, header: bool = False) -> bytes:
-    texts = ([HEADER] if header else []) + [line.text for line in lines]
+@dataclass(frozen=True)
+class Format:
+    """How a DMS task writes a file: a header line (AddColumnName), DMS's operation field (a
+    CDC record's own, or `I` first in a full-load record: IncludeOpForFullLoad), DMS's
+    commit-time column (TimestampColumnName: after the operation, before the data)."""
+
+    header: bool = False
+    operation: bool = True
+    timestamp: bool = False
+
+
+def render(lines: list[Line], newline: str, header: bool = False, fmt: Format | None = None,
+           full_load: bool = False) -> bytes:
+    """The bytes of a file of `lines`: by default a CDC file's or, with `header`, a full load's."""
+    fmt = fmt or Format(header=header, operation=not full_load and not header)
+    head = (["Op"] if fmt.operation else []) + ([TIMESTAMP_NAME] if fmt.timestamp else []) + [HEADER]
+    texts = [",".join(head)] if fmt.header else []
+    for number, line in enumerate(lines):
+        text = f"I,{line.text}" if fmt.operation and full_load else line.text
+        if fmt.timestamp:  # a commit time per record, after the operation
+            stamp = f"2024-04-01 09:{number % 60:02d}:00.{number * 7919 % 10**6:06d}"
+            op, rest = text.split(",", 1) if fmt.operation else ("", text)
+            text = f"{op},{stamp},{rest}" if fmt.operation else f"{stamp},{rest}"
+        texts.append(text)
     return "".join(t + newline for t in texts).encode()
 
 
@@ -150,7 +191,7 @@ def line_numbers(lines: list[Line], header: bool) -> list[int]:
 
 # --- the model -------------------------------------------------------------------------
 
-Seq = tuple  # (file time, part, delivery, row): compared as a tuple
+Seq = tuple  # (file time, part, origin, delivery, row): compared as a tuple
 
 
 @dataclass(frozen=True)
@@ -160,13 +201,34 @@ class Delivery:
     name: str
     lines: list[Line]
     newline: str
-    time: str | None  # 17 digits; None for the full load (stamped as of its arrival)
+    time: str | None  # 23 digits; None for a full load (stamped as of its arrival)
+    fmt: Format | None = None  # None: a CDC file without header, a full load with one
+    group: str | None = None  # a full-load part's snapshot (DMS's parts of one folder), else its name
+
+    @property
+    def header(self) -> bool:
+        return self.fmt.header if self.fmt else self.time is None
+
+    @property
+    def snapshot(self) -> str:
+        return self.group or self.name
+
+    def body(self) -> bytes:
+        return render(self.lines, self.newline, self.header, self.fmt, full_load=self.time is None)
 
 
 def cdc_name(index: int) -> tuple[str, str]:
-    """The object key and file time of the index-th CDC file (DMS naming)."""
+    """The object key and file time (23 digits) of the index-th CDC file (DMS naming)."""
     time = f"2024{1 + index // 28:02d}{1 + index % 28:02d}090000000"
-    return f"raw/cdcload/{time[:8]}-{time[8:]}.csv", time
+    return f"raw/cdcload/{time[:8]}-{time[8:]}.csv", time.ljust(23, "0")
+
+
+def origin_of(name: str) -> str:
+    """The origin of an object's sequences: the SHA-256 of its key (16 hex digits); a DMS
+    full-load part's hex counter first (8 digits), then 8 of the hash."""
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    part = re.fullmatch(r"LOAD([0-9A-F]+)\.csv", name.rpartition("/")[2])
+    return digest[:16] if part is None else f"{int(part.group(1), 16):08x}{digest[:8]}"
 
 
 def protected_key(line: Line) -> int | None:
@@ -193,20 +255,22 @@ class Model:
     def arrival(self) -> Seq:
         """The stamp of a snapshot with no time of its own: just after the newest file."""
         if self.newest is None:
-            return ARRIVAL + (0, 0)
-        return (self.newest[0], max(ARRIVAL[1], self.newest[1] + 1), 0, 0)
+            return ARRIVAL + (NO_ORIGIN, 0, 0)
+        return (self.newest[0], max(ARRIVAL[1], self.newest[1] + 1), NO_ORIGIN, 0, 0)
 
     def run(self, deliveries: list[Delivery], approve: bool = False, reapply: bool = False) -> None:
         """One run of what is pending: `deliveries` (new content), the held snapshots when
         `approve`d, and with `reapply` the deliveries a restore reverted that are still the
         raw zone's content of their name (each with the delivery and stamp it had)."""
         files: list[tuple[Delivery, int, Seq | None]] = []
-        for item in sorted(deliveries, key=lambda d: (d.time is not None, d.name)):  # snapshots in key order
+        arrived: dict[str, Seq] = {}  # each snapshot's stamp (its parts share it)
+        for item in sorted(deliveries, key=lambda d: (d.time is not None, d.snapshot, d.name)):  # snapshots in order
             self.seen[item.name] = self.seen.get(item.name, 0) + 1
             base = None
             if item.time is None:  # as of its arrival: after everything applied, held or arrived before
-                base = self.arrival()
-                self.newest = base
+                if item.snapshot not in arrived:
+                    arrived[item.snapshot] = self.newest = self.arrival()
+                base = arrived[item.snapshot]
             files.append((item, self.seen[item.name], base))
             self.items[(item.name, self.seen[item.name])] = files[-1]
         released = self.held if approve else []
@@ -215,32 +279,42 @@ class Model:
             released = released + [self.items[k] for k, entry in sorted(self.ledger.items())
                                    if entry[0] == REVERTED and k[1] == self.seen[k[0]]]
         for item, delivery, _ in files:
-            for line, number in zip(item.lines, line_numbers(item.lines, item.time is None)):
+            for line, number in zip(item.lines, line_numbers(item.lines, item.header)):
                 if line.kind == "bad":  # a released snapshot was quarantined when held
                     self.parked[(item.name, delivery, number, line.reason)] += 1
 
         events: list[tuple[Seq, Line, tuple[str, int]]] = []
-        snapshots = []
+        parts: dict[str, list[tuple[Delivery, int, Seq]]] = {}  # each snapshot's parts
         for item, delivery, base in files + released:
-            valid = [(record, line) for record, line in enumerate(item.lines, start=2 if base else 1)
+            valid = [(record, line) for record, line in enumerate(item.lines, start=2 if item.header else 1)
                      if line.kind != "bad"]
             if base is None:
-                events += [((item.time, 0, delivery, record), line, (item.name, delivery)) for record, line in valid]
+                events += [((item.time, 0, origin_of(item.name), delivery, record), line, (item.name, delivery))
+                           for record, line in valid]
                 continue
-            keys = {line.key for _, line in valid}
-            bad = len(item.lines) - len(valid)
+            parts.setdefault(item.snapshot, []).append((item, delivery, base))
+        snapshots = []
+        for group in parts.values():
+            base = group[0][2]
+            valid = [((base[0], base[1], origin_of(item.name), delivery, record), line, (item.name, delivery))
+                     for item, delivery, _ in group
+                     for record, line in enumerate(item.lines, start=2 if item.header else 1) if line.kind != "bad"]
+            keys = {line.key for _, line, _ in valid}
+            bad = sum(line.kind == "bad" for item, _, _ in group for line in item.lines)
             after = len(keys | {k for k, (seq, _) in self.rows.items() if seq >= base})
             suspicious = bad or not valid or (self.rows and after < (1 - self.max_shrink) * len(self.rows))
-            if suspicious and (item, delivery, base) not in released:
-                self.held.append((item, delivery, base))
-                self.ledger[(item.name, delivery)] = (HELD, len(item.lines), 0, 0, bad)
+            if suspicious and group[0] not in released:
+                for item, delivery, _ in group:
+                    self.held.append((item, delivery, base))
+                    own = sum(line.kind == "bad" for line in item.lines)
+                    self.ledger[(item.name, delivery)] = (HELD, len(item.lines), 0, 0, own)
                 continue
-            protected = {protected_key(line) for line in item.lines if line.kind == "bad"} - {None}
-            snapshots.append((base, item, delivery, valid, keys, protected))
+            protected = {protected_key(line) for item, _, _ in group for line in item.lines
+                         if line.kind == "bad"} - {None}
+            snapshots.append((base, valid, keys, protected))
         snapshot = max(snapshots, key=lambda s: s[0], default=None)  # the newest decides
         if snapshot is not None:
-            base, item, delivery, valid, _, _ = snapshot
-            events += [((base[0], base[1], delivery, record), line, (item.name, delivery)) for record, line in valid]
+            events += snapshot[1]
 
         existing = {k: max([s for s in (self.rows.get(k, (None,))[0], self.tombs.get(k)) if s is not None])
                     for k in set(self.rows) | set(self.tombs)}
@@ -253,7 +327,7 @@ class Model:
                 newest[line.key] = (seq, line, origin)
         winners = {k: w for k, w in newest.items() if k not in existing or w[0] >= existing[k]}
         if snapshot is not None:
-            base, _, _, _, inside, protected = snapshot
+            base, _, inside, protected = snapshot
             for key in (set(existing) | set(winners)) - inside - protected:
                 latest = max([s for s in (existing.get(key), winners.get(key, (None,))[0]) if s is not None])
                 if latest < base:
@@ -279,7 +353,7 @@ class Model:
             done = applied[(item.name, delivery)]
             self.ledger[(item.name, delivery)] = (status, len(item.lines), done, valid - done, bad)
             if status == APPLIED:
-                stamp = base if base is not None else (item.time, 0, delivery, 0)
+                stamp = base if base is not None else (item.time, 0, origin_of(item.name), delivery, 0)
                 self.newest = max(self.newest or stamp, stamp)
 
     def restored(self, then: "Model") -> "Model":
@@ -326,7 +400,7 @@ class Model:
 
 
 def text(seq: Seq) -> str:
-    return f"{seq[0]}.{seq[1]:06d}.{seq[2]:04d}.{seq[3]:010d}"
+    return f"{seq[0]}.{seq[1]:06d}.{seq[2]}.{seq[3]:04d}.{seq[4]:010d}"
 
 
 # --- running it through the pipeline ---------------------------------------------------
@@ -367,7 +441,7 @@ def _check(storage: LakeStorage, spark: SparkSession, full, runs: list[list[Deli
     for index, run in enumerate(runs):
         put = []
         for item in reversed(run):  # uploaded in no particular order
-            body = render(item.lines, item.newline, header=item.time is None)
+            body = item.body()
             if body in contents.setdefault(item.name, set()):
                 continue  # bytes put before are that delivery (same ETag): new to nobody
             contents[item.name].add(body)
@@ -447,6 +521,77 @@ def test_shuffled_and_late_deliveries_match_the_model(storage: LakeStorage, spar
     check(storage, spark, full, runs, strategy)
 
 
+PART_FOLDER = "raw/fullload/dbo/policy"
+
+
+@st.composite
+def dms_tasks(draw):
+    """The files of one AWS DMS task (its S3 target settings drawn once), delivered across
+    runs: a full load in the first (one file, or parts with hex counters), CDC files named
+    by their time (nine or ten digits after the dash, flat or in date folders), some
+    re-uploaded under another name with the same time, some re-delivered with new content."""
+    header, timestamp, inserts_only = draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
+    op_in_full_load, dated = draw(st.booleans()), draw(st.booleans())
+    count = draw(st.integers(1, 3))
+    runs: list[list[Delivery]] = [[] for _ in range(count)]
+    full_format = Format(header=header, operation=op_in_full_load, timestamp=timestamp)
+    many = draw(st.booleans())  # enough rows for parts past LOAD00000009.csv
+    lines, newline = draw(st.tuples(st.lists(full_load_line(), min_size=11 if many else 0, max_size=18 if many else 6),
+                                    NEWLINES))
+    parts = min(draw(st.sampled_from([1, 2, 11, 17])), len(lines)) if lines else 1
+    if parts == 1 and draw(st.booleans()):  # DMS writes no file for an empty table: the header alone stands for it
+        runs[0].append(Delivery(FULL, lines, newline, None, full_format if lines else Format(header=True)))
+    else:  # LOAD00000001.csv ... LOAD00000009.csv, LOAD0000000A.csv ...: one snapshot, every part not empty
+        cuts = sorted(draw(st.lists(st.integers(1, len(lines) - 1), min_size=parts - 1, max_size=parts - 1,
+                                    unique=True))) if parts > 1 else []
+        for counter, (start, stop) in enumerate(zip([0, *cuts], [*cuts, len(lines)]), start=1):
+            runs[0].append(Delivery(f"{PART_FOLDER}/LOAD{counter:08X}.csv", lines[start:stop], newline, None,
+                                    full_format if lines else Format(header=True), f"{PART_FOLDER}/LOAD*.csv"))
+    cdc_format = Format(header=header, operation=not inserts_only, timestamp=timestamp)
+    for index in range(draw(st.integers(1, 4))):
+        digits = draw(st.sampled_from([9, 10])) if dated else 9
+        clock = f"{9 + index:02d}{draw(st.sampled_from(['0000', '3000'])):s}"  # HHMMSS: files in time order
+        fraction = draw(st.sampled_from(["0", "5"])) * (digits - 6)
+        name = f"20240401-{clock}{fraction}"
+        folder = "raw/cdcload/2024/04/01" if dated else "raw/cdcload"
+        time = f"20240401{clock}{fraction}".ljust(23, "0")
+        names = [f"{folder}/{name}.csv"] + ([f"{folder}/{name} copy.csv"] if draw(st.integers(0, 3)) == 0 else [])
+        for key in names:  # a re-upload under another name has the same time: the keys' origins order them
+            at = draw(st.integers(0, count - 1))
+            lines, newline = draw(st.tuples(st.lists(cdc_line(inserts_only), max_size=5), NEWLINES))
+            runs[at].append(Delivery(key, lines, newline, time, cdc_format))
+            if at + 1 < count and draw(st.integers(0, 3)) == 0:
+                lines, newline = draw(st.tuples(st.lists(cdc_line(inserts_only), max_size=5), NEWLINES))
+                runs[draw(st.integers(at + 1, count - 1))].append(Delivery(key, lines, newline, time, cdc_format))
+    return runs
+
+
+@settings(SETTINGS, max_examples=12)
+@given(runs=dms_tasks(), strategy=st.sampled_from(sorted(FORCING)))
+def test_dms_shaped_tasks_match_the_model(storage: LakeStorage, spark: SparkSession, runs, strategy) -> None:
+    check(storage, spark, None, runs, strategy)
+
+
+def test_model_of_a_dms_task_by_hand() -> None:
+    """The model on DMS's shapes: a snapshot's parts in counter order (not key order, not
+    arrival), ties between re-uploads by their keys' origins, whatever the runs."""
+    load = [(f"{PART_FOLDER}/LOAD{n:08X}.csv", [Line(f"{n},...", "upsert", 1, {"x": n})]) for n in (0x9, 0xA, 0x10)]
+    model = Model()
+    model.run([Delivery(name, lines, "\n", None, Format(), f"{PART_FOLDER}/LOAD*.csv") for name, lines in load])
+    assert model.table() == {1: {"x": 0x10}}  # one snapshot: its parts follow each other by their counters
+    assert [model.ledger[(name, 1)] for name, _ in load] == [(APPLIED, 1, 0, 1, 0), (APPLIED, 1, 0, 1, 0),
+                                                              (APPLIED, 1, 1, 0, 0)]
+    time = "20240401095000000000000"
+    one, copy = ("raw/cdcload/2024/04/01/20240401-0950000000.csv", "raw/cdcload/2024/04/01/20240401-0950000000 copy.csv")
+    first, second = sorted([one, copy], key=origin_of)
+    for order in ([[one, copy]], [[one], [copy]], [[copy], [one]]):
+        tied = Model()
+        for names in order:
+            tied.run([Delivery(name, [_upsert(2, 100 + (name == copy))], "\n", time) for name in names])
+        assert tied.table()[2]["insured_value"] == 100 + (second == copy), order  # the later origin wins
+    assert first != second
+
+
 def test_model_on_a_hand_checked_example() -> None:
     """The model itself, on a hand-checked case (so a wrong model cannot pass silently)."""
     row = {"x": 1}
@@ -467,17 +612,17 @@ def test_model_on_a_hand_checked_example() -> None:
         (FULL, 1): (APPLIED, 3, 3, 0, 0), (n1, 1): (APPLIED, 2, 1, 1, 0), (n3, 1): (APPLIED, 3, 3, 0, 0),
         (n2, 1): (APPLIED, 3, 1, 2, 0), (n3, 2): (APPLIED, 1, 1, 0, 0),
     }
-    assert model.tombs == {1: (t3, 0, 1, 3), 4: (t3, 0, 1, 2)}
-    assert model.sequences()[3] == f"{t3}.000000.0002.0000000001"
+    assert model.tombs == {1: (t3, 0, origin_of(n3), 1, 3), 4: (t3, 0, origin_of(n3), 1, 2)}
+    assert model.sequences()[3] == f"{t3}.000000.{origin_of(n3)}.0002.0000000001"
 
     second = [Line("2,...", "upsert", 2, {"x": 8}), Line("3,...", "upsert", 3, {"x": 8})]
     model.run([Delivery(FULL2, second, "\n", None)])  # as of its arrival: after file 3's second delivery
-    assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.tombs[7] == (t3, 900_000, 0, 0)
+    assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.tombs[7] == (t3, 900_000, NO_ORIGIN, 0, 0)
     model.run([Delivery(n2, [Line("I,9", "upsert", 9, row)], "\n", t2)])  # older than the snapshot
     assert model.table() == {2: {"x": 8}, 3: {"x": 8}} and model.ledger[(n2, 2)] == (APPLIED, 1, 0, 1, 0)
     model.run([Delivery(FULL, [Line("2,...", "upsert", 2, row)], "\n", None)])  # shrinks by half: allowed
     assert model.ledger[(FULL, 2)] == (APPLIED, 1, 1, 0, 0) and model.table() == {2: row}
-    assert model.tombs[3] == (t3, 900_001, 0, 0)  # each later arrival follows the one before
+    assert model.tombs[3] == (t3, 900_001, NO_ORIGIN, 0, 0)  # each later arrival follows the one before
     model.run([Delivery(FULL2, [Line("4,...", "upsert", 4, row)], "\n", None)])  # 1 -> 1 row: allowed
     model.run([Delivery(FULL2, [Line("5,...", "upsert", 5, row), Line("6,...", "upsert", 6, row),
                                 Line("7,...", "upsert", 7, row)], "\n", None)])
@@ -510,7 +655,8 @@ def _cdc(index: int, *lines: Line) -> Delivery:
 
 
 def _seq(index: int, row: int, delivery: int = 1) -> str:
-    return text((cdc_name(index)[1], 0, delivery, row))
+    name, time = cdc_name(index)
+    return text((time, 0, origin_of(name), delivery, row))
 
 
 def _values(history: list[tuple]) -> list[tuple]:
@@ -559,13 +705,14 @@ def test_model_history_of_a_snapshot_and_a_late_change() -> None:
     full = [Line("1,...", "upsert", 1, {"x": 1})]
     model.run([Delivery(FULL, full, "\n", None), _cdc(0, _upsert(2, 20))])  # the snapshot precedes the change
     model.run([Delivery(FULL2, [Line("1,...", "upsert", 1, {"x": 2})], "\n", None)])  # deletes 2 as of its arrival
-    floor = (cdc_name(0)[1], 900_000, 0, 0)
-    old = "20231231090000000"
-    model.run([Delivery(f"raw/cdcload/{old[:8]}-{old[8:]}.csv", [_upsert(9, 90), _upsert(2, 21)], "\n", old)])
+    floor = (cdc_name(0)[1], 900_000, NO_ORIGIN, 0, 0)
+    old, old_name = "20231231090000000000000", "raw/cdcload/20231231-090000000.csv"
+    model.run([Delivery(old_name, [_upsert(9, 90), _upsert(2, 21)], "\n", old)])
     assert [(k, frm, to, current) for k, frm, to, current, _ in model.history()] == [
-        (1, text((ARRIVAL[0], ARRIVAL[1], 1, 2)), text((floor[0], floor[1], 1, 2)), False),
-        (1, text((floor[0], floor[1], 1, 2)), None, True),
-        (2, text((old, 0, 1, 2)), _seq(0, 1), False), (2, _seq(0, 1), text(floor), False),
+        (1, text((ARRIVAL[0], ARRIVAL[1], origin_of(FULL), 1, 2)), text((floor[0], floor[1], origin_of(FULL2), 1, 2)),
+         False),
+        (1, text((floor[0], floor[1], origin_of(FULL2), 1, 2)), None, True),
+        (2, text((old, 0, origin_of(old_name), 1, 2)), _seq(0, 1), False), (2, _seq(0, 1), text(floor), False),
         (2, text(floor), text(floor), False),
     ]
     assert model.table() == {1: {"x": 2}}

@@ -16,6 +16,7 @@ from lake_assets.core import change_feed
 from lake_assets.core.apply import cluster, commit as merge, feed as engine_feed, history as scd2
 from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
+from lake_assets.core.sequence import origin
 from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
 from lake_assets.insurance.declaration import INSURANCE as DECLARED
 from lake_assets.insurance.contract import DATA_COLUMN_NAMES
@@ -83,7 +84,8 @@ def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
     preimage = stored.filter(pc.equal(stored["_change_type"], "update_preimage")).to_pylist()[0]
     assert preimage["_source_file"] == FULL and preimage["_sequence"] is not None
 
-    full, cdc1 = "00000000000000000.900000.0001", "20240401090000000.000000.0001"
+    full = f"{'0' * 23}.900000.{origin(FULL)}.0001"
+    cdc1 = f"20240401090000000000000.000000.{origin(CDC_1)}.0001"
     assert [(k, frm, to, current, data and data["insured_value"]) for k, frm, to, current, data
             in history_versions(storage)] == [
         (1, f"{full}.0000000002", None, True, 100),

@@ -24,7 +24,7 @@ from lake_assets.tpcds import load
 from lake_assets.tpcds.load import PLAIN, load_fact_days, survey
 from lake_assets.tpcds.parse import LINE, REASON, SOURCE, numbered, parse, plain_line, valid_rows
 from lake_assets.tpcds.schema import COLUMNS, KEYS, SEQUENCE, TpcdsTable, date_sk, ledger_name
-from lake_assets.tpcds.sequencing import PREFIX_WIDTH, SNAPSHOT_ROW
+from lake_assets.tpcds.sequencing import SNAPSHOT_ROW, object_prefix
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_facts, sold_dates
 from lake_assets_tests.helpers.tpcds_model import key_of
 from lake_assets_tests.tpcds.test_load import quarantine
@@ -87,7 +87,7 @@ def test_a_key_twice_in_one_day_object_takes_its_last_line(storage: LakeStorage,
     assert evaluate_rows_match_raw(storage, engine).passed and evaluate_rows_accounted(storage, engine).passed
     sequences = {r[SEQUENCE] for r in spark.table("tpcds.web_sales").where(f"ws_sold_date_sk = {date_sk(days[0])}")
                  .select(SEQUENCE).collect()}
-    assert sequences == {day["source_sequence"][:PREFIX_WIDTH] + SNAPSHOT_ROW}  # one sequence, not line numbers
+    assert sequences == {object_prefix(day["source_sequence"]) + SNAPSHOT_ROW}  # one sequence, not line numbers
 
     again[QUANTITY] = "78"  # a new delivery into the loaded table: MERGEd, the last line wins again
     put_lines(storage, fact_key(days[0]), [*lines, "|".join(again)])

@@ -46,12 +46,16 @@ LEGACY_COLUMN = "valid_from_version"
 
 
 def sequence_time(sequence: SparkColumn) -> SparkColumn:
-    """The time part of a sequence (`YYYYMMDDHHMMSSfff.part....`), NULL for an arrival stamp or none."""
+    """The time part of a sequence (`YYYYMMDDHHMMSSfffffffff.part...`, or the earlier format's
+    `YYYYMMDDHHMMSSfff.part...`: core/sequence.py) to the microsecond, NULL for an arrival stamp
+    or none."""
+    earlier = F.substring(sequence, 18, 1) == F.lit(".")  # a 17-digit time: milliseconds
+    part = F.when(earlier, F.substring(sequence, 19, 6)).otherwise(F.substring(sequence, 25, 6))
+    fraction = F.when(earlier, F.substring(sequence, 15, 3)).otherwise(F.substring(sequence, 15, 6))
     text = F.concat(F.substring(sequence, 1, 4), F.lit("-"), F.substring(sequence, 5, 2), F.lit("-"),
                     F.substring(sequence, 7, 2), F.lit(" "), F.substring(sequence, 9, 2), F.lit(":"),
-                    F.substring(sequence, 11, 2), F.lit(":"), F.substring(sequence, 13, 2), F.lit("."),
-                    F.substring(sequence, 15, 3))
-    arrival = F.substring(sequence, 19, 6) >= F.lit(ARRIVAL_PART)
+                    F.substring(sequence, 11, 2), F.lit(":"), F.substring(sequence, 13, 2), F.lit("."), fraction)
+    arrival = part >= F.lit(ARRIVAL_PART)
     return F.when(sequence.isNull() | arrival, F.lit(None).cast("timestamp")).otherwise(text.cast("timestamp"))
 
 

@@ -15,14 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import numpy as np
 
+from lake_assets.core.apply.layout import object_refusal, snapshot_group
 from lake_assets.core.apply.reader import ObjectToRead
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.dms import DmsLayout
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
 from lake_assets.core.raw_zone import RawObject, is_data_file
-from lake_assets.core.sequence import ARRIVAL_PART, FileStamp, arrival_stamp, file_stamp, folder_pattern
+from lake_assets.core.sequence import FileStamp, arrival_stamp, file_stamp, folder_pattern, name_part, origin
 from lake_assets.resources.storage import LakeStorage
-
-MULTI_PART = re.compile(r"LOAD[0-9]+\.csv", re.IGNORECASE)
 #: The ledger's name for each kind of source (`source_kind`; `lake status` shows it).
 LEDGER_KIND = {SourceKind.SNAPSHOT: "fullload", SourceKind.CDC: "cdcload"}
 
@@ -57,12 +57,6 @@ def refused_by_older_contract(declaration: TableDeclaration, entry: dict) -> boo
         return False
     checked = re.search(r"contract v([0-9]+)", entry["detail"])
     return checked is not None and int(checked.group(1)) < declaration.contract.version
-
-
-def snapshot_group(key: str) -> str:
-    """Snapshot files that form one snapshot: the DMS parts `LOAD<n>.csv` of one folder."""
-    folder, _, name = key.rpartition("/")
-    return f"{folder}/LOAD*.csv" if MULTI_PART.fullmatch(name) else key
 
 
 @dataclass
@@ -102,24 +96,24 @@ class Plan:
         return [f for f in self.files if f.file.kind is SourceKind.CDC]
 
 
-def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table, folder_date_format: str) -> Plan:
+def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table, dms: DmsLayout) -> Plan:
     """Stamp the pending `files` against the table's ledger `history` (its entries, oldest first)."""
     latest = _latest(history)
     deliveries = _deliveries(history)
     approved = {(e["source_file"], e["source_etag"]): e["source_sequence"] for e in latest.to_pylist()
                 if e["status"] in (APPROVED, REVERTED)}
-    folders = folder_pattern(folder_date_format)
+    folders = folder_pattern(dms.folder_date_format)
     planned = []
     for index, raw in enumerate(files):
         delivery = len(deliveries.get(raw.key, set()) - {raw.etag}) + 1
         source = declaration.source(raw.key)
         relative = raw.key.removeprefix(source.prefix) if source else raw.key
         entry = PlannedFile(raw, index, delivery, approved=approved.get((raw.key, raw.etag)))
-        entry.stamp = file_stamp(relative, folders)
-        if raw.kind is SourceKind.CDC and entry.stamp is None:
-            entry.refusal = (f"{RefusalReason.NO_SEQUENCE.value}: the file's name or folders give no time to order "
-                             f"its changes by: name it like DMS does (YYYYMMDD-HHMMSSfff.csv) or put it in "
-                             f"{folder_date_format} folders")
+        stamp = file_stamp(relative, folders)
+        entry.stamp = None if stamp is None else stamp.of(raw.key)
+        refused = object_refusal(source, raw.key, dms) if source else None
+        if refused is not None:
+            entry.refusal = f"{refused.reason.value}: {refused.detail}"
         planned.append(entry)
     result = Plan(planned, floor=_floor(latest))
     result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest))
@@ -147,9 +141,9 @@ def _snapshots(files: list[PlannedFile], newest_applied: str | None) -> dict[str
             newest_applied = stamp.base(0)
         for entry in parts:
             part = stamp.part
-            if group != entry.file.key and stamp.part == 0:
-                part = min(int(re.findall(r"[0-9]+", entry.file.key.rpartition("/")[2])[-1]), ARRIVAL_PART - 1)
-            entry.stamp = FileStamp(stamp.time, part)
+            if group != entry.file.key and stamp.part == 0:  # DMS's parts, in the order of their hex counters
+                part = name_part(entry.file.key.rpartition("/")[2].rsplit(".", 1)[0])
+            entry.stamp = FileStamp(stamp.time, part, origin(entry.file.key))
             entry.floor = stamp.base(0)
             entry.group = group
         stamped.append((stamp.base(0), group, parts))

@@ -32,9 +32,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lake_assets.core.apply.layout import FileLayout, dms_rows, file_layout
+from lake_assets.core.apply.parse import parse_csv
 from lake_assets.core.apply.validate import OPERATION, RECORD, Refused, arrow_type, validate
-from lake_assets.core.declaration import Contract, RefusalReason, Source, SourceKind, TableDeclaration
-from lake_assets.insurance.parse import file_shape, parse_csv
+from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.dms import DmsLayout
 
 #: The operation of a snapshot's rows (a full load).
 SNAPSHOT_OPERATION = "L"
@@ -94,59 +96,17 @@ def _spark_decimal(kind: pa.DataType) -> str:
     return f"DECIMAL({kind.precision},{kind.scale})"
 
 
-# --- the layout of one object ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Layout:
-    """How an object's records read: the names of its fields, whether its first record is a
-    header, the contract it was written under, and why it is refused whole (if it is)."""
-
-    names: list[str]
-    header: bool
-    contract: Contract
-    refusal: tuple[RefusalReason, str] | None = None
-
-
-def layout(declaration: TableDeclaration, source: Source, data: bytes) -> Layout:
-    """The layout of `data`, from its first records: a snapshot is read by its header (the
-    contract whose columns it names), a CDC file by its field count (the operation, then a
-    contract's columns: DMS appends a column added at the source)."""
-    newest = declaration.contract
-    if source.kind is SourceKind.SNAPSHOT:
-        header = file_shape(data).header
-        contract = next((c for c in declaration.contracts if c.names == header), newest)
-        undeclared = header[len(newest.names):] if header[:len(newest.names)] == newest.names else []
-        if undeclared:
-            return Layout(contract.names, True, contract, (RefusalReason.UNDECLARED_COLUMN, (
-                f"column(s) {', '.join(undeclared)} in the header are declared by no contract (checked against "
-                f"contract v{newest.version}); the file stays in the raw zone and applies once a contract "
-                "version declares them")))
-        if header != contract.names and source.header != "never":
-            accepted = " or ".join(",".join(c.names) for c in reversed(declaration.contracts))
-            return Layout(contract.names, True, contract, (RefusalReason.BAD_HEADER,
-                                                           f"header must be {accepted}; found {','.join(header)}"))
-        return Layout(contract.names, source.header != "never", contract)
-    fields = file_shape(data, {len(c.names) + 1 for c in declaration.contracts}).fields
-    contract = next((c for c in declaration.contracts if len(c.names) + 1 == fields), newest)
-    names = ["op", *contract.names]
-    if fields > len(newest.names) + 1:
-        return Layout(names, False, contract, (RefusalReason.UNDECLARED_COLUMN, (
-            f"its rows have {fields} fields, but the newest contract (checked against contract v{newest.version}) "
-            f"declares {len(newest.names) + 1} (the operation and {len(newest.names)} columns); the file stays in "
-            "the raw zone and applies once a contract version declares the new column(s)")))
-    return Layout(names, False, contract)
-
-
 # --- reading one object ------------------------------------------------------------------------
 
-def read_object(declaration: TableDeclaration, obj: ObjectToRead, data: bytes, etag: str) -> pa.Table:
+def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes,
+                etag: str) -> pa.Table:
     """Every record of one object, as the reader's output rows (`output_schema`)."""
     schema = output_schema(declaration)
     source = next(s for s in declaration.sources if s.kind is obj.kind and obj.key.startswith(s.prefix))
-    shape = layout(declaration, source, data)
-    parsed = parse_csv(obj.key, etag, data, shape.names, has_header=shape.header)
-    refusal = shape.refusal
-    if refusal is None and obj.refusal is not None:
+    shape = file_layout(declaration, obj.kind, data, dms)
+    parsed = parse_csv(obj.key, etag, data, list(shape.columns), has_header=shape.header)
+    refusal = None if shape.refusal is None else (shape.refusal.reason, shape.refusal.detail)
+    if obj.refusal is not None:  # refused by its name: that says it first
         reason, _, detail = obj.refusal.partition(": ")
         refusal = (RefusalReason(reason), detail)
     if refusal is not None:  # refused whole: every record, with the reason
@@ -154,8 +114,10 @@ def read_object(declaration: TableDeclaration, obj: ObjectToRead, data: bytes, e
         valid = pa.table({RECORD: pa.array([], pa.int64())})
         refused = Refused(records, [refusal[0].value] * len(records), [refusal[1]] * len(records))
     else:
-        operation = SNAPSHOT_OPERATION if obj.kind is SourceKind.SNAPSHOT else None
-        valid, invalid = validate(declaration, parsed.rows, operation, source.delete, source.upserts)
+        # a snapshot's rows are `L`; CDC rows without DMS's operation field (CdcInsertsOnly) are inserts
+        operation = SNAPSHOT_OPERATION if obj.kind is SourceKind.SNAPSHOT else None if shape.operation \
+            else source.upserts[0]
+        valid, invalid = validate(declaration, dms_rows(parsed.rows, dms), operation, source.delete, source.upserts)
         refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details) + invalid
     parts = []
     if valid.num_rows:
@@ -194,7 +156,7 @@ def sequences(prefix: str, records: pa.Array | pa.ChunkedArray) -> pa.Array | pa
     return pc.binary_join_element_wise(pa.scalar(prefix), digits, "")
 
 
-def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shape: Layout, refused: Refused,
+def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shape: FileLayout, refused: Refused,
                   schema: pa.Schema) -> pa.Table:
     order = np.argsort(refused.records, kind="stable")
     records = refused.records[order]
@@ -215,11 +177,11 @@ def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shap
     return _conformed(rows, len(records), schema)
 
 
-def _keys_of(declaration: TableDeclaration, shape: Layout, texts: list[str]) -> dict[str, pa.Array]:
+def _keys_of(declaration: TableDeclaration, shape: FileLayout, texts: list[str]) -> dict[str, pa.Array]:
     """The key columns of refused records, NULL where a key field is missing or malformed."""
     import csv
 
-    positions = {k: shape.names.index(k) for k in declaration.keys}
+    positions = {k: shape.columns.index(k) for k in declaration.keys}
     fields = [next(csv.reader([text]), []) for text in texts]
     strings = pa.table({k: pa.array([f[p] if p < len(f) else "" for f in fields], pa.string())
                         for k, p in positions.items()} | {RECORD: pa.array(range(len(texts)), pa.int64())})
@@ -245,7 +207,7 @@ def _conformed(columns: dict, count: int, schema: pa.Schema) -> pa.Table:
 BATCH_ROWS = 1 << 16
 
 
-def reader(declaration: TableDeclaration, endpoint: str, bucket: str,
+def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket: str,
            region: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The `mapInArrow` function that reads the objects of its input batches (OBJECT_COLUMNS)."""
 
@@ -265,5 +227,5 @@ def reader(declaration: TableDeclaration, endpoint: str, bucket: str,
                 except (BotoCoreError, ClientError) as error:
                     yield from unreadable(declaration, obj, str(error)).to_batches()
                     continue
-                yield from read_object(declaration, obj, data, etag).to_batches(max_chunksize=BATCH_ROWS)
+                yield from read_object(declaration, dms, obj, data, etag).to_batches(max_chunksize=BATCH_ROWS)
     return read

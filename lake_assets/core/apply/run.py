@@ -38,6 +38,7 @@ from lake_assets.core.apply.stage import Manifest, Stage
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.change_feed import FeedReport
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import add_columns, open_table, row_count
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.tables import TABLES, LakeTable
@@ -77,14 +78,13 @@ class IngestRules:
     """The rules that shape ingestion (the `LakeRules` resource, fed from settings.py; None: the
     declaration's own)."""
 
-    folder_date_format: str = "YYYY/MM/DD"
+    dms: DmsLayout = DmsLayout()
     max_shrink: float | None = None
     tombstone_retention: dt.timedelta | None = None
 
     @classmethod
     def from_rules(cls, rules: "RulesSettings") -> "IngestRules":
-        return cls(rules.cdc_folder_date_format, rules.fullload_max_shrink,
-                   dt.timedelta(days=rules.tombstone_retention_days))
+        return cls(rules.dms(), rules.fullload_max_shrink, dt.timedelta(days=rules.tombstone_retention_days))
 
 
 @dataclass
@@ -181,7 +181,7 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
     latest = {(e["source_file"], e["source_etag"]): e for e in entries.to_pylist()}
     todo = pending(declaration, raw_files(declaration, storage), latest, reapply)
     if todo:
-        _apply(run, ledger, plan(declaration, todo, entries, run.rules.folder_date_format), before, latest)
+        _apply(run, ledger, plan(declaration, todo, entries, run.rules.dms), before, latest)
     last = run.report.commits[-1] if run.report.commits else None
     run.report.version_after = last.version if last else run.report.version_before
     run.report.rows_after = last.rows_after if last else run.report.rows_before
@@ -225,7 +225,8 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
     stage = Stage(storage, run.declaration.name, run.run_id)
     applied_at = dt.datetime.now(dt.timezone.utc)
     try:
-        parsed = stage.write("parsed", read_objects(spark, run.declaration, storage, [f.to_read() for f in planned.files]))
+        parsed = stage.write("parsed", read_objects(spark, run.declaration, run.rules.dms, storage,
+                                                    [f.to_read() for f in planned.files]))
         summaries = {int(r[FILE_INDEX]): r.asDict() for r in parsed.where(F.col(KIND) == RowKind.FILE.value)
                      .select(FILE_INDEX, "_etag", "_size", "_records", "_valid", "_refused", "_refusal").collect()}
         released = [(f.file.key, f.file.etag) for f in planned.files
@@ -293,14 +294,15 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
     stage.clear()
 
 
-def read_objects(spark: SparkSession, declaration: TableDeclaration, storage: LakeStorage, objects) -> DataFrame:
+def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,
+                 objects) -> DataFrame:
     """The engine's reading of `objects` (reader.ObjectToRead), one task per few objects."""
     rows = [(o.index, o.key, o.kind.value, o.prefix, o.refusal) for o in objects]
     frame = spark.createDataFrame(rows, OBJECT_COLUMNS)
     parallelism = max(1, min(len(rows), os.cpu_count() or 1))
     if parallelism > 1:
         frame = frame.repartition(parallelism)
-    function = reader(declaration, storage.endpoint_url, storage.bucket, storage.region)
+    function = reader(declaration, dms, storage.endpoint_url, storage.bucket, storage.region)
     return frame.mapInArrow(function, spark_schema(output_schema(declaration)))
 
 

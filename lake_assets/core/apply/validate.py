@@ -72,28 +72,33 @@ def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | Non
     """Split `rows` (string columns named as the declaration's, plus RECORD; `op` for CDC) into
     typed valid rows (the newest contract's columns, OPERATION and RECORD) and refusals.
 
-    `operation` is the fixed operation of a snapshot's rows; None: the rows carry an `op` column
-    whose values are `upserts` or `delete` (any case).
+    `operation` is the one operation of every row: a snapshot's, or an insert for CDC rows
+    written without theirs (DMS's CdcInsertsOnly); None: the rows carry it in an `op` column,
+    one of `upserts` or `delete` (any case). Rows carrying an `op` beside a fixed operation (a
+    full load written with DMS's IncludeOpForFullLoad) must say the first of `upserts` (`I`).
     """
     trimmed = {name: _trimmed(rows[name]) for name in rows.column_names if name != RECORD}
+    written = pc.utf8_upper(trimmed["op"]) if "op" in trimmed else None
     if operation is None:
-        ops = pc.utf8_upper(trimmed["op"])
+        if written is None:
+            raise ValueError("rows without an `op` column need their operation given")
+        ops = written
         is_delete = pc.equal(ops, delete.upper())
+        allowed = (*upserts, delete)
     else:
         ops = pa.repeat(operation, rows.num_rows)
         is_delete = pa.repeat(False, rows.num_rows)
+        allowed = upserts[:1]
     checks = {c.name: _check(c, trimmed[c.name]) for c in declaration.contract.columns if c.name in trimmed}
     reason = pa.nulls(rows.num_rows, pa.string())
     detail = pa.nulls(rows.num_rows, pa.string())
-    for failed, code, column in _rules(declaration, trimmed, checks, ops, is_delete, operation is None,
-                                       (*upserts, delete)):
+    for failed, code, column in _rules(declaration, checks, written, is_delete, allowed):
         first = pc.and_(pc.is_null(reason), pc.fill_null(failed, False))
         if not pc.any(first).as_py():
             continue
         reason = pc.if_else(first, code.value, reason)
         described = (pc.binary_join_element_wise(f"{column}=", trimmed[column], "") if column else
-                     pa.repeat(f"operation must be one of {', '.join(dict.fromkeys((*upserts, delete)))}",
-                               rows.num_rows))
+                     pa.repeat(f"operation must be one of {', '.join(dict.fromkeys(allowed))}", rows.num_rows))
         detail = pc.if_else(first, described, detail)
 
     bad = pc.is_valid(reason)
@@ -124,11 +129,12 @@ class _Checked:
     below: pa.Array | pa.ChunkedArray | None = None  # under the column's minimum
 
 
-def _rules(declaration: TableDeclaration, values: dict, checks: dict[str, _Checked], ops, is_delete,
-           check_op: bool, operations: tuple[str, ...]) -> Iterator[tuple[object, RefusalReason, str | None]]:
-    """(failed mask, reason, column) in the order they are checked."""
-    if check_op:
-        yield pc.invert(pc.is_in(ops, pa.array(operations))), RefusalReason.UNKNOWN_OPERATION, None
+def _rules(declaration: TableDeclaration, checks: dict[str, _Checked], written, is_delete,
+           allowed: tuple[str, ...]) -> Iterator[tuple[object, RefusalReason, str | None]]:
+    """(failed mask, reason, column) in the order they are checked; `written`: the operations the
+    rows carry (None: they carry none), each one of `allowed`."""
+    if written is not None:
+        yield pc.invert(pc.is_in(written, pa.array(list(allowed)))), RefusalReason.UNKNOWN_OPERATION, None
     for key in declaration.keys:
         check = checks[key]
         yield check.empty, RefusalReason.EMPTY_KEY, key

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from lake_assets.insurance.contract import Reason
+from lake_assets.core.declaration import RefusalReason as Reason
 
 RECORD = "_record"
 
@@ -452,10 +452,11 @@ class RecordLines:
 
 @dataclass(frozen=True)
 class FileShape:
-    """What a file's first records say about its layout (which contract version wrote it)."""
+    """What a file's first records say about its layout (insurance/layout.py decides it)."""
 
-    header: list[str]  # the first record's fields, trimmed and lower-cased (a full load's header)
+    header: list[str]  # the first record's fields, trimmed and lower-cased (a header, if it is one)
     fields: int  # the most common field count among the first records
+    records: tuple[tuple[str, ...], ...] = ()  # the first records as read (the first one too)
 
 
 SHAPE_SAMPLE_BYTES = 1 << 16
@@ -486,7 +487,7 @@ def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
         return FileShape([], 0)
     counts = collections.Counter(len(r) for r in records)
     fields = max(counts, key=lambda n: (counts[n], n in declared))
-    return FileShape([f.strip().lower() for f in records[0]], fields)
+    return FileShape([f.strip().lower() for f in records[0]], fields, tuple(tuple(r) for r in records))
 
 
 def _sample_records(sample: bytes) -> list[list[str]]:

@@ -1,0 +1,39 @@
+"""What the change core will make of a raw object, told when it is put (`lake put`).
+
+The same rules as a run, from the same functions: `is_data_file` decides what is
+ignored, `object_refusal` (core/apply/layout.py) what is refused whole by its name: a CDC
+file whose name and folders give no time (`no_sequence`), a DMS transaction file. A full
+load needs no time of its own (it is stamped as of its arrival).
+"""
+
+import datetime as dt
+
+from lake_assets.core.apply.layout import object_refusal
+from lake_assets.core.declaration import RefusalReason as Reason, TableDeclaration
+from lake_assets.core.dms import DmsLayout
+from lake_assets.core.raw_zone import DATA_SUFFIX, is_data_file
+
+
+def dms_name(now: dt.datetime) -> str:
+    """The AWS DMS file name for `now` (UTC): `YYYYMMDD-HHMMSSfff.csv`."""
+    now = now.astimezone(dt.timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}{now.microsecond // 1000:03d}{DATA_SUFFIX}"
+
+
+def refusal(declaration: TableDeclaration, key: str, dms: DmsLayout, now: dt.datetime) -> str | None:
+    """Why a run of the declared table will ignore or refuse the raw object at `key` (one line,
+    with the name to use instead), or None when its name is fine."""
+    name = key.rpartition("/")[2]
+    if not is_data_file(key):
+        stem, compressed, _ = name.lower().partition(DATA_SUFFIX + ".")
+        hint = f"; put it uncompressed, as --as {name[:len(stem)]}{DATA_SUFFIX}" if compressed else ""
+        return f"{name} will be ignored, never applied: only *{DATA_SUFFIX} files are data{hint}"
+    source = declaration.source(key)
+    refused = None if source is None else object_refusal(source, key, dms)
+    if refused is None:
+        return None
+    if refused.reason == Reason.NO_SEQUENCE:
+        return (f"{name} will be refused ({Reason.NO_SEQUENCE.value}): its name and folders give no time to "
+                f"order its changes by; name it as DMS does, e.g. --as {dms_name(now)}, "
+                f"or put it in {dms.folder_date_format} folders")
+    return f"{name} will be refused ({refused.reason.value}): {refused.detail}"
