@@ -1,29 +1,24 @@
-"""Timers around the insurance pipeline's steps while a benchmark runs ours (nested steps
-count in both): `time_phases()` wraps them and returns the totals it fills in,
-`restore_phases()` unwraps them."""
+"""Timers around the change core's steps while a benchmark runs ours (nested steps count in
+both): `time_phases()` wraps them and returns the totals it fills in, `restore_phases()`
+unwraps them. Each step submits its work to the engine and waits for it, so a step's time is
+the engine's work for it plus the round trip."""
 
 import functools
 import importlib
 import time
 
-#: (module, function, phase): timers around the pipeline's steps while ours runs.
+#: (module, function, phase): timers around the core's steps (core/apply/run.py) while ours runs.
 PHASES = [
-    ("lake_assets.resources.storage", "LakeStorage.get_bytes", "S3 GET raw"),
-    ("lake_assets.insurance.pipeline", "parse_csv", "parse"),
-    ("lake_assets.insurance.pipeline", "validate", "validate"),
-    ("lake_assets.insurance.pipeline", "_current_sequences", "table keys"),
-    ("lake_assets.insurance.pipeline", "_events", "sequence"),
-    ("lake_assets.insurance.pipeline", "resolve", "latest per key"),
-    ("lake_assets.insurance.pipeline", "_with_audit", "audit columns"),
-    ("lake_assets.insurance.merge", "stage", "staging (Parquet + PUT)"),
-    ("lake_assets.resources.storage", "LakeStorage.put_bytes", "S3 PUT"),
-    ("lake_assets.insurance.pipeline", "_commit", "engine commit"),
-    ("lake_assets.insurance.pipeline", "_record_tombstones", "tombstones"),
-    ("lake_assets.insurance.pipeline", "_history_changes", "history rows"),
-    ("lake_assets.core.scd2", "record", "history write"),
-    ("lake_assets.insurance.pipeline", "_table_rows", "table rows read (keys; the feed's old rows)"),
-    ("lake_assets.core.change_feed", "write_version", "change feed (the run's commit, from its rows)"),
-    ("lake_assets.insurance.changes", "catch_up", "change feed (from the log)"),
+    ("lake_assets.core.apply.run", "read_objects", "read plan (engine: fetch, parse, validate run inside the stage write)"),
+    ("lake_assets.core.apply.stage", "Stage.write", "engine: read + stage (parsed), resolve + stage (resolved)"),
+    ("lake_assets.core.apply.bookkeeping", "quarantine", "quarantine"),
+    ("lake_assets.core.apply.run", "_guard", "snapshot guard"),
+    ("lake_assets.core.apply.commit", "choose", "commit strategy (key ranges)"),
+    ("lake_assets.core.apply.commit", "commit", "table commit"),
+    ("lake_assets.core.apply.feed", "write_version", "change feed (the run's commit)"),
+    ("lake_assets.core.apply.feed", "catch_up", "change feed (from the log)"),
+    ("lake_assets.core.apply.bookkeeping", "record_tombstones", "tombstones"),
+    ("lake_assets.core.apply.history", "record", "SCD2 history"),
     ("lake_assets.core.ledger", "Ledger.record", "ledger"),
 ]
 _originals: list[tuple[object, str, object]] = []
