@@ -65,7 +65,8 @@ ENV_VARS: dict[str, str] = {
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY",
-    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held",
+    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the table's rows, or a TPC-DS day "
+                                "object removing more than this fraction of its day's, is held for `lake approve`",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts",
     "LAKE_TIME_TRAVEL_HOURS": "how far back Delta time travel is guaranteed: vacuum keeps every file a version "
                               "inside this window needs",
