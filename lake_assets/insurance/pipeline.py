@@ -60,10 +60,10 @@ from deltalake import DeltaTable, Field, write_deltalake
 from deltalake.schema import PrimitiveType
 from pyspark.sql import SparkSession
 
-from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import file_ranges, key_ranges, open_table, row_count, to_arrow
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core import change_feed, scd2
+from lake_assets.core.snapshot_guard import Audit, Held, SnapshotGuard, approve
 from lake_assets.core.tables import (INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY, INSURANCE_QUARANTINE,
                                      INSURANCE_TOMBSTONES)
 from lake_assets.insurance import changes as feed, merge, unfinished
@@ -74,7 +74,6 @@ from lake_assets.insurance.contract import (
     QUARANTINE_SCHEMA,
     TABLE,
     TOMBSTONE_SCHEMA,
-    HoldReason,
     DELTA_TYPES,
     Reason,
     current,
@@ -110,6 +109,12 @@ class IngestRules:
     @classmethod
     def from_rules(cls, rules: "LakeRules") -> "IngestRules":
         return cls(rules.dms(), rules.fullload_max_shrink, dt.timedelta(days=rules.tombstone_retention_days))
+
+    @property
+    def guard(self) -> SnapshotGuard:
+        """A full load's guard: its scope is the table, and one with quarantined rows is held
+        (their keys would keep their current rows)."""
+        return SnapshotGuard(self.max_shrink, hold_rejected=True)
 
 
 @dataclass(eq=False)
@@ -175,9 +180,9 @@ class Snapshot:
                     keys.add(int(field))
         return np.array(sorted(keys), np.int64)
 
-    def hold(self, reason: HoldReason, detail: str) -> None:
+    def hold(self, why: str) -> None:
         for batch in self.batches:
-            batch.held = f"{reason.value}: {detail}"
+            batch.held = why
 
 
 @dataclass
@@ -235,37 +240,19 @@ def refused_by_older_contract(entry: dict) -> bool:
     return checked is not None and int(checked.group(1)) < current().version
 
 
-def held_objects(storage: LakeStorage) -> list[tuple[InsuranceFile, dict]]:
-    """Full loads waiting for `lake approve`, with their ledger entry (its `detail` says why)."""
+def held_snapshots(storage: LakeStorage) -> list[Held]:
+    """Full loads waiting for `lake approve` (their ledger entry's `detail` says why), each
+    with its snapshot (the parts of one DMS load are approved together)."""
     latest = Ledger(storage).latest(TABLE)
-    return [(o, latest[(o.key, o.etag)]) for o in raw_objects(storage)
+    return [Held(latest[(o.key, o.etag)], snapshot_group(o.key)) for o in raw_objects(storage)
             if latest.get((o.key, o.etag), {}).get("status") == HELD]
 
 
-def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[InsuranceFile]:
+def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[Held]:
     """Release held full loads (all when `keys` is None; a part releases its whole snapshot).
     The next run publishes them through the same path as any full load."""
-    held = held_objects(storage)
-    if keys is None:
-        chosen = [o for o, _ in held]
-    else:
-        wanted = {k.removeprefix(f"s3://{storage.bucket}/") for k in keys}
-        unknown = wanted - {o.key for o, _ in held}
-        if unknown:
-            raise UsageError(f"not held: {', '.join(sorted(unknown))} (see `lake status`)")
-        groups = {snapshot_group(k) for k in wanted}
-        chosen = [o for o, _ in held if snapshot_group(o.key) in groups]
-    if not chosen:
-        raise UsageError("no full load is held")
-    now = dt.datetime.now(dt.timezone.utc)
-    Ledger(storage).record([
-        LedgerEntry(table_name=TABLE, source_file=o.key, source_etag=o.etag, source_size=o.size,
-                    source_kind=o.kind, status=APPROVED, rows_in_file=e["rows_in_file"], rows_applied=0,
-                    rows_superseded=0, rows_quarantined=e["rows_quarantined"], table_version=None,
-                    run_id=run_id, recorded_at=now, detail=f"approved; was held for {e['detail']}",
-                    source_sequence=e["source_sequence"])
-        for o, e in held if o in chosen])
-    return chosen
+    wanted = None if keys is None else [k.removeprefix(f"s3://{storage.bucket}/") for k in keys]
+    return approve(Ledger(storage), held_snapshots(storage), wanted, run_id)
 
 
 # --- the run -------------------------------------------------------------------------------
@@ -331,7 +318,7 @@ def _apply(storage: LakeStorage, spark: SparkSession, ledger: Ledger, rules: Ing
     tombstones = _tombstones(storage)
     for snapshot in snapshots:
         if not snapshot.approved:
-            _guard(snapshot, current, rules.max_shrink)
+            _guard(snapshot, current, rules.guard)
     to_publish = [s for s in snapshots if s.batches[0].held is None]
     newest = max(to_publish, key=lambda s: s.floor, default=None)
     for snapshot in to_publish:
@@ -545,23 +532,16 @@ def _strictly_increasing(keys: np.ndarray) -> bool:
     return bool(np.all(keys[1:] > keys[:-1]))
 
 
-def _guard(snapshot: Snapshot, current: pa.Table, max_shrink: float) -> None:
-    """Hold a snapshot that is empty, has rejected rows, or shrinks the table too much."""
-    if snapshot.rejected:
-        snapshot.hold(HoldReason.REJECTED_ROWS, f"{snapshot.rejected} row(s) quarantined; their keys would keep "
-                                                "their current rows")
-        return
-    if snapshot.rows == 0:
-        snapshot.hold(HoldReason.EMPTY, "the snapshot has no rows and would delete every row")
-        return
-    before = current.num_rows
-    if before == 0:
-        return
-    newer = current.filter(pc.greater_equal(pc.fill_null(current[SEQUENCE], ""), snapshot.floor))[KEY].to_numpy()
-    after = len(np.union1d(_keys(snapshot.batches), newer))
-    if after < (1 - max_shrink) * before:
-        snapshot.hold(HoldReason.SHRINKS, f"it would shrink the table from {before} to {after} rows "
-                                          f"(more than {max_shrink:.0%})")
+def _guard(snapshot: Snapshot, current: pa.Table, guard: SnapshotGuard) -> None:
+    """Hold a snapshot that is empty, has rejected rows, or shrinks the table too much
+    (core/snapshot_guard.py): its scope is the whole table."""
+    before, after = current.num_rows, snapshot.rows
+    if before and snapshot.rows and not snapshot.rejected:  # the keys it leaves: its own and those newer than it
+        newer = current.filter(pc.greater_equal(pc.fill_null(current[SEQUENCE], ""), snapshot.floor))[KEY].to_numpy()
+        after = len(np.union1d(_keys(snapshot.batches), newer))
+    held = guard.hold(Audit("the table", snapshot.rows, snapshot.rejected, before, after))
+    if held is not None:
+        snapshot.hold(held)
 
 
 # --- resolving changes per key -------------------------------------------------------------
