@@ -71,7 +71,8 @@ ENV_VARS: dict[str, str] = {
                                  "(unset: the column is recognised before the source's columns by its values)",
     "LAKE_DMS_CSV_NULL_VALUE": "DMS's CsvNullValue: a field holding exactly this is NULL (unset: an empty field, "
                                "DMS's default)",
-    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the rows is held",
+    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the table's rows, or a TPC-DS day "
+                                "object removing more than this fraction of its day's, is held for `lake approve`",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts",
     "LAKE_TIME_TRAVEL_HOURS": "how far back Delta time travel is guaranteed: vacuum keeps every file a version "
                               "inside this window needs",

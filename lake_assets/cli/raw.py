@@ -111,23 +111,7 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
     with lake_session() as lake:
         ledger = Ledger(lake.storage).latest_by_table()
         latest = ledger.get(TABLE, {})
-        rows: list[tuple] = []
-        for obj in raw_objects(lake.storage):
-            entry = latest.get((obj.key, obj.etag))
-            if entry is None:
-                redelivered = any(key == obj.key for key, _ in latest)
-                rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
-                             None, None, None, None, None, None))
-            else:
-                detail = entry["detail"]
-                if entry["status"] == HELD:
-                    detail = f"{detail}; publish it with `lake approve {obj.key}`"
-                elif entry["status"] == APPROVED:
-                    detail = f"{detail}; published by the next run"
-                elif entry["status"] == REVERTED:
-                    detail = f"{detail}; apply it again with `lake run --reapply`"
-                rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
-                             entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"], detail))
+        rows: list[tuple] = [_status_row(obj.key, obj.size, obj.etag, latest) for obj in raw_objects(lake.storage)]
         rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")
                  for o in ignored_objects(lake.storage, list(ZONES.values()))]
         rows.extend(_tpcds_rows(lake.storage, ledger))
@@ -148,17 +132,23 @@ def _tpcds_rows(storage: LakeStorage, ledger: dict[str, dict[tuple[str, str], di
         if obj.key in refused:  # by its place in the raw zone, whatever its content: never loaded as it lies
             rows.append((obj.key, obj.size, IGNORED, None, None, None, None, None, refused[obj.key]))
             continue
-        latest = ledger.get(name, {})
-        entry = latest.get((obj.key, obj.etag))
-        if entry is None:
-            redelivered = any(key == obj.key for key, _ in latest)
-            rows.append((obj.key, obj.size, "pending (re-delivered)" if redelivered else "pending",
-                         None, None, None, None, None, None))
-        else:
-            detail = entry.get("detail")
-            if entry["status"] == REVERTED:
-                detail = f"{detail}; apply it again with `lake run --reapply`"
-            rows.append((obj.key, obj.size, entry["status"], entry["table_version"], entry["rows_in_file"],
-                         entry["rows_applied"], entry["rows_superseded"], entry["rows_quarantined"], detail))
+        rows.append(_status_row(obj.key, obj.size, obj.etag, ledger.get(name, {})))
     return rows
+
+
+def _status_row(key: str, size: int, etag: str, latest: dict[tuple[str, str], dict]) -> tuple:
+    """The status line of one raw object, from the latest ledger entries of the table it feeds."""
+    entry = latest.get((key, etag))
+    if entry is None:
+        redelivered = any(seen == key for seen, _ in latest)
+        return key, size, "pending (re-delivered)" if redelivered else "pending", None, None, None, None, None, None
+    detail = entry["detail"]
+    if entry["status"] == HELD:
+        detail = f"{detail}; publish it with `lake approve {key}`"
+    elif entry["status"] == APPROVED:
+        detail = f"{detail}; published by the next run"
+    elif entry["status"] == REVERTED:
+        detail = f"{detail}; apply it again with `lake run --reapply`"
+    return (key, size, entry["status"], entry["table_version"], entry["rows_in_file"], entry["rows_applied"],
+            entry["rows_superseded"], entry["rows_quarantined"], detail)
 

@@ -142,13 +142,14 @@ class Source(_Model):
         return prefix
 
 
-class SnapshotGuard(_Model):
-    """When a full-load snapshot is held for `lake approve` instead of published (write-audit-publish)."""
+class SnapshotRules(_Model):
+    """When a full-load snapshot is held for `lake approve` instead of published (write-audit-publish,
+    core/snapshot_guard.py): always when it is empty; when it has refused rows, unless told not to;
+    when it would remove more than `max_shrink` of the table's rows (`LAKE_FULLLOAD_MAX_SHRINK`
+    sets it for every table)."""
 
-    hold_empty: bool = True
     hold_rejected: bool = True
-    #: Hold a snapshot that would remove more than this share of the table's rows (None: never).
-    max_shrink: float | None = Field(default=0.5, ge=0, le=1)
+    max_shrink: float = Field(default=0.5, ge=0, le=1)
 
 
 class TableDeclaration(_Model):
@@ -165,7 +166,7 @@ class TableDeclaration(_Model):
     history: bool = True
     #: A change feed (Delta CDF semantics) beside the table.
     change_feed: bool = True
-    guard: SnapshotGuard = SnapshotGuard()
+    guard: SnapshotRules = SnapshotRules()
     #: How long a deleted key is remembered against late, older changes.
     tombstone_retention_days: float = Field(default=7, ge=0)
     owners: tuple[str, ...] = ()

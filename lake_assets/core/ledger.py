@@ -2,7 +2,7 @@
 
 A Delta table (written by delta-rs, beside the curated tables), appended to as a log keyed
 by (object, ETag): the latest entry of a (key, ETag) is its state. `applied` and `rejected`
-are final; `held` (a full load waiting for `lake approve`, with the reason in `detail`) and
+are final; `held` (a snapshot waiting for `lake approve`, with the reason in `detail`) and
 `approved` (released, to be published by the next run) are not. `reverted` marks an applied
 file whose changes `lake restore` took out of the table (the table went back to a version
 before it); it is applied again only on request (`lake run --reapply`). An object is pending
@@ -55,7 +55,7 @@ class LedgerEntry:
     source_size: int
     source_kind: str  # fullload | cdcload
     status: str  # applied | rejected | held | approved | reverted
-    rows_in_file: int
+    rows_in_file: int | None  # None: refused whole without being read (its bytes are not text)
     rows_applied: int
     rows_superseded: int
     rows_quarantined: int
@@ -112,7 +112,8 @@ class Ledger:
 
 
 def settled(latest: dict[tuple[str, str], dict], reapply: bool = False) -> set[tuple[str, str]]:
-    """Of `latest` (`Ledger.latest`), the objects no run should take in: applied or rejected,
-    and reverted unless `reapply` (`lake run --reapply` applies them again)."""
-    keep = FINAL if reapply else (*FINAL, REVERTED)
+    """Of `latest` (`Ledger.latest`), the objects no run should take in: applied, rejected or
+    held (until `lake approve` releases it), and reverted unless `reapply` (`lake run
+    --reapply` applies them again)."""
+    keep = (*FINAL, HELD) if reapply else (*FINAL, HELD, REVERTED)
     return {k for k, e in latest.items() if e["status"] in keep}

@@ -3,16 +3,20 @@
 A restored version contains a raw object when one of the object's `applied` ledger entries
 was committed at a version in the restored version's lineage (what the format says it
 descends from: a Delta version's predecessors, following RESTORE commits to their target;
-an Iceberg snapshot's parent chain). Then, judging each (key, ETag) by its latest entry:
+an Iceberg snapshot's parent chain); the newest such entry is the application the restored
+version holds. Then, judging each (key, ETag) by its latest entry:
 
 - applied, but not contained: `reverted` (the restore took its changes out; a plain run
   leaves it alone, `lake run --reapply` applies it again);
-- reverted by an earlier restore, and contained: `applied` again (reinstated).
+- reverted by an earlier restore, and contained: `applied` again (reinstated);
+- applied, contained, but the latest entry is another application (the object was reverted,
+  then applied again at a later version, perhaps with other rows superseded): `applied` as the
+  restored version holds it (restated), so `lake status` says what the restored table holds.
 
-The new entries copy the entry the object was applied with (its table version, counts and
-`source_sequence`, which it keeps when it is applied again), name the restore in `detail`
-and are recorded as of the restore's start. Lists come in sequence order (then key), the
-order `--reapply` applies them in.
+The new entries copy the application the restored version holds (its table version, counts
+and `source_sequence`, which it keeps when it is applied again; a reverted entry copies the
+latest), name the restore in `detail` and are recorded as of the restore's start. Lists come
+in sequence order (then key), the order `--reapply` applies them in.
 
 Tombstones (a Delta table beside either format's table), and insurance's SCD2 history,
 follow the restored version's runs: they go to their version as the newest run the
@@ -27,6 +31,7 @@ recorded when applied again later.
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -35,27 +40,49 @@ from lake_assets.core.ledger import APPLIED, HELD, REJECTED, REVERTED, Ledger, L
 FileId = tuple[str, str]  # (key, ETag)
 
 
-def contained_files(history: pa.Table, contains: Callable[[dict], bool]) -> set[FileId]:
-    """Objects with an applied entry that `contains(entry)` places in the restored version."""
-    return {(e["source_file"], e["source_etag"]) for e in history.to_pylist()
-            if e["status"] == APPLIED and contains(e)}
+@dataclass(frozen=True)
+class LedgerChanges:
+    """What a restore changes in the ledger, each list in sequence order: entries to record."""
+
+    reverted: list[dict]  # latest entries of the applied objects the restored version does not contain
+    reinstated: list[dict]  # the applications the restored version holds, of objects reverted before
+    restated: list[dict]  # the same, of applied objects whose latest entry is another application
+
+    def __bool__(self) -> bool:
+        return bool(self.reverted or self.reinstated or self.restated)
 
 
-def ledger_changes(history: pa.Table, contained: set[FileId]) -> tuple[list[dict], list[dict]]:
-    """The latest entries of the objects the restore reverts, and of those it reinstates."""
-    latest = {(e["source_file"], e["source_etag"]): e for e in history.to_pylist()}
-    reverted = [e for k, e in latest.items() if e["status"] == APPLIED and k not in contained]
-    reinstated = [e for k, e in latest.items() if e["status"] == REVERTED and k in contained]
-    return _in_sequence(reverted), _in_sequence(reinstated)
+def ledger_changes(history: pa.Table, contains: Callable[[dict], bool]) -> LedgerChanges:
+    """Judge each (key, ETag) by its latest entry against the application the restored version
+    holds: the newest of its applied entries that `contains(entry)` places in it."""
+    latest: dict[FileId, dict] = {}
+    held_by_version: dict[FileId, dict] = {}
+    for entry in history.to_pylist():
+        key = (entry["source_file"], entry["source_etag"])
+        latest[key] = entry
+        if entry["status"] == APPLIED and contains(entry):
+            held_by_version[key] = entry
+    reverted = [e for k, e in latest.items() if e["status"] == APPLIED and k not in held_by_version]
+    reinstated = [held_by_version[k] for k, e in latest.items() if e["status"] == REVERTED and k in held_by_version]
+    restated = [held_by_version[k] for k, e in latest.items() if e["status"] == APPLIED and k in held_by_version
+                and _application(e) != _application(held_by_version[k])]
+    return LedgerChanges(_in_sequence(reverted), _in_sequence(reinstated), _in_sequence(restated))
 
 
-def record_restore(ledger: Ledger, reverted: list[dict], reinstated: list[dict], restore: str, run_id: str,
-                   started: dt.datetime) -> None:
-    """Record the reverted and reinstated objects as of `started`, when the restore began
-    (before it changed anything: see `derived_until`); `restore` names it ("restore to
+def _application(entry: dict) -> tuple:
+    """What `lake status` says of an application: its table version and row counts."""
+    return tuple(entry[c] for c in ("table_version", "rows_in_file", "rows_applied", "rows_superseded",
+                                    "rows_quarantined"))
+
+
+def record_restore(ledger: Ledger, changes: LedgerChanges, restore: str, run_id: str, started: dt.datetime) -> None:
+    """Record the reverted, reinstated and restated objects as of `started`, when the restore
+    began (before it changed anything: see `derived_until`); `restore` names it ("restore to
     version 3 (as version 7)")."""
-    ledger.record([_entry(e, REVERTED, f"reverted by {restore}", run_id, started) for e in reverted]
-                  + [_entry(e, APPLIED, f"back in the table: {restore}", run_id, started) for e in reinstated])
+    ledger.record([_entry(e, REVERTED, f"reverted by {restore}", run_id, started) for e in changes.reverted]
+                  + [_entry(e, APPLIED, f"back in the table: {restore}", run_id, started) for e in changes.reinstated]
+                  + [_entry(e, APPLIED, f"as applied in the restored version: {restore}", run_id, started)
+                     for e in changes.restated])
 
 
 #: Entries that mark a run or a restore beginning (an approval is neither: it changes no table).

@@ -9,7 +9,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import dagster as dg
 import pyarrow as pa
@@ -193,7 +193,7 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
     dms = dms or DmsLayout()  # the header decision (layout.py) reads no setting
     endpoint, bucket, region = storage.endpoint_url, storage.bucket, storage.region
 
-    def recount(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def recount(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import boto3
 
         client = boto3.client("s3", endpoint_url=endpoint, region_name=region,

@@ -137,11 +137,3 @@ TOMBSTONE_SCHEMA = pa.schema([
     ("source_file", pa.string()),
     ("deleted_at", pa.timestamp("us", tz="UTC")),
 ])
-
-
-class HoldReason(StrEnum):
-    """Why a full-load snapshot was held for `lake approve` instead of published."""
-
-    EMPTY = "empty"
-    REJECTED_ROWS = "rejected_rows"
-    SHRINKS = "shrinks"

@@ -8,7 +8,12 @@ v1's shape, read it as NULL).
 
 from lake_assets.core.declaration import Column, RefusalReason, Source, SourceKind, TableDeclaration
 
-FLAG = {"type": "STRING", "allowed": ("Y", "N"), "reason": RefusalReason.BAD_FLAG}
+
+
+def flag(name: str, description: str) -> Column:
+    """A Y/N coverage flag (any case in the raw file, stored upper-case)."""
+    return Column(name=name, type="STRING", allowed=("Y", "N"), reason=RefusalReason.BAD_FLAG, description=description)
+
 
 INSURANCE = TableDeclaration(
     name="insurance",
@@ -25,8 +30,8 @@ INSURANCE = TableDeclaration(
         Column(name="insured_value", type="INT", description="Property value"),
         Column(name="business_type", type="STRING",
                description="Business use of the property, such as Farming or Retail"),
-        Column(name="earthquake_coverage", **FLAG, description="Is earthquake coverage included (Y or N)"),
-        Column(name="flood_coverage", **FLAG, description="Is flood coverage included (Y or N)"),
+        flag("earthquake_coverage", "Is earthquake coverage included (Y or N)"),
+        flag("flood_coverage", "Is flood coverage included (Y or N)"),
         Column(name="is_flagged", type="BOOLEAN", since=2,
                description="Flagged for review (true/false); NULL for rows from before v2"),
     ),

@@ -4,8 +4,9 @@ The table goes back with delta-rs (`DeltaTable.restore`: one ordinary Delta comm
 history keeps the mistake and everything derived from commits sees the restore). Then:
 
 - the files whose changes the restored version does not contain are `reverted` in the
-  ledger (and not applied again unless `lake run --reapply` asks), and files reverted by
-  an earlier restore that the restored version does contain are `applied` again;
+  ledger (and not applied again unless `lake run --reapply` asks), files reverted by an
+  earlier restore that the restored version does contain are `applied` again, and files
+  applied again since the application the restored version holds are back to that one;
 - the tombstones table and `insurance_history` go to their versions as the newest run the
   restored version contains left them (core/restore_ledger.py): restoring back, the
   tombstones and history versions the reverted runs recorded are gone (a key they deleted
@@ -60,6 +61,7 @@ class RestoreReport:
     rows_after: int
     reverted: list[str] = field(default_factory=list)  # files taken out of the table
     reinstated: list[str] = field(default_factory=list)  # files reverted earlier, back in the table
+    restated: list[str] = field(default_factory=list)  # files applied again since, back to the application restored
     tombstones_before: int = 0
     tombstones_after: int = 0
     history_before: int = 0  # insurance_history's rows (versions and deletes)
@@ -87,14 +89,15 @@ def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_
     ledger = Ledger(storage)
     history = ledger.entries(TABLE)
     contains, ran = version_rules(open_table(storage, table), history, version)
-    reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
-    until = restore_ledger.derived_until(history, ran) if reverted or reinstated else None
+    changes = restore_ledger.ledger_changes(history, contains)
+    until = restore_ledger.derived_until(history, ran) if changes else None
     report.tombstones_before, report.tombstones_after = restore_as_before(storage, until, INSURANCE_TOMBSTONES)
     report.history_before, report.history_after = restore_as_before(storage, until, INSURANCE_HISTORY)
-    restore_ledger.record_restore(ledger, reverted, reinstated,
-                                  f"restore to version {version} (as version {report.version_after})", run_id, started)
-    report.reverted = [e["source_file"] for e in reverted]
-    report.reinstated = [e["source_file"] for e in reinstated]
+    restore_ledger.record_restore(ledger, changes, f"restore to version {version} (as version {report.version_after})",
+                                  run_id, started)
+    report.reverted = [e["source_file"] for e in changes.reverted]
+    report.reinstated = [e["source_file"] for e in changes.reinstated]
+    report.restated = [e["source_file"] for e in changes.restated]
     return report
 
 

@@ -2,8 +2,10 @@
 
 Launched by `lake restore` (and `lake rollback`, its older name) like every other write:
 through Dagster, under the table's write lock, so the UI shows the restore as a
-materialization of the table with what it did. Delta tables go back with delta-rs
-(`insurance` also reverts its ledger files, their tombstones and their versions in
+materialization of the table with what it did. Only a table fed by raw objects goes back:
+a table derived from one (its history, change feed, quarantine, tombstones, reports) goes
+back with it or is rebuilt from it, and is refused alone. `insurance` goes back with
+delta-rs (and reverts its ledger files, their tombstones and their versions in
 `insurance_history`, insurance/restore.py); Iceberg tables with pyiceberg (a rollback to an
 ancestor snapshot, else set-current), and the raw objects the restored snapshot does not
 contain are reverted in the ledger (the rule both formats share, core/restore_ledger.py),
@@ -20,17 +22,15 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.tables import (INSURANCE, INSURANCE_TOMBSTONES, LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES,
-                                     LakeTable, TableFormat, table)
-from lake_assets.insurance.restore import RestoreReport, restore_as_before, restore_delta, restore_insurance
+from lake_assets.core.tables import LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
+from lake_assets.insurance.restore import RestoreReport, restore_as_before, restore_insurance
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
 
-#: Bookkeeping that goes back with its table, never on its own.
-NOT_RESTORABLE = {INSURANCE_TOMBSTONES.name: "it is restored with insurance",
-                  LEDGER.name: "it is the record of what was applied; restoring it would hide history"}
+#: Bookkeeping that never goes back (a derived table goes back with its table: `LakeTable.derived_from`).
+NOT_RESTORABLE = {LEDGER.name: "it is the record of what was applied; restoring it would hide history"}
 
 
 class RestoreConfig(dg.Config):
@@ -40,9 +40,18 @@ class RestoreConfig(dg.Config):
 
 
 def restorable(name: str) -> LakeTable:
+    """The table `name`, if a restore may take it back: not the ledger, and not a table derived
+    from others (a history, change feed, quarantine, tombstones or report), which goes back with
+    them (or is rebuilt from them) and would be left out of step alone."""
     entry = table(name)
     if entry.name in NOT_RESTORABLE:
         raise UsageError(f"{entry.name} cannot be restored: {NOT_RESTORABLE[entry.name]}")
+    if entry.derived_from:
+        sources = entry.derived_from
+        which = sources[0] if len(sources) == 1 else f"the one of {', '.join(sources)} to go back"
+        raise UsageError(f"{entry.name} cannot be restored alone: it is derived from {', '.join(sources)} and goes "
+                         f"back with it (or is rebuilt from it); restore {which} instead: "
+                         f"`lake restore {sources[0]} --version N`")
     return entry
 
 
@@ -90,11 +99,9 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
         lease.check()
         if entry.format is TableFormat.ICEBERG:
             metadata = _rollback_iceberg(running, entry, target, context.run_id)
-        else:
-            report = (restore_insurance(running, entry, target, context.run_id) if entry.name == INSURANCE.name
-                      else restore_delta(running, entry, target))
-            if entry.name == INSURANCE.name:  # the restore's changes reach the feed at once (the history: above)
-                _catch_up_feed(running, engine, entry.name)
+        else:  # a declared Delta table: every other Delta table is derived from one, or the ledger
+            report = restore_insurance(running, entry, target, context.run_id)
+            _catch_up_feed(running, engine, entry.name)  # the restore's changes reach the feed at once
             metadata = restore_metadata(report)
         for file in metadata["reverted_files"].value:
             context.log.warning(f"{file}: reverted (apply it again with `lake run --reapply`)")
@@ -128,6 +135,7 @@ def restore_metadata(report: RestoreReport) -> dict:
         "dagster/row_count": report.rows_after,
         "reverted_files": dg.MetadataValue.json(report.reverted),
         "reinstated_files": dg.MetadataValue.json(report.reinstated),
+        "restated_files": dg.MetadataValue.json(report.restated),
         "tombstones_before": report.tombstones_before,
         "tombstones_after": report.tombstones_after,
         "history_rows_before": report.history_before,
@@ -151,11 +159,11 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
 
     def contains(e: dict) -> bool:
         return e["table_version"] is None or e["table_version"] in ancestry
-    reverted, reinstated = restore_ledger.ledger_changes(history, restore_ledger.contained_files(history, contains))
-    if entry.name == TPCDS_WEB_SALES.name and (reverted or reinstated):
+    changes = restore_ledger.ledger_changes(history, contains)
+    if entry.name == TPCDS_WEB_SALES.name and changes:
         # a reverted delete must not supersede older changes of its key; a reinstated one must again
         restore_as_before(storage, restore_ledger.derived_until(history, contains), TPCDS_TOMBSTONES)
-    restore_ledger.record_restore(ledger, reverted, reinstated, f"restore to snapshot {snapshot}", run_id, started)
+    restore_ledger.record_restore(ledger, changes, f"restore to snapshot {snapshot}", run_id, started)
     return {
         "operation": "restore",
         "description": dg.MetadataValue.text(f"current snapshot {before} -> {snapshot}; rows {rows_before} -> "
@@ -165,8 +173,9 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
         "rows_before": rows_before,
         "rows_after": iceberg.row_count(after),
         "dagster/row_count": iceberg.row_count(after),
-        "reverted_files": dg.MetadataValue.json([e["source_file"] for e in reverted]),
-        "reinstated_files": dg.MetadataValue.json([e["source_file"] for e in reinstated]),
+        "reverted_files": dg.MetadataValue.json([e["source_file"] for e in changes.reverted]),
+        "reinstated_files": dg.MetadataValue.json([e["source_file"] for e in changes.reinstated]),
+        "restated_files": dg.MetadataValue.json([e["source_file"] for e in changes.restated]),
     }
 
 

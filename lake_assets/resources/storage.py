@@ -226,10 +226,11 @@ class LakeStorage(StorageSettings):
             raise self.unavailable(error) from error
         return sorted(objects, key=lambda o: o["Key"])
 
-    def get_bytes(self, key: str) -> tuple[bytes, str]:
-        """The object's content and its ETag (without quotes)."""
+    def get_bytes(self, key: str, length: int | None = None) -> tuple[bytes, str]:
+        """The object's content (its first `length` bytes, if given) and its ETag (without quotes)."""
+        window = {} if length is None else {"Range": f"bytes=0-{length - 1}"}
         try:
-            response = self.get_client().get_object(Bucket=self.bucket, Key=key)
+            response = self.get_client().get_object(Bucket=self.bucket, Key=key, **window)
             return response["Body"].read(), response["ETag"].strip('"')
         except (BotoCoreError, ClientError) as error:
             raise self.unavailable(error) from error

@@ -191,6 +191,20 @@ def rows_per_object(spark: SparkSession, floors: dict[str, Floor]) -> dict[str, 
     return {r["_prefix"]: int(r["count"]) for r in rows if r["_prefix"] is not None}
 
 
+def rows_per_day(spark: SparkSession, floors: dict[str, Floor]) -> dict[str, tuple[int, int]]:
+    """Per SOURCE of `floors` whose day holds rows: (the day's rows, those at least as new as
+    its floor, which its snapshot does not delete). One aggregate over those days' partitions."""
+    days = spark.createDataFrame([(source, f.day_sk, f.floor) for source, f in floors.items()],
+                                 "_snapshot STRING, _floor_day BIGINT, _floor STRING")
+    rows = spark.table(WEB_SALES).where(_within(floors)).select(
+        PARTITION_COLUMN, F.coalesce(F.col(SEQUENCE), F.lit("")).alias("_row"))
+    counted = (rows.join(F.broadcast(days), rows[PARTITION_COLUMN].eqNullSafe(days["_floor_day"]))
+               .groupBy("_snapshot").agg(F.count(F.lit(1)).alias("rows"),
+                                         F.sum(F.when(F.col("_row") >= F.col("_floor"), 1).otherwise(0)).alias("newer"))
+               .collect())
+    return {r["_snapshot"]: (int(r["rows"]), int(r["newer"] or 0)) for r in counted}
+
+
 def days_hold_rows(spark: SparkSession, floors: dict[str, Floor]) -> bool:
     """Whether the table holds a row in one of the days of `floors` (reads those partitions only)."""
     return bool(spark.table(WEB_SALES).where(_within(floors)).select(PARTITION_COLUMN).limit(1).count())

@@ -18,16 +18,18 @@ import dagster as dg
 from deltalake import DeltaTable
 
 from lake_assets.core.formats.delta import open_table as open_delta
-from lake_assets.core.ledger import Ledger
+from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import TPCDS_QUARANTINE
 from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
 from lake_assets.tpcds.corrections import apply_corrections, pending_corrections
 from lake_assets.tpcds.load import (
     LoadReport,
+    day_guard,
     finish_report,
     load_dimension,
     load_fact_days,
@@ -39,6 +41,8 @@ from lake_assets.tpcds.layout import fact_layout
 from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import (
     DIMENSIONS,
+    FIRST_DAY,
+    LAST_DAY,
     PARTITION_COLUMN,
     PARTITION_DAYS,
     RAW,
@@ -50,8 +54,9 @@ from lake_assets.tpcds.schema import (
 GROUP = "tpcds"
 OWNERS = ["team:data-engineering"]
 RAW_TPCDS_KEY = dg.AssetKey(["raw", "tpcds"])
-#: The sold dates TPC-DS generates (1998-01-02 .. 2003-01-02 at every scale), with margin.
-DAILY = dg.DailyPartitionsDefinition(start_date="1998-01-01", end_date="2004-01-01")
+#: One partition per day of web_sales' calendar (schema.FIRST_DAY .. LAST_DAY; Dagster's end is exclusive).
+DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat(),
+                                     end_date=(LAST_DAY + dt.timedelta(days=1)).isoformat())
 
 
 class TpcdsLoadConfig(dg.Config):
@@ -104,6 +109,8 @@ def load_metadata(report: LoadReport) -> dict:
         "rows_quarantined": report.total("rows_quarantined"),
         "duration_seconds": round(report.duration_seconds, 3),
         "step_seconds": dg.MetadataValue.json(report.steps),
+        "held_files": dg.MetadataValue.json([{"file": f.source_file, "reason": f.detail}
+                                             for f in report.files if f.status == HELD]),
         "table": report.table,
     }
 
@@ -166,7 +173,7 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
 def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
-              engine: SparkEngine) -> dg.MaterializeResult:
+              engine: SparkEngine, rules: LakeRules) -> dg.MaterializeResult:
     window: list[dt.date | None] = list(days_of(context.partition_time_window))
     with _writing(context, storage, ledger_name(TpcdsTable.WEB_SALES)) as running:
         ledger = Ledger(running)
@@ -176,7 +183,11 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
         days = [day for day in window if day not in left and (day in pending or not config.pending_only)]
         if None in pending:
             days.append(None)
-        report = load_fact_days(running, engine.session(running), days, context.run.run_id, layout)
+        report = load_fact_days(running, engine.session(running), days, context.run.run_id, layout,
+                                day_guard(rules.fullload_max_shrink))
+    for entry in report.files:
+        if entry.status == HELD:
+            context.log.warning(f"{entry.source_file}: held ({entry.detail}); publish it with `lake approve`")
     context.log.info(f"web_sales: {len(report.files)} object(s) for {window[0]}..{window[-1]}"
                      + (f" ({len(left & set(window))} reverted day(s) left out)" if left & set(window) else "")
                      + f", {report.rows_before} -> {report.rows_after} rows")

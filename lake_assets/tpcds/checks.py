@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 
 from lake_assets.core.formats import iceberg
 from lake_assets.core.formats.delta import open_table as open_delta
-from lake_assets.core.ledger import APPLIED, Ledger
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, Ledger
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -66,8 +66,14 @@ def evaluate_rows_match_raw(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
     problems: list[dict] = []
     rows_per_object: dict[int, dict] = {}
     for key, entry in latest.items():
-        accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
         in_quarantine = quarantined.get((key, entry["source_etag"]), 0)
+        if entry["status"] in (HELD, APPROVED) or entry["rows_in_file"] is None:
+            # waiting for `lake approve` (its rejects quarantined), or refused unread (not text): nothing applied
+            if in_quarantine != entry["rows_quarantined"]:
+                problems.append({"object": key, "status": entry["status"], "in_quarantine": in_quarantine,
+                                 "ledger_quarantined": entry["rows_quarantined"]})
+            continue
+        accounted = entry["rows_applied"] + entry["rows_superseded"] + entry["rows_quarantined"]
         if accounted != entry["rows_in_file"] or in_quarantine != entry["rows_quarantined"]:
             problems.append({"object": key, "lines": entry["rows_in_file"], "accounted": accounted,
                              "in_quarantine": in_quarantine, "ledger_quarantined": entry["rows_quarantined"]})

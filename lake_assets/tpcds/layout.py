@@ -1,11 +1,11 @@
 """Where the fact objects lie in the raw zone, and which ones the layout refuses (no engine here).
 
-The contract: one object per sold day, in `ws_sold_date=YYYY-MM-DD/` (or
-`ws_sold_date=__HIVE_DEFAULT_PARTITION__/` for the rows without a sold date). An object
-elsewhere under the fact prefix, or one of several objects in one day folder, is refused
-by its place, whatever it holds: never loaded, never in the ledger (so once the layout is
-fixed the day loads as usual), shown by `lake status` with what to do, and it blocks no
-other day.
+The contract: one object per sold day of the table's calendar (schema.FIRST_DAY ..
+LAST_DAY), in `ws_sold_date=YYYY-MM-DD/` (or `ws_sold_date=__HIVE_DEFAULT_PARTITION__/` for
+the rows without a sold date). An object elsewhere under the fact prefix, in a folder dated
+outside the calendar, or one of several objects in one day folder, is refused by its place,
+whatever it holds: never loaded, never in the ledger (so once the layout is fixed the day
+loads as usual), shown by `lake status` with what to do, and it blocks no other day.
 """
 
 import datetime as dt
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from lake_assets.core.raw_zone import RawObject, list_raw
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.schema import NULL_PARTITION, RAW
+from lake_assets.tpcds.schema import FIRST_DAY, LAST_DAY, NULL_PARTITION, RAW, ledger_name, TpcdsTable
 
 FOLDER = "ws_sold_date"  # the hive-style partition folder of the fact objects
 
@@ -28,8 +28,9 @@ class FactLayout:
 
 def fact_layout(storage: LakeStorage) -> FactLayout:
     """Every day's fact object (None: the rows without a sold date), and the objects the
-    contract's layout refuses: outside a `ws_sold_date=YYYY-MM-DD` folder, or one of
-    several objects in one day folder (the day is not loaded until one remains)."""
+    contract's layout refuses: outside a `ws_sold_date=YYYY-MM-DD` folder, in one dated
+    outside the table's calendar, or one of several objects in one day folder (the day is
+    not loaded until one remains)."""
     by_day: dict[dt.date | None, list[RawObject]] = {}
     refused: dict[str, str] = {}
     for obj in list_raw(storage, RAW.facts):
@@ -39,6 +40,10 @@ def fact_layout(storage: LakeStorage) -> FactLayout:
         if not named:
             refused[obj.key] = (f"not in a {FOLDER}=YYYY-MM-DD folder (one object per sold day, e.g. "
                                 f"{RAW.fact_folder(dt.date(1998, 1, 2))}part-00000.dat): never loaded; move it there")
+            continue
+        if day is not None and not FIRST_DAY <= day <= LAST_DAY:
+            refused[obj.key] = (f"{folder} is outside the calendar of {ledger_name(TpcdsTable.WEB_SALES)} "
+                                f"({FIRST_DAY}..{LAST_DAY}): never loaded; move it to its sold date's folder")
             continue
         by_day.setdefault(day, []).append(obj)
     objects: dict[dt.date | None, RawObject] = {}

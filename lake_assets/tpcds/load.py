@@ -31,9 +31,15 @@ The Dagster process lists objects and receives per-object counts; it never holds
   numbered only when a key has two of them (the last line of an object wins); otherwise
   no window ranks the changes. A row whose `ws_sold_date_sk` is
   not its object's day is quarantined (`wrong_partition`), so a day's object can only ever
-  write its own day. A folder that is not a sold date, or a day folder holding more than
-  one object, is refused by its layout (`fact_layout`): listed with a reason by `lake
-  status`, never loaded, blocking no other day.
+  write its own day. A folder that is not a sold date of the table's calendar, or a day
+  folder holding more than one object, is refused by its layout (`fact_layout`): listed
+  with a reason by `lake status`, never loaded, blocking no other day. New content for a
+  day that holds rows is audited against it after the survey (core/snapshot_guard.py,
+  `day_guard`): an object that would empty its day or shrink it too much is held for
+  `lake approve` (its rejects quarantined, nothing committed), and the run commits the
+  others. An object the engine cannot read as text fails the survey's read: it is found
+  and refused whole (`bad_encoding`, tpcds/encoding.py), and the survey is done again
+  without it.
 - Dimensions: one snapshot object per table, upserted with one `MERGE INTO` on the
   surrogate key (the last line of a key wins; earlier ones count as superseded). Into an
   empty table it is appended instead, when the survey finds no key listed twice: no line
@@ -59,9 +65,10 @@ from pyspark.sql.window import Window
 
 from lake_assets.core.cdc import OPERATION, merge_sql
 from lake_assets.core.formats import iceberg
-from lake_assets.core.ledger import APPLIED, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
+from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.apply import (
@@ -71,8 +78,10 @@ from lake_assets.tpcds.apply import (
     apply_changes,
     days_hold_rows,
     newer_tombstones,
+    rows_per_day,
     rows_per_object,
 )
+from lake_assets.tpcds.encoding import is_encoding_error, read_or_refuse, refusal
 from lake_assets.tpcds.layout import FOLDER as _FOLDER
 from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, plain_line, valid_rows
@@ -127,7 +136,7 @@ class LoadReport:
             self.steps[name] = round(self.steps.get(name, 0.0) + time.perf_counter() - started, 3)
 
     def total(self, attribute: str) -> int:
-        return int(sum(getattr(f, attribute) for f in self.files))
+        return int(sum(getattr(f, attribute) or 0 for f in self.files))  # an object refused unread has no lines
 
 
 # --- the tables ------------------------------------------------------------------
@@ -199,11 +208,34 @@ def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = Fals
     return [day for day, obj in objects.items() if (obj.key, obj.etag) not in done]
 
 
+def day_guard(max_shrink: float = 0.5) -> SnapshotGuard:
+    """The guard of day objects (core/snapshot_guard.py): a day object that is empty or
+    would shrink its day by more than `max_shrink` is held. Its rejected lines are
+    quarantined and their keys leave the day like any key it lacks: no hold of their own
+    (a day whose lines are mostly bad shrinks, and is held for that)."""
+    return SnapshotGuard(max_shrink, hold_rejected=False)
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """What the survey of the day objects found (see `survey`)."""
+
+    append: bool  # the valid rows are appended (the days hold no rows, no key is listed twice or in the table)
+    empty_days: bool  # the days hold no rows
+    counts: dict[str, tuple[int, int]]  # per object (folder): lines, and valid lines (appending: plain lines)
+    duplicated: bool  # a key has two valid lines
+    in_table: bool  # a valid line's key is in the table already
+
+
 def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.date | None],
-                   run_id: str, layout: FactLayout | None = None) -> LoadReport:
+                   run_id: str, layout: FactLayout | None = None, guard: SnapshotGuard | None = None) -> LoadReport:
     """Load the objects of `days` (those that exist), each a snapshot of its day (see above);
-    `layout`: the raw zone's fact layout when the caller has listed it already."""
+    `layout`: the raw zone's fact layout when the caller has listed it already; `guard`: the
+    day objects' (`day_guard()` unless given). An object the engine cannot read as text is
+    refused whole (tpcds/encoding.py); a new one that would empty or shrink a day holding
+    rows is held for `lake approve` (core/snapshot_guard.py); neither blocks another."""
     started = time.perf_counter()
+    guard = guard or day_guard()
     name = ledger_name(TpcdsTable.WEB_SALES)
     ensure_table(storage, TpcdsTable.WEB_SALES)
     report = start_report(storage, name)
@@ -214,48 +246,104 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
 
     folders = {(NULL_PARTITION if day is None else day.isoformat()): obj for day, obj in selected.items()}
     ledger = Ledger(storage)
-    sequences = object_sequences(ledger.entries(name).to_pylist(), list(folders.values()))
+    history = ledger.entries(name).to_pylist()
+    sequences = object_sequences(history, list(folders.values()))
     row_sequences = {folder: sequences[obj.key].prefix + SNAPSHOT_ROW for folder, obj in folders.items()}
     floors = {folder: Floor(None if day is None else date_sk(day), sequences[obj.key].base)
               for (day, obj), folder in zip(selected.items(), folders)}
+    odd = bool(layout.refused)
 
     def parsed_facts(objects: dict[str, RawObject], number: bool = False) -> DataFrame:
-        lines = _fact_lines(storage, spark, objects, bool(layout.refused))
+        lines = _fact_lines(storage, spark, objects, odd)
         return _parse_facts(numbered(lines) if number else lines)
 
-    with report.step("survey"):
+    def survey_days(objects: dict[str, RawObject]) -> _Survey:
         # appending is right when the days hold no rows and no key is in the table yet (a key
         # may move between days): that is checked in the survey, against the table's keys
-        empty_days = report.rows_before == 0 or not days_hold_rows(spark, floors)
+        chosen = {folder: floors[folder] for folder in objects}
+        empty_days = report.rows_before == 0 or not days_hold_rows(spark, chosen)
         against = spark.table(engine_name(TpcdsTable.WEB_SALES)) if empty_days and report.rows_before else None
-        append = empty_days and newer_tombstones(storage, spark, floors) is None
-        if append:  # the lines' keys only (no parse): if no key is listed twice or held, neither is a valid one's
-            line_counts, duplicated, held = survey(_line_keys(_fact_lines(storage, spark, folders, bool(layout.refused))),
-                                                   against, counted=PLAIN)
-            append = not (duplicated or held)
-        if not append:
-            counts, duplicated, held = survey(parsed_facts(folders), against)
+        if empty_days and newer_tombstones(storage, spark, chosen) is None:
+            # the lines' keys only (no parse): if no key is listed twice or held, neither is a valid one's
+            line_counts, duplicated, in_table = survey(_line_keys(_fact_lines(storage, spark, objects, odd)),
+                                                       against, counted=PLAIN)
+            if not (duplicated or in_table):
+                return _Survey(True, True, line_counts, False, False)
+        counts, duplicated, in_table = survey(parsed_facts(objects), against)
+        return _Survey(False, empty_days, counts, duplicated, in_table)
+
+    with report.step("survey"):
+        found, unreadable = read_or_refuse(folders, survey_days, lambda objects: _readable(storage, spark, objects))
+    for folder in unreadable:
+        del folders[folder], floors[folder], row_sequences[folder]
+    latest = {(e["source_file"], e["source_etag"]): e for e in history}
+    # a day object into days that hold rows is audited, unless its content was published before
+    waiting = {} if found.empty_days else _audit(spark, guard, folders, floors, found.counts, latest)
+    publish = {folder: obj for folder, obj in folders.items() if folder not in waiting}
     at = dt.datetime.now(dt.timezone.utc)
-    if append:  # ONE read (CSV reader or parse): valid rows appended, counted in the table; lines - applied: rejects
+    counts = found.counts
+    applied: dict[str, int] = {}
+    if found.append:  # ONE read (CSV reader or parse): valid rows appended, counted in the table; lines - applied: rejects
         with report.step("commit"):
-            append_rows(with_row_sequences(_valid_facts(storage, spark, folders, line_counts, bool(layout.refused),
-                                                        parsed_facts), row_sequences, SOURCE, SEQUENCE))
+            append_rows(with_row_sequences(_valid_facts(storage, spark, folders, counts, odd, parsed_facts),
+                                           row_sequences, SOURCE, SEQUENCE))
             held_rows = rows_per_object(spark, floors)
             applied = {folder: held_rows.get(sequences[obj.key].prefix, 0) for folder, obj in folders.items()}
-            counts = {folder: (line_counts.get(folder, (0, 0))[0], applied[folder]) for folder in folders}
+            counts = {folder: (counts.get(folder, (0, 0))[0], applied[folder]) for folder in folders}
         with report.step("quarantine"):
             quarantine_rejects(storage, counts, folders, parsed_facts, run_id, at)
     else:
-        with report.step("quarantine"):
+        with report.step("quarantine"):  # a held object's rejects too: they are audited, as insurance's are
             quarantine_rejects(storage, counts, folders, parsed_facts, run_id, at)
-        with report.step("commit"):
-            applied = _merge(storage, spark, parsed_facts(folders, number=duplicated), counts, duplicated, folders,
-                             row_sequences, floors, empty_days and not held, run_id, at)
+        if publish:
+            with report.step("commit"):
+                applied = _merge(storage, spark, parsed_facts(publish, number=found.duplicated), counts,
+                                 found.duplicated, publish, {f: row_sequences[f] for f in publish},
+                                 {f: floors[f] for f in publish}, found.empty_days and not found.in_table, run_id, at)
     snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(name)))
     report.files = [ledger_entry(name, obj, DAILY, _accounted(counts.get(folder, (0, 0)), applied.get(folder, 0)),
-                                 snapshot, run_id, at, sequences[obj.key].base) for folder, obj in folders.items()]
+                                 snapshot, run_id, at, sequences[obj.key].base) for folder, obj in publish.items()]
+    report.files += [held_entry(name, obj, DAILY, counts.get(folder, (0, 0)), run_id, at, sequences[obj.key].base,
+                                waiting[folder]) for folder, obj in folders.items() if folder in waiting]
+    report.files += [refused_entry(name, obj, DAILY, run_id, at, sequences[obj.key].base,
+                                   refusal(storage, obj)) for obj in unreadable.values()]
     ledger.record(report.files)
     return finish_report(storage, report, started)
+
+
+#: Ledger statuses of content published once: a day object loaded again with it (a backfill, a
+#: reapply after `lake restore`, an approval) is not audited again.
+_PUBLISHED = (APPLIED, APPROVED, REVERTED)
+
+
+def _audit(spark: SparkSession, guard: SnapshotGuard, folders: dict[str, RawObject], floors: dict[str, Floor],
+           counts: dict[str, tuple[int, int]], latest: dict[tuple[str, str], dict]) -> dict[str, str]:
+    """Why each day object that must wait for `lake approve` is held, by folder: new content
+    (or content held before) audited against its day, if the day holds rows. A day keeps the
+    rows newer than the object (later corrections), so they count on its side."""
+    audited = {folder: floors[folder] for folder, obj in folders.items()
+               if latest.get((obj.key, obj.etag), {}).get("status") not in _PUBLISHED}
+    waiting = {}
+    for folder, (before, newer) in (rows_per_day(spark, audited) if audited else {}).items():
+        lines, valid = counts.get(folder, (0, 0))
+        scope = "the rows without a sold date" if folder == NULL_PARTITION else f"the day {folder}"
+        why = guard.hold(Audit(scope, valid, lines - valid, before, valid + newer))
+        if why is not None:
+            waiting[folder] = why
+    return waiting
+
+
+def _readable(storage: LakeStorage, spark: SparkSession, objects: dict[str, RawObject]) -> bool:
+    """Whether the engine reads every line of `objects` (each by its own path) as text."""
+    paths = [storage.uri(obj.key) for obj in objects.values() if obj.size]
+    try:
+        if paths:
+            spark.read.text(paths).count()
+    except Exception as error:  # the engine's own error class (Spark Connect's, or the JVM's)
+        if is_encoding_error(error):
+            return False
+        raise
+    return True
 
 
 def quarantine_rejects(storage: LakeStorage, counts: dict[str, tuple[int, int]], folders: dict[str, RawObject],
@@ -526,6 +614,28 @@ def ledger_entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int, i
         status=APPLIED if valid or not lines else REJECTED, rows_in_file=int(lines),
         rows_applied=int(valid - superseded), rows_superseded=int(superseded), rows_quarantined=int(lines - valid), table_version=snapshot, run_id=run_id,
         recorded_at=at, detail=detail, source_sequence=sequence,
+    )
+
+
+def held_entry(name: str, obj: RawObject, kind: str, counts: tuple[int, int], run_id: str, at: dt.datetime,
+               sequence: str, why: str) -> LedgerEntry:
+    """The entry of an object held for `lake approve` (`why`): its lines and rejects counted, nothing
+    applied, and the sequence it keeps when it is published."""
+    lines, valid = counts
+    return LedgerEntry(
+        table_name=name, source_file=obj.key, source_etag=obj.etag, source_size=obj.size, source_kind=kind,
+        status=HELD, rows_in_file=int(lines), rows_applied=0, rows_superseded=0, rows_quarantined=int(lines - valid),
+        table_version=None, run_id=run_id, recorded_at=at, detail=why, source_sequence=sequence,
+    )
+
+
+def refused_entry(name: str, obj: RawObject, kind: str, run_id: str, at: dt.datetime, sequence: str,
+                  why: str) -> LedgerEntry:
+    """The entry of an object refused whole without being read (`why`): its lines are not counted."""
+    return LedgerEntry(
+        table_name=name, source_file=obj.key, source_etag=obj.etag, source_size=obj.size, source_kind=kind,
+        status=REJECTED, rows_in_file=None, rows_applied=0, rows_superseded=0, rows_quarantined=0,
+        table_version=None, run_id=run_id, recorded_at=at, detail=why, source_sequence=sequence,
     )
 
 

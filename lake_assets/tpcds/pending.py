@@ -9,8 +9,9 @@ corrections are waiting.
 import datetime as dt
 from dataclasses import dataclass
 
-from lake_assets.core.ledger import Ledger, settled
+from lake_assets.core.ledger import HELD, Ledger, settled
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
+from lake_assets.core.snapshot_guard import Held
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
 from lake_assets.tpcds.layout import fact_objects
@@ -77,3 +78,11 @@ def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False)
                                  if o.key == RAW.dimension_key(name)], done(ledger_name(name)))]
     facts = [*fact_objects(storage).values(), *list_raw(storage, RAW.corrections)]
     return found + [(WEB_SALES, obj) for obj in pending(facts, done(WEB_SALES))]
+
+
+def held_objects(storage: LakeStorage) -> list[Held]:
+    """Day objects waiting for `lake approve` (their ledger entry's `detail` says why), each a
+    snapshot of its own."""
+    latest = Ledger(storage).latest(WEB_SALES)
+    return [Held(latest[(o.key, o.etag)], o.key) for o in fact_objects(storage).values()
+            if latest.get((o.key, o.etag), {}).get("status") == HELD]

@@ -20,6 +20,7 @@ from lake_assets.insurance.contract import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 from lake_assets_tests.helpers.cli import lake
+from lake_assets_tests.helpers.raw_status import assert_every_row_accounted
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 FULL, MISTAKE = "raw/fullload/LOAD00000001.csv", "raw/fullload/oops/overwrite.csv"
@@ -137,3 +138,35 @@ def test_restore_as_of_and_refusals(lake_env: LakeStorage) -> None:
     assert rows(storage) == {k: k for k in range(2, 5)}
     assert status(storage)[CDC_BEFORE]["status"] == "applied"
     assert LakeSettings.from_env().rules.time_travel_hours == 168
+
+
+def test_a_restore_to_a_files_first_application_says_what_the_table_holds(lake_env: LakeStorage) -> None:
+    """Restore back, apply a newer file, reapply, then restore to the version of a file's first
+    application: `lake status` shows that application (its version, its rows applied and
+    superseded), not the later one. Before, it kept the reapplication's version and split."""
+    storage = lake_env
+    storage.put_bytes(FULL, "\n".join([HEADER, *(row(k, k) for k in range(1, 4)), ""]).encode())
+    assert lake("run")[0] == 0
+    storage.put_bytes(CDC_BEFORE, f"U,{row(1, 10)}\nI,{row(4, 4)}\n".encode())
+    assert lake("run")[0] == 0
+    first = current_version(storage, INSURANCE)
+    assert rows(storage) == {1: 10, 2: 2, 3: 3, 4: 4}
+    assert lake("restore", "insurance", "--version", str(first - 1))[0] == 0  # CDC_BEFORE reverted
+    storage.put_bytes(CDC_AFTER, f"U,{row(1, 20)}\n".encode())  # newer than CDC_BEFORE's change of key 1
+    assert lake("run")[0] == 0
+    code, out = lake("run", "--reapply")  # CDC_BEFORE again: its key-1 change is older than CDC_AFTER's now
+    assert code == 0, out
+    again = status(storage)[CDC_BEFORE]
+    assert (again["version"], again["applied"], again["superseded"]) == (current_version(storage, INSURANCE), 1, 1)
+
+    code, out = lake("restore", "insurance", "--version", str(first))
+    assert code == 0, out
+    assert rows(storage) == {1: 10, 2: 2, 3: 3, 4: 4}  # the table as CDC_BEFORE's first application left it
+    files = status(storage)
+    restored = files[CDC_BEFORE]
+    assert (restored["status"], restored["version"], restored["applied"], restored["superseded"]) == \
+        ("applied", first, 2, 0), restored
+    assert files[CDC_AFTER]["status"] == "reverted"
+    assert_every_row_accounted(files)
+    code, out = lake("run")  # and the checks agree, the history's among them
+    assert code == 0, out

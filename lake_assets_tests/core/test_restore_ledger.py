@@ -8,11 +8,12 @@ applied entries is in that snapshot's ancestry.
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable
 
 import pyarrow as pa
 
 from lake_assets.core.ledger import APPLIED, APPROVED, LEDGER_SCHEMA, REJECTED, REVERTED, LedgerEntry
-from lake_assets.core.restore_ledger import contained_files, ledger_changes, derived_until
+from lake_assets.core.restore_ledger import ledger_changes, derived_until
 
 PARENT = {1: None, 2: 1, 3: 2, 4: 1, 5: 4}
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -39,11 +40,14 @@ def history(entries: list[LedgerEntry]) -> pa.Table:
 
 
 def restore(entries: list[LedgerEntry], snapshot: int) -> tuple[list[str], list[str]]:
-    table = history(entries)
+    """(reverted, reinstated) objects of a restore to `snapshot`."""
+    changes = ledger_changes(history(entries), contained_in(snapshot))
+    return [e["source_file"] for e in changes.reverted], [e["source_file"] for e in changes.reinstated]
+
+
+def contained_in(snapshot: int) -> Callable[[dict], bool]:
     inside = ancestry(snapshot)
-    contained = contained_files(table, lambda e: e["table_version"] is None or e["table_version"] in inside)
-    reverted, reinstated = ledger_changes(table, contained)
-    return [e["source_file"] for e in reverted], [e["source_file"] for e in reinstated]
+    return lambda e: e["table_version"] is None or e["table_version"] in inside
 
 
 def test_revert_then_reinstate_along_the_snapshot_tree() -> None:
@@ -56,6 +60,23 @@ def test_revert_then_reinstate_along_the_snapshot_tree() -> None:
     log += [entry("b", APPLIED, 5, 9, "3")]  # b applied again by `--reapply`, at S5 on S4's branch
     assert restore(log, 2) == (["d"], [])  # b's first application is in S2's ancestry: it stays applied
     assert restore(log, 1) == (["b", "d"], [])
+
+
+def test_an_object_applied_again_is_back_to_the_application_the_restored_version_holds() -> None:
+    """b applied at S2 (1 row superseded), reverted by a restore to S1, applied again at S5 on
+    S4's branch with nothing superseded: a restore to S2 holds its first application, and
+    the ledger says so (before, `lake status` kept S5's application)."""
+    first = dataclasses.replace(entry("b", APPLIED, 2, 2, "3"), rows_in_file=2, rows_superseded=1)
+    again = dataclasses.replace(entry("b", APPLIED, 5, 9, "3"), rows_in_file=2, rows_applied=2)
+    log = [entry("a", APPLIED, 1, 1, "1"), first, entry("b", REVERTED, 2, 6, "3"), entry("d", APPLIED, 4, 8, "4"),
+           again]
+    changes = ledger_changes(history(log), contained_in(2))
+    assert [e["source_file"] for e in changes.reverted] == ["d"] and changes.reinstated == []
+    assert [(e["source_file"], e["table_version"], e["rows_applied"], e["rows_superseded"])
+            for e in changes.restated] == [("b", 2, 1, 1)]
+    assert not ledger_changes(history(log), contained_in(5))  # S5 holds the latest application: nothing to say
+    log.append(dataclasses.replace(first, status=APPLIED, recorded_at=at(10)))  # the restore's copy of it
+    assert not ledger_changes(history(log), contained_in(2)).restated  # said once
 
 
 def until(entries: list[LedgerEntry], snapshot: int) -> dt.datetime | None:

@@ -7,6 +7,7 @@ from lake_assets.core.apply import holds
 from lake_assets.core.apply.plan import RawFile, pending, raw_files
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending as apply_declared
 from lake_assets.core.ledger import Ledger
+from lake_assets.core.snapshot_guard import Held, approve
 from lake_assets.declared import sensors
 from lake_assets.declared.assets import table_assets
 from lake_assets.declared.jobs import table_job
@@ -23,8 +24,10 @@ def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str, rules:
     return apply_declared(INSURANCE, storage, spark, run_id, rules, reapply)
 
 
-def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[RawFile]:
-    return holds.approve_held(INSURANCE, storage, keys, run_id)
+def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[Held]:
+    """`lake approve` of insurance's held snapshots (all when `keys` is None)."""
+    wanted = None if keys is None else [k.removeprefix(f"s3://{storage.bucket}/") for k in keys]
+    return approve(Ledger(storage), holds.held_snapshots(INSURANCE, storage), wanted, run_id)
 
 
 def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[RawFile]:

@@ -15,7 +15,7 @@ import duckdb
 
 from lake_assets.resources.duckdb_extensions import load_extensions
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable
+from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable, date_sk
 
 _generated: dict[float, duckdb.DuckDBPyConnection] = {}
 
@@ -87,3 +87,25 @@ def load_star(storage: LakeStorage, spark) -> None:  # a SparkSession
     load_fact_days(storage, spark, list(fact_objects(storage)), "test-load")
     for name in DIMENSIONS:
         load_dimension(storage, spark, name, "test-load")
+
+
+def day_line(day: dt.date, item: int, order: int, quantity: int = 1) -> str:
+    """A hand-made web_sales line sold on `day`: its key (item, order), a quantity, other fields empty."""
+    fields = [""] * len(COLUMNS[TpcdsTable.WEB_SALES])
+    fields[0], fields[3], fields[17], fields[18] = str(date_sk(day)), str(item), str(order), str(quantity)
+    return "|".join(fields)
+
+
+def put_day(storage: LakeStorage, day: dt.date, lines: list[str]) -> str:
+    """Deliver `day`'s object holding `lines`; returns its key."""
+    storage.put_bytes(fact_key(day), "".join(f"{line}\n" for line in lines).encode())
+    return fact_key(day)
+
+
+def land_small_dimensions(storage: LakeStorage, days: list[dt.date]) -> None:
+    """The four dimension snapshots, a few rows each (date_dim: `days`): the star and its reports, tiny."""
+    con = generated(0.01)
+    dates = ", ".join(f"DATE '{day}'" for day in days)
+    for table in DIMENSIONS:
+        where = f"WHERE d_date IN ({dates})" if table == TpcdsTable.DATE_DIM else "ORDER BY 1 LIMIT 5"
+        storage.put_bytes(RAW.dimension_key(table), delimited(con, f"{_select(table)} {where}"))

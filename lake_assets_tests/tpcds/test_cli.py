@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 from lake_assets.cli import app
 from lake_assets.core.tables import TPCDS_REPORTS, table
 from lake_assets.tpcds.raw_contract import CDC_PREFIX
-from lake_assets.tpcds.report_tables import refresh_report
 from lake_assets.tpcds.reports import REPORTS, REPORTS_BY_NAME
 
 runner = CliRunner()
@@ -47,24 +46,27 @@ def test_query_engine_duckdb(lake, star_engine):
 
 def test_rollback_an_iceberg_table(lake, raw_star, star_engine):
     storage, _ = raw_star
-    report = REPORTS_BY_NAME["top_customers"]
-    rows = refresh_report(star_engine, report).rows
-    good = storage.catalog().pyiceberg().load_table(report.table).current_snapshot().snapshot_id
-    star_engine.sql(f"INSERT INTO {report.table} SELECT * FROM {report.table}")  # a bad write
-    assert star_engine.table(report.table).count() == 2 * rows
-    bad = storage.catalog().pyiceberg().load_table(report.table).current_snapshot()
-    code, output = lake("rollback", report.table, "--snapshot", str(good))  # the older name of `lake restore`
+    item = table("tpcds.item")
+    rows = star_engine.table(item.engine_name).count()
+    good = storage.catalog().pyiceberg().load_table(item.name).current_snapshot().snapshot_id
+    star_engine.sql(f"INSERT INTO {item.engine_name} SELECT * FROM {item.engine_name}")  # a bad write
+    assert star_engine.table(item.engine_name).count() == 2 * rows
+    bad = storage.catalog().pyiceberg().load_table(item.name).current_snapshot()
+    code, output = lake("rollback", item.name, "--snapshot", str(good))  # the older name of `lake restore`
     assert code == 0, output
-    assert star_engine.table(report.table).count() == rows
+    assert star_engine.table(item.engine_name).count() == rows
     as_of = dt.datetime.fromtimestamp(bad.timestamp_ms / 1000, dt.timezone.utc).isoformat()
-    code, output = lake("restore", report.table, "--as-of", as_of)  # the snapshot current then: the bad one
+    code, output = lake("restore", item.name, "--as-of", as_of)  # the snapshot current then: the bad one
     assert code == 0, output
-    assert f"-> {bad.snapshot_id}" in output and star_engine.table(report.table).count() == 2 * rows
-    code, output = lake("restore", report.table, "--version", str(good))
+    assert f"-> {bad.snapshot_id}" in output and star_engine.table(item.engine_name).count() == 2 * rows
+    code, output = lake("restore", item.name, "--version", str(good))
     assert code == 0, output
-    assert star_engine.table(report.table).count() == rows
-    code, output = lake("rollback", report.table, "--snapshot", "42")
+    assert star_engine.table(item.engine_name).count() == rows
+    code, output = lake("rollback", item.name, "--snapshot", "42")
     assert code == 2 and "no snapshot 42" in output
+    # a report is rebuilt from the star, never restored alone
+    code, output = lake("restore", REPORTS_BY_NAME["top_customers"].table, "--version", str(good))
+    assert code == 2 and "cannot be restored alone" in output and "`lake restore tpcds.web_sales" in output
 
 
 def test_corrections_command(lake, raw_star):

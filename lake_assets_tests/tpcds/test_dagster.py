@@ -10,6 +10,7 @@ from lake_assets.core.ledger import Ledger
 from lake_assets.definitions import defs
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.engine import SparkEngine
+from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.tpcds.assets import CORRECTIONS_KEY, QUARANTINE_KEY, TPCDS_ASSETS, WEB_SALES_KEY, asset_key
@@ -30,7 +31,8 @@ def _tick(storage: LakeStorage, cursor: str | None):
 
 def _run(storage: LakeStorage, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
     job = defs.resolve_job_def("load_tpcds")
-    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
+    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine(),
+                 "rules": LakeRules()}
     return dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
                           selection=request.asset_selection, tags=request.tags, run_config=request.run_config,
                           raise_on_error=False) \

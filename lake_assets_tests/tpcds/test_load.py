@@ -8,11 +8,13 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats import iceberg
-from lake_assets.core.ledger import Ledger
+from lake_assets.core.ledger import HELD, Ledger
+from lake_assets.core.snapshot_guard import approve
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days, pending_dimensions, pending_fact_days
+from lake_assets.tpcds.pending import held_objects
 from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, TpcdsTable, date_sk, engine_name, ledger_name
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions, land_facts, sold_dates
 
@@ -134,9 +136,16 @@ def test_rerunning_a_partition_replaces_exactly_that_partition(
     assert len(day_rows) == len(lines) - 1
     assert Decimal("1.23") in [r[21] for r in day_rows]
 
-    # a day whose every line is bad leaves its partition empty, the others untouched
+    # a day whose every line is bad would leave its partition empty: it is held (the snapshot
+    # guard); approved, it empties the day, the others untouched
     storage.put_bytes(key, b"garbage\n")
-    load_fact_days(storage, spark, [days[1]], "run-3")
+    report = load_fact_days(storage, spark, [days[1]], "run-3")
+    assert [(f.status, f.rows_quarantined) for f in report.files] == [(HELD, 1)]
+    assert report.files[0].detail.startswith(f"empty: the snapshot has no rows and would delete every row of the day "
+                                             f"{days[1]}")
+    assert fact_rows(catalog) == after and pending_fact_days(storage, Ledger(storage)) == []
+    approve(Ledger(storage), held_objects(storage), None, "approve")
+    load_fact_days(storage, spark, pending_fact_days(storage, Ledger(storage)), "run-4")
     after = fact_rows(catalog)
     assert [r for r in after if r[0] != middle] == others_before
     assert [r for r in after if r[0] == middle] == []

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats import iceberg
-from lake_assets.core.ledger import APPLIED, REVERTED, Ledger
+from lake_assets.core.ledger import APPLIED, HELD, REVERTED, Ledger
 from lake_assets.core.tables import table
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
@@ -65,6 +65,11 @@ class Ledgered(Lake):
     def loaded(self, objects: list[Object]) -> None:
         for key, content in objects:
             self.status[(key, content)] = APPLIED
+            self.latest[key] = content
+
+    def held_back(self, objects: list[Object]) -> None:
+        for key, content in objects:
+            self.status[(key, content)] = HELD
             self.latest[key] = content
 
     def restored(self, then: "Ledgered") -> "Ledgered":
@@ -193,8 +198,9 @@ def run_steps(bucket: LakeStorage, spark: SparkSession, catalog: LakeCatalog, st
 
 def load_days(lake: Ledgered, keys: list[str], raw: dict[str, tuple[str, list[list[str]], int]]) -> None:
     chosen = sorted((raw[key][2], key) for key in keys if key in raw)
-    lake.load([(key, raw[key][0], raw[key][1], None, day, [False] * len(raw[key][1])) for day, key in chosen])
-    lake.loaded([(key, raw[key][0]) for _, key in chosen])
+    held = lake.load([(key, raw[key][0], raw[key][1], None, day, [False] * len(raw[key][1])) for day, key in chosen])
+    lake.loaded([(key, raw[key][0]) for _, key in chosen if key not in held])
+    lake.held_back([(key, raw[key][0]) for _, key in chosen if key in held])
 
 
 def load_corrections(lake: Ledgered, keys: list[str], corrections: dict) -> None:

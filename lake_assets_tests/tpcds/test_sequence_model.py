@@ -1,7 +1,8 @@
 """Property test: tpcds.web_sales agrees with a small pure-Python model of the sequenced-change rule.
 
-Random interleavings of day objects put (first and re-delivered), sensor loads of what is
-pending, backfills of every day, and corrections (DMS-named at a few source times, early or
+Random interleavings of day objects put (first and re-delivered; one that would empty its
+day or shrink it by more than half is held by the snapshot guard, and a backfill audits it
+again), sensor loads of what is pending, backfills of every day, and corrections (DMS-named at a few source times, early or
 late, or named without a time and so sequenced by arrival) are run through the real loaders
 against `helpers/tpcds_model.Model`, whose sequences are computed here from the rules
 (tpcds/sequencing.py's docstring): a recorded (key, ETag) keeps its sequence; a DMS name
@@ -34,6 +35,7 @@ WEB_SALES = ledger_name(TpcdsTable.WEB_SALES)
 DAYS = [date_sk(sk_date(2451000)), date_sk(sk_date(2451001))]
 KEYS = [(item, order) for item in (1, 2) for order in (1, 2, 3)]
 QUANTITY, MARKER = 18, 12
+MAX_SHRINK = 0.5  # a day object keeping less than this share of its day's rows is held (LAKE_FULLLOAD_MAX_SHRINK)
 SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -60,6 +62,7 @@ class Lake:
         self.contents: dict[str, list[str]] = {}  # object key -> contents seen
         self.newest: str | None = None
         self.counts: dict[str, tuple[int, int]] = {}  # object key -> (applied, superseded) of its last load
+        self.published: set[tuple[str, str]] = set()  # (key, content) applied once: not audited again
 
     def base(self, key: str, content: str, named: str | None) -> str:
         if (key, content) in self.recorded:
@@ -75,14 +78,28 @@ class Lake:
             base = FileStamp(before.time, max(ARRIVAL_PART, before.part + 1)).base(delivery)
         return base
 
-    def load(self, objects: list[tuple[str, str, list[list[str]], str | None, int | None, bool]]) -> None:
-        """One run: (object key, content, rows as fields, DMS time or None, day or None, delete flags)."""
-        changes, floors, bases = [], {}, {}
+    def held(self, key: str, content: str, rows: list[list[str]], day: int, base: str) -> bool:
+        """The snapshot guard of day objects (core/snapshot_guard.py, tpcds/load.py `day_guard`):
+        content never published, for a day that holds rows, that is empty or keeps less than
+        half of the day's rows (its rows, and the day's rows newer than it, which it keeps)."""
+        if (key, content) in self.published:
+            return False
+        day_rows = [sequence for fields, sequence in self.model.rows.values() if fields[SOLD] == str(day)]
+        newer = sum(1 for sequence in day_rows if sequence >= base)
+        return bool(day_rows) and (not rows or len(rows) + newer < MAX_SHRINK * len(day_rows))
+
+    def load(self, objects: list[tuple[str, str, list[list[str]], str | None, int | None, bool]]) -> set[str]:
+        """One run: (object key, content, rows as fields, DMS time or None, day or None, delete
+        flags); returns the keys of the day objects held for `lake approve`."""
+        changes, floors, bases, held = [], {}, {}, set()
         for key, content, rows, named, day, deletes in objects:
             base = self.base(key, content, named)
             if named is None and (key, content) not in self.recorded:
                 self.newest = base
             bases[key] = (content, base)
+            if day is not None and self.held(key, content, rows, day, base):
+                held.add(key)
+                continue
             for number, (fields, delete) in enumerate(zip(rows, deletes), start=1):
                 changes.append(Change(key, base[:-10] + f"{number:010d}", fields, delete))
             if day is not None:
@@ -95,6 +112,9 @@ class Lake:
             self.newest = max(self.newest or "", base)
             rows = sum(1 for c in changes if c.obj == key)
             self.counts[key] = (applied.get(key, 0), rows - applied.get(key, 0))
+            if key not in held:
+                self.published.add((key, content))
+        return held
 
 
 @SETTINGS

@@ -136,13 +136,12 @@ def _gaps(mins: np.ndarray, maxs: np.ndarray) -> list[tuple[int, int, int]]:
     """(id, low, high) of the key ranges no file covers (the whole int64 line when there is no file)."""
     info = np.iinfo(np.int64)
     covered = merge_ranges([int(v) for v in mins], [int(v) for v in maxs], len(mins) + 1)
-    gaps, start = [], int(info.min)
+    gaps: list[tuple[int, int, int]] = []
+    start: int | None = int(info.min)
     for low, high in covered:
-        if low > start:
+        if start is not None and low > start:
             gaps.append((len(gaps), start, low - 1))
         start = high + 1 if high < info.max else None
-        if start is None:
-            break
     if start is not None:
         gaps.append((len(gaps), start, int(info.max)))
     return gaps

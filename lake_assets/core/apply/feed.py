@@ -123,7 +123,9 @@ def _write(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: La
     change type are read back from the rows written (the files of that commit: no second derive)."""
     _ensure(spark, storage, feed, columns, table)
     where = f"{COMMIT_VERSION} >= {start} AND {COMMIT_VERSION} <= {end}"
-    add_columns(open_table(storage, feed), [(f.name, f.dataType.simpleString()) for f in rows.schema])
+    stored = open_table(storage, feed)
+    if stored is not None:
+        add_columns(stored, [(f.name, f.dataType.simpleString()) for f in rows.schema])
     rows.write.format("delta").mode("overwrite").option("replaceWhere", where).save(feed.uri(storage))
     written = spark.read.format("delta").load(feed.uri(storage)).where(where)
     report = FeedReport(covered_through=end)

@@ -84,10 +84,9 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
     if found is None:
         _write(versions(changes, keys, columns), keys, integer_key, count).mode("append").save(uri)
         return count
-    where = None
-    mins, maxs, files_rows = file_ranges(found, keys[0]) if integer_key else (None, None, None)
-    rows = count + (int(files_rows.sum()) if files_rows is not None else row_count(found))
-    if integer_key:
+    where, rows = None, count + row_count(found)
+    if integer_key:  # the files holding the batch's keys, by their key ranges
+        mins, maxs, files_rows = file_ranges(found, keys[0])
         ranges = touched_ranges(spark, changes.select(keys[0]), mins, maxs)
         where = predicate(keys[0], ranges, key_type)
         rows = count + rows_within(ranges, mins, maxs, files_rows)

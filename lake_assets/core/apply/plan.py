@@ -132,10 +132,11 @@ def _snapshots(files: list[PlannedFile], newest_applied: str | None) -> dict[str
     stamped = []
     for group, parts in sorted(groups.items()):
         held = [p.approved for p in parts if p.approved is not None]
+        named = [p.stamp.time for p in parts if p.stamp is not None]
         if held:
             stamp = FileStamp.parse(min(held))
-        elif all(p.stamp is not None for p in parts):
-            stamp = FileStamp(min(p.stamp.time for p in parts))
+        elif len(named) == len(parts):
+            stamp = FileStamp(min(named))
         else:
             stamp = arrival_stamp(newest_applied)
             newest_applied = stamp.base(0)

@@ -24,7 +24,7 @@ with that reason, and its `file` row says so.
 """
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -208,10 +208,10 @@ BATCH_ROWS = 1 << 16
 
 
 def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket: str,
-           region: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+           region: str) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
     """The `mapInArrow` function that reads the objects of its input batches (OBJECT_COLUMNS)."""
 
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
 

@@ -41,6 +41,7 @@ from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclara
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import add_columns, open_table, row_count
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
+from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
 from lake_assets.core.tables import TABLES, LakeTable
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import RulesSettings
@@ -201,7 +202,7 @@ class _Snapshot:
 
     @property
     def floor(self) -> str:
-        return self.parts[0].floor
+        return self.parts[0].floor or ""  # set for every part by plan.py
 
     @property
     def readable(self) -> list[PlannedFile]:
@@ -282,6 +283,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
                                   [planned.files[i].file.key for i in sources]))
             committing.commit(spark, _target(run), batch, how, label)
             after = open_table(storage, tables.table)
+            assert after is not None  # just committed
             committed = after.version()
             run.report.commits.append(Commit(committed, operation, *counts, row_count(after), how.strategy.value))
         _after_commit(run, resolved, version_before, committed, applied_at)
@@ -308,24 +310,20 @@ def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLay
 
 def _guard(run: _Run, snapshot: _Snapshot, parsed: DataFrame, found: DataFrame | None,
            before: DeltaTable | None) -> str | None:
-    """Why a snapshot is held for `lake approve` (None: it publishes): it has refused rows, no
-    rows, or would shrink the table by more than the allowed share."""
-    guard = run.declaration.guard
-    if snapshot.refused and guard.hold_rejected:
-        return f"rejected_rows: {snapshot.refused} row(s) quarantined; their keys would keep their current rows"
-    if snapshot.rows == 0 and guard.hold_empty:
-        return "empty: the snapshot has no rows and would delete every row"
-    max_shrink = run.rules.max_shrink if run.rules.max_shrink is not None else guard.max_shrink
+    """Why a snapshot is held for `lake approve` (None: it publishes), by the shared guard
+    (core/snapshot_guard.py): its scope is the whole table, which keeps, once it is published, the
+    snapshot's keys and the keys changed after it (counted on the engine)."""
+    rules = run.declaration.guard
+    max_shrink = run.rules.max_shrink if run.rules.max_shrink is not None else rules.max_shrink
     rows_before = row_count(before) if before is not None else 0
-    if max_shrink is None or rows_before == 0 or found is None:
-        return None
-    inside = parsed.where((F.col(KIND) == RowKind.ROW.value) &
-                          F.col(FILE_INDEX).isin([p.index for p in snapshot.readable])).select(*run.keys)
-    newer = found.where(F.coalesce(F.col(SEQUENCE), F.lit("")) >= F.lit(snapshot.floor)).select(*run.keys)
-    after = inside.unionByName(newer).distinct().count()
-    if after < (1 - max_shrink) * rows_before:
-        return f"shrinks: it would shrink the table from {rows_before} to {after} rows (more than {max_shrink:.0%})"
-    return None
+    after = snapshot.rows
+    if rows_before and snapshot.rows and not snapshot.refused and found is not None:
+        inside = parsed.where((F.col(KIND) == RowKind.ROW.value) &
+                              F.col(FILE_INDEX).isin([p.index for p in snapshot.readable])).select(*run.keys)
+        newer = found.where(F.coalesce(F.col(SEQUENCE), F.lit("")) >= F.lit(snapshot.floor)).select(*run.keys)
+        after = int(inside.unionByName(newer).distinct().count())
+    guard = SnapshotGuard(max_shrink, hold_rejected=rules.hold_rejected)
+    return guard.hold(Audit("the table", snapshot.rows, snapshot.refused, rows_before, after))
 
 
 def _commit_counts(resolved: DataFrame) -> tuple[int, int, int]:
@@ -374,8 +372,9 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         found = open_table(storage, tables.history)
         recorded = history.record(spark, tables.history.uri(storage), found, resolved, run.keys, run.columns,
                                   run.integer_key, left, _target(run).key_type)
-        if recorded:
-            run.report.derived.history_version = open_table(storage, tables.history).version()
+        stored = open_table(storage, tables.history)
+        if recorded and stored is not None:
+            run.report.derived.history_version = stored.version()
             run.report.derived.history_changes += recorded
 
 

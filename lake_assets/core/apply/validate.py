@@ -108,12 +108,12 @@ def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | Non
     good = pc.invert(bad)
     kept = rows.num_rows - len(refused)
     columns = {}
-    for column in declaration.contract.columns:
-        if column.name not in checks:  # a column of a later contract version than the file's
-            columns[column.name] = pa.nulls(kept, arrow_type(column))
+    for declared in declaration.contract.columns:
+        if declared.name not in checks:  # a column of a later contract version than the file's
+            columns[declared.name] = pa.nulls(kept, arrow_type(declared))
             continue
-        values = checks[column.name].values
-        columns[column.name] = values.filter(good) if any_bad else values
+        values = checks[declared.name].values
+        columns[declared.name] = values.filter(good) if any_bad else values
     columns[OPERATION] = ops.filter(good) if any_bad else ops
     columns[RECORD] = rows[RECORD].filter(good) if any_bad else rows[RECORD]
     return pa.table(columns), refused
