@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from figures import Figure, render
 from phases import restore_phases, time_phases
-from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job  # re-exported for other benchmarks
+from policy_data import FIRST_KEY, RssSampler, policies, run_apply_job, seed_columns  # re-exported for other benchmarks
 from private_lake import private_lake
 
 BATCHES = (1_000, 10_000, 100_000, 1_000_000)
@@ -94,10 +94,8 @@ def cdc_batch(rng: np.random.Generator, keys: Keys, rows: int, spread: str) -> d
     ops = np.array(["U"] * n_update + ["I"] * n_insert + ["D"] * n_delete)
     order = rng.permutation(len(batch_keys))
     table = policies(rng, batch_keys[order])
-    from lake_assets.insurance.contract import CDC_COLUMN_NAMES
-
     table = table.add_column(0, "op", pa.array(ops[order]))
-    return {"csv": csv_bytes(table.select(CDC_COLUMN_NAMES), header=False),
+    return {"csv": csv_bytes(table.select(["op", *(name for name, _ in seed_columns())]), header=False),
             "updates": n_update, "inserts": n_insert, "deletes": n_delete}
 
 
@@ -201,10 +199,8 @@ def _measure(rows: int, batches: tuple[int, ...], uniform: bool, home: Path, end
 def _bare_load(spark, source: str, table: str) -> float:  # SparkSession
     from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
 
-    from lake_assets.insurance.contract import DATA_COLUMNS
-
     spark_types = {"INT": IntegerType(), "DATE": DateType(), "STRING": StringType()}
-    schema = StructType([StructField(name, spark_types[sql]) for name, _, sql in DATA_COLUMNS])
+    schema = StructType([StructField(name, spark_types[sql]) for name, sql in seed_columns()])
     started = time.perf_counter()
     spark.read.csv(source, schema=schema, header=True).write.format("delta").mode("overwrite").save(table)
     return time.perf_counter() - started
@@ -213,12 +209,10 @@ def _bare_load(spark, source: str, table: str) -> float:  # SparkSession
 def _bare_merge(spark, source: str, table: str) -> dict:  # SparkSession
     from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
 
-    from lake_assets.insurance.contract import DATA_COLUMN_NAMES, DATA_COLUMNS
-
     spark_types = {"INT": IntegerType(), "DATE": DateType(), "STRING": StringType()}
     schema = StructType([StructField("op", StringType())] +
-                        [StructField(name, spark_types[sql]) for name, _, sql in DATA_COLUMNS])
-    sets = ", ".join(f"t.{c} = s.{c}" for c in DATA_COLUMN_NAMES if c != "policy_id")
+                        [StructField(name, spark_types[sql]) for name, sql in seed_columns()])
+    sets = ", ".join(f"t.{c} = s.{c}" for c, _ in seed_columns() if c != "policy_id")
     with RssSampler() as rss:
         started = time.perf_counter()
         spark.read.csv(source, schema=schema, header=False).createOrReplaceTempView("bench_cdc")
@@ -226,8 +220,8 @@ def _bare_merge(spark, source: str, table: str) -> dict:  # SparkSession
             MERGE INTO delta.`{table}` AS t USING bench_cdc AS s ON t.policy_id = s.policy_id
             WHEN MATCHED AND s.op = 'D' THEN DELETE
             WHEN MATCHED THEN UPDATE SET {sets}
-            WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT ({', '.join(DATA_COLUMN_NAMES)})
-                 VALUES ({', '.join('s.' + c for c in DATA_COLUMN_NAMES)})
+            WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT ({', '.join(c for c, _ in seed_columns())})
+                 VALUES ({', '.join('s.' + c for c, _ in seed_columns())})
         """).collect()
         seconds = time.perf_counter() - started
     return {"seconds": seconds, "gib": rss.peak_gib}

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from figures import Figure, render  # noqa: E402
 from phases import restore_phases, time_phases  # noqa: E402
-from policy_data import RssSampler, full_load_csv, run_apply_job  # noqa: E402
+from policy_data import RssSampler, full_load_csv, run_apply_job, seed_columns  # noqa: E402
 from private_lake import private_lake  # noqa: E402
 
 TARGET_RATIO, TARGET_GIB = 1.5, 4.0
@@ -120,10 +120,8 @@ def _measure(rows: int, csv: bytes, home: Path, endpoint: str) -> list[Figure]:
 def _bare_engine(spark, source: str, table: str) -> dict:  # SparkSession
     from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType
 
-    from lake_assets.insurance.contract import DATA_COLUMNS
-
     spark_types = {"INT": IntegerType(), "DATE": DateType(), "STRING": StringType()}
-    schema = StructType([StructField(name, spark_types[sql]) for name, _, sql in DATA_COLUMNS])
+    schema = StructType([StructField(name, spark_types[sql]) for name, sql in seed_columns()])
     with RssSampler() as rss:
         started = time.perf_counter()
         spark.read.csv(source, schema=schema, header=True).write.format("delta").mode("overwrite").save(table)

@@ -116,3 +116,10 @@ def run_apply_job(definitions) -> tuple[dict, float, float]:  # dg.Definitions
     if failed:
         raise SystemExit(f"asset checks failed: {failed}")
     return metadata, wall, rss.peak_gib
+
+
+def seed_columns() -> list[tuple[str, str]]:
+    """(name, Spark SQL type) of the seed's columns: insurance's first contract version, as declared."""
+    from lake_assets.core.registry import declaration
+
+    return [(c.name, c.type) for c in declaration("insurance").contracts[0].columns]

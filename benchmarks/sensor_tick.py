@@ -50,10 +50,12 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
 
     from lake_assets.resources.embedded_s3 import embedded_s3, free_port
     from lake_assets.resources.storage import LakeStorage
-    from lake_assets.sensors import discovery, insurance
-    from lake_assets.sensors.insurance import raw_zone_tick
+    from lake_assets.core.registry import declaration
+    from lake_assets.declared import sensors
+    from lake_assets.sensors import discovery
     from lake_assets.settings import embedded_credentials
 
+    insurance = declaration("insurance")
     histories = (200, 1_000) if quick else histories
     figures = []
     with tempfile.TemporaryDirectory(prefix="lake-sensor-tick-") as home, \
@@ -70,27 +72,27 @@ def measure(histories: tuple[int, ...] = (1_000, 10_000, 100_000), quick: bool =
             # A sensor that has seen them all and swept them twice since (its steady state):
             # the sensor's clock moves an hour a pass here, so what it requested ages out.
             start = dt.datetime.now(dt.timezone.utc)
-            cursor = raw_zone_tick(storage, None, start).cursor
+            cursor = sensors.raw_zone_tick(insurance, storage, None, start).cursor
             for sweep in range(3):
                 for _ in range(size // discovery.SWEEP_PAGE + 2):
-                    cursor = raw_zone_tick(storage, cursor, start + dt.timedelta(hours=sweep)).cursor
+                    cursor = sensors.raw_zone_tick(insurance, storage, cursor, start + dt.timedelta(hours=sweep)).cursor
             later = start + dt.timedelta(hours=3)
             ticks = []
             for _ in range(5):
                 arrivals += 1  # new names sort after every earlier one, as DMS names do
                 client.put_object(Bucket=storage.bucket, Key=_name(10**8 + arrivals), Body=ROW)
                 started = time.perf_counter()
-                result = raw_zone_tick(storage, cursor, later)
+                result = sensors.raw_zone_tick(insurance, storage, cursor, later)
                 ticks.append(time.perf_counter() - started)
                 assert len(result.run_requests) == 1, "a new file must start a run"
                 cursor = result.cursor
             for _ in range(50):
                 arrivals += 1
                 client.put_object(Bucket=storage.bucket, Key=_name(10**8 + arrivals), Body=ROW)
-            burst = raw_zone_tick(storage, cursor, later)
+            burst = sensors.raw_zone_tick(insurance, storage, cursor, later)
             assert len(burst.run_requests) == 1 and burst.run_requests[0].tags["lake/objects"] == "50"
             baseline = statistics.median(
-                _timed(lambda: [o for p in insurance.PREFIXES for o in list_everything(client, storage.bucket, p)])
+                _timed(lambda: [o for p in sensors.zone(insurance).prefixes for o in list_everything(client, storage.bucket, p)])
                 for _ in range(3))
             tick = statistics.median(ticks)
             figures.append(Figure(f"sensor tick, {size:,} files applied", tick, baseline, "list everything",

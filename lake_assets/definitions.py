@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from lake_assets.declarations import DECLARATIONS
+from lake_assets.core.registry import declarations
 from lake_assets.declared import declared
 from lake_assets.jobs.maintenance import maintenance_job
 from lake_assets.jobs.restore import restore_table_job
@@ -23,13 +23,13 @@ from lake_assets.tpcds.report_assets import REPORT_ASSETS, REPORT_CHECKS
 def build_definitions(settings: LakeSettings) -> dg.Definitions:
     """Everything the lake runs, configured by `settings` (the resources and the sensors' pace)."""
     poll, wait = settings.sensor_interval_seconds, settings.sensor_wait_seconds
-    tables = [declared(d, poll, wait) for d in DECLARATIONS]
+    tables = [declared(d, poll, wait) for d in declarations()]
     return dg.Definitions(
         assets=[*(a for t in tables for a in t.assets), *TPCDS_ASSETS, *REPORT_ASSETS],
         asset_checks=[*(c for t in tables for c in t.checks), *TPCDS_CHECKS,
                       *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
         jobs=[*(t.job for t in tables), maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],
-        sensors=[*(t.sensor for t in tables), tpcds_sensor(poll, wait), reports_sensor(poll)],
+        sensors=[*(s for t in tables for s in t.sensors), tpcds_sensor(poll, wait), reports_sensor(poll)],
         schedules=[nightly_maintenance, tpcds_nightly],
         resources={
             "storage": StorageResource.from_settings(settings),

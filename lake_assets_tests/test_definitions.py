@@ -7,11 +7,13 @@ from lake_assets.resources.rules import LakeRules
 from lake_assets.definitions import defs
 from lake_assets.declared.assets import table_assets
 from lake_assets.declared.checks import table_checks
-from lake_assets.insurance.declaration import INSURANCE
+from lake_assets.core.registry import declaration
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets_tests.conftest import DATA
+
+INSURANCE = declaration("insurance")
 
 
 def test_definitions_load_with_sensor_schedule_and_checks() -> None:

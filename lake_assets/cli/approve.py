@@ -30,13 +30,13 @@ def approve(
     from lake_assets.core.ledger import Ledger
     from lake_assets.core.snapshot_guard import approve as release
     from lake_assets.core.apply.holds import held_snapshots
-    from lake_assets.declarations import DECLARATIONS
+    from lake_assets.core.registry import declarations
     from lake_assets.tpcds.pending import held_objects
 
     with lake_session() as lake:
         storage = lake.storage
         wanted = None if all_held else [f.removeprefix(f"s3://{storage.bucket}/") for f in files or []]
-        released = release(Ledger(storage), [*(h for d in DECLARATIONS for h in held_snapshots(d, storage)),
+        released = release(Ledger(storage), [*(h for d in declarations() for h in held_snapshots(d, storage)),
                                                    *held_objects(storage)], wanted, "lake approve")
         for held in released:
             console.print(f"approved {storage.uri(held.key)} (etag {held.entry['source_etag']})")

@@ -11,7 +11,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.history import FEEDS
+from lake_assets.core.history import feed_of, feeds
 from lake_assets.core.tables import TPCDS_REPORTS, TableFormat, TableNotBuilt, LakeTable, table
 from lake_assets.resources.storage import LakeStorage
 
@@ -45,8 +45,9 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
     entry = table(name)
     if entry.format is TableFormat.ICEBERG and entry not in TPCDS_REPORTS:
         return _iceberg_feed(storage, entry, from_version, to_version)
-    if entry.name not in FEEDS:
-        raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(FEEDS))} and the "
+    feed = feed_of(entry)
+    if feed is None:
+        raise UsageError(f"{name} has no change feed; tables with one: {', '.join(sorted(feeds()))} and the "
                          "TPC-DS star's tables (tpcds.web_sales, tpcds.item, ...)")
     if from_version < 0 or (to_version is not None and to_version < from_version):
         raise UsageError("versions run from 0, and --to-version may not be before --from-version")
@@ -58,7 +59,6 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
         raise TableNotBuilt(name)
     if from_version > newest:
         raise UsageError(f"{name} has versions 0 to {newest}, not {from_version}")
-    feed = FEEDS[entry.name]
     rows = read(storage, entry, feed.table, feed.key, from_version, to_version)
     data = [c for c in rows.column_names if c not in FEED_COLUMNS.names]
     return rows.select([*FEED_NAMES, *data])

@@ -51,12 +51,12 @@ class Outcome:
 def pending_snapshot(storage: LakeStorage, reapply: bool = False) -> list[Pending]:
     """Every object pending in both domains now (with `reapply`, also the reverted ones)."""
     from lake_assets.core.apply.plan import pending, raw_files
-    from lake_assets.declarations import DECLARATIONS
+    from lake_assets.core.registry import declarations
     from lake_assets.tpcds.pending import pending_objects as tpcds_pending
 
     ledger = Ledger(storage)
     latest = ledger.latest_by_table()
-    declared = [Pending(d.name, f) for d in DECLARATIONS
+    declared = [Pending(d.name, f) for d in declarations()
                 for f in pending(d, raw_files(d, storage), latest.get(d.name, {}), reapply)]
     return [*declared, *(Pending(name, o) for name, o in tpcds_pending(storage, ledger, reapply))]
 

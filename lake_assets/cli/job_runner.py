@@ -20,9 +20,8 @@ from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.ledger import REJECTED
 from lake_assets.core.declaration import TableDeclaration
-from lake_assets.declarations import DECLARATIONS
+from lake_assets.core.registry import declaration, declarations
 from lake_assets.declared.jobs import job_name
-from lake_assets.insurance.declaration import INSURANCE
 from lake_assets.runs import process_tags, reap_dead_runs
 from lake_assets.settings import LakeSettings
 from lake_assets.core.progress import Progress
@@ -133,11 +132,12 @@ def showing_steps(instance: dg.DagsterInstance, run_id: str, job_name: str, prog
 
 
 def run_pending(lake: LakeSession, reapply: bool = False,
-                declaration: TableDeclaration = INSURANCE) -> dg.ExecuteInProcessResult:
-    """Apply everything pending in a declared table's raw zone (with `reapply`, also the files
-    `lake restore` reverted), through its job."""
-    config = {"ops": {f"{declaration.name}_tables": {"config": {"reapply": True}}}} if reapply else None
-    return execute(lake, job_name(declaration), "lake run --reapply" if reapply else "lake run", config=config)
+                table: TableDeclaration | None = None) -> dg.ExecuteInProcessResult:
+    """Apply everything pending in a declared table's raw zone (default: insurance's; with
+    `reapply`, also the files `lake restore` reverted), through its job."""
+    table = table or declaration("insurance")
+    config = {"ops": {f"{table.name}_tables": {"config": {"reapply": True}}}} if reapply else None
+    return execute(lake, job_name(table), "lake run --reapply" if reapply else "lake run", config=config)
 
 
 @contextlib.contextmanager
@@ -156,17 +156,13 @@ def _quiet_loggers() -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
-#: The declared tables by name (their materializations are reported as a run line).
-DECLARED = {d.name for d in DECLARATIONS}
-
-
 def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> int:
     """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED).
     `list_refused=False` leaves the refused files to the caller (`lake run` reports every fate)."""
     refused: list[str] = []
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
-        if materialization.asset_key.to_user_string() in DECLARED:
+        if materialization.asset_key.to_user_string() in {d.name for d in declarations()}:
             meta = {k: v.value for k, v in materialization.metadata.items()}
             console.print(
                 f"{materialization.asset_key.to_user_string()}: {version_change(meta.get('delta_version_before'), meta.get('delta_version'))}, "
@@ -210,7 +206,7 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
     exit code (fates.exit_code)."""
     from lake_assets.cli.tpcds_runs import run_tpcds_pending  # it imports this module
 
-    declared = [run_pending(lake, reapply, d) for d in DECLARATIONS]
+    declared = [run_pending(lake, reapply, d) for d in declarations()]
     declared_ok = all([report_run(result, list_refused=False) != EXIT_FAILED for result in declared])
     tpcds = run_tpcds_pending(lake, reapply)
     found = fates.outcomes(lake.storage, snapshot, {*(r.run_id for r in declared), *tpcds.run_ids})

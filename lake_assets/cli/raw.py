@@ -12,22 +12,39 @@ from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import LakeError, UsageError
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REVERTED, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
-from lake_assets.insurance.contract import TABLE
 from lake_assets.core.apply.intake import refusal
-from lake_assets.insurance.declaration import INSURANCE
-from lake_assets.insurance.raw_zone import RAW_CDC, RAW_FULLLOAD, raw_objects
+from lake_assets.core.apply.plan import raw_files
+from lake_assets.core.declaration import SourceKind, TableDeclaration
+from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
+from lake_assets.core.registry import declarations
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.schema import RAW
 
-ZONES = {"fullload": RAW_FULLLOAD, "cdcload": RAW_CDC}
+#: The seed's names for insurance's two zones (`lake put --to fullload`, `lake demo`).
+ZONES = {"fullload": ("insurance", SourceKind.SNAPSHOT), "cdcload": ("insurance", SourceKind.CDC)}
+
+
+def zone_prefix(to: str) -> tuple[TableDeclaration, str]:
+    """The declared table and raw prefix `--to` names: `TABLE:cdc` or `TABLE:snapshot` (a table with
+    one source: `TABLE`), a raw prefix, or the seed's `fullload` / `cdcload` (insurance's)."""
+    name, _, kind = to.partition(":")
+    if to in ZONES:
+        name, kind = ZONES[to][0], ZONES[to][1].value
+    for table in declarations():
+        for source in table.sources:
+            if to == source.prefix or (table.name == name and kind in (source.kind.value, "")
+                                       and (kind or len(table.sources) == 1)):
+                return table, source.prefix
+    choices = ", ".join([*ZONES, *(f"{t.name}:{s.kind.value}" for t in declarations() for s in t.sources)])
+    raise UsageError(f"--to must name a table's raw zone: one of {choices} (or its prefix), not {to!r}")
 
 
 @app.command()
 @friendly
 def put(
     file: Annotated[Path, typer.Argument(help="local CSV file to upload")],
-    to: Annotated[str, typer.Option("--to", help="raw zone: fullload or cdcload")],
+    to: Annotated[str, typer.Option("--to", help="raw zone: TABLE:cdc or TABLE:snapshot (see `lake table list`), "
+                                                 "or insurance's fullload / cdcload")],
     name: Annotated[str | None, typer.Option("--as", help="name in the zone (default: the file's own; "
                                                           "folders allowed, e.g. 2024/04/01/x.csv)")] = None,
 ) -> None:
@@ -36,16 +53,15 @@ def put(
     Warns at once (stderr, exit 0: the upload still happens) when the pipeline will ignore
     or refuse the file by its name, and says which name to use instead.
     """
-    if to not in ZONES:
-        raise UsageError(f"--to must be one of {', '.join(ZONES)}, not {to!r}")
     if not file.is_file():
         raise FileNotFoundError(f"no such file: {file}")
     name = file.name if name is None else name
     if not name or name.startswith("/") or name.endswith("/") or ".." in name.split("/"):
         raise UsageError(f"--as must be a file name below the zone (folders allowed), not {name!r}")
     with lake_session() as lake:
-        key = ZONES[to] + name
-        warning = refusal(INSURANCE, key, lake.settings.rules.dms(), dt.datetime.now(dt.timezone.utc))
+        table, prefix = zone_prefix(to)
+        key = prefix + name
+        warning = refusal(table, key, lake.settings.rules.dms(), dt.datetime.now(dt.timezone.utc))
         if warning is not None:
             errors.print(f"warning: {warning}", markup=False, highlight=False)
         etag = lake.storage.put_bytes(key, file.read_bytes())
@@ -68,22 +84,28 @@ def rm(
     """
     with lake_session() as lake:
         wanted = [_raw_key(lake.storage, key) for key in keys]
-        client = lake.storage.get_client()
-        with table_lock(lake.storage, TABLE, LockOwner.current("lake rm")):
-            found = {key: _etag(client, lake.storage.bucket, key) for key in wanted}
-            missing = [key for key, etag in found.items() if etag is None]
-            if missing:
-                raise LakeError(f"no such raw file: {', '.join(missing)} (see `lake status`)")
-            latest = Ledger(lake.storage).latest(TABLE)
-            applied = [key for key in wanted if latest.get((key, found[key]), {}).get("status") == APPLIED]
-            if applied and not force:
-                raise LakeError(f"{', '.join(applied)}: applied, its rows are in the table and stay there if the "
-                                "file is removed; undo them with `lake restore`, or remove the file anyway with "
-                                "--force")
-            for key in wanted:
-                client.delete_object(Bucket=lake.storage.bucket, Key=key)
-                kept = " (its rows stay in the table: `lake restore` undoes them)" if key in applied else ""
-                console.print(f"removed {lake.storage.uri(key)}{kept}")
+        for table in {t.name: t for t, _ in wanted}.values():
+            _remove(lake.storage, table, [key for t, key in wanted if t is table], force)
+
+
+def _remove(storage: LakeStorage, table: TableDeclaration, wanted: list[str], force: bool) -> None:
+    """Remove `table`'s raw objects `wanted` under its write lease (applied ones only with `force`)."""
+    client = storage.get_client()
+    with table_lock(storage, table.name, LockOwner.current("lake rm")):
+        found = {key: _etag(client, storage.bucket, key) for key in wanted}
+        missing = [key for key, etag in found.items() if etag is None]
+        if missing:
+            raise LakeError(f"no such raw file: {', '.join(missing)} (see `lake status`)")
+        latest = Ledger(storage).latest(table.name)
+        applied = [key for key in wanted if latest.get((key, found[key]), {}).get("status") == APPLIED]
+        if applied and not force:
+            raise LakeError(f"{', '.join(applied)}: applied, its rows are in the table and stay there if the "
+                            "file is removed; undo them with `lake restore`, or remove the file anyway with "
+                            "--force")
+        for key in wanted:
+            client.delete_object(Bucket=storage.bucket, Key=key)
+            kept = " (its rows stay in the table: `lake restore` undoes them)" if key in applied else ""
+            console.print(f"removed {storage.uri(key)}{kept}")
 
 
 def _etag(client, bucket: str, key: str) -> str | None:  # a boto3 S3 client
@@ -96,12 +118,14 @@ def _etag(client, bucket: str, key: str) -> str | None:  # a boto3 S3 client
         raise
 
 
-def _raw_key(storage: LakeStorage, given: str) -> str:
-    """The key of a raw insurance file, given as a key or an s3:// URI of this bucket."""
+def _raw_key(storage: LakeStorage, given: str) -> tuple[TableDeclaration, str]:
+    """The declared table of a raw file, and its key, given as a key or an s3:// URI of this bucket."""
     key = given.removeprefix(f"s3://{storage.bucket}/")
-    if not key.startswith(tuple(ZONES.values())) or key.endswith("/"):
-        raise UsageError(f"{given!r} is not a raw insurance file: give raw/fullload/NAME or raw/cdcload/NAME")
-    return key
+    table = next((t for t in declarations() if t.source(key) is not None), None)
+    if table is None or key.endswith("/"):
+        prefixes = ", ".join(f"{s.prefix}NAME" for t in declarations() for s in t.sources)
+        raise UsageError(f"{given!r} is not a declared table's raw file: give one of {prefixes}")
+    return table, key
 
 
 @app.command()
@@ -110,10 +134,12 @@ def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> N
     """What is pending, applied, rejected and held in the raw zone, per file, and why."""
     with lake_session() as lake:
         ledger = Ledger(lake.storage).latest_by_table()
-        latest = ledger.get(TABLE, {})
-        rows: list[tuple] = [_status_row(obj.key, obj.size, obj.etag, latest) for obj in raw_objects(lake.storage)]
-        rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")
-                 for o in ignored_objects(lake.storage, list(ZONES.values()))]
+        rows: list[tuple] = []
+        for table in declarations():
+            latest = ledger.get(table.name, {})
+            rows += [_status_row(obj.key, obj.size, obj.etag, latest) for obj in raw_files(table, lake.storage)]
+            rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")
+                     for o in ignored_objects(lake.storage, [s.prefix for s in table.sources])]
         rows.extend(_tpcds_rows(lake.storage, ledger))
         render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined", "detail"],
                rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")

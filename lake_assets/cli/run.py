@@ -12,16 +12,19 @@ from lake_assets.cli.app import EXIT_FAILED, EXIT_OK, app, friendly
 from lake_assets.cli.output import Format, console
 from lake_assets.cli.history import show_history
 from lake_assets.cli.query import show_query
-from lake_assets.cli.raw import ZONES
+from lake_assets.cli.raw import ZONES, zone_prefix
 from lake_assets.cli.session import REPO_ROOT, LakeSession, lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.insurance.contract import AUDIT_COLUMNS, DATA_COLUMN_NAMES, TABLE
+from lake_assets.core.apply.resolve import AUDIT
 
 #: The seed's query, on the seed's columns: `SELECT *` would add the audit columns (and
 #: columns later contract versions added), which `lake demo` names instead of printing.
 SEED_KEYS = "policy_id IN (100462,100463,100475,110001,110002)"
-SEED_QUERY = f"SELECT {', '.join(DATA_COLUMN_NAMES)} FROM insurance WHERE {SEED_KEYS} ORDER BY policy_id"
-AUDIT_HINT = (f"(the seed's columns; every row also carries {', '.join(c.name for c in AUDIT_COLUMNS)}: "
+#: The seed's nine columns (insurance's first contract version, lake_assets/tables/insurance.yaml).
+SEED_COLUMNS = ("policy_id", "expiry_date", "location_name", "state_code", "region_name", "insured_value",
+                "business_type", "earthquake_coverage", "flood_coverage")
+SEED_QUERY = f"SELECT {', '.join(SEED_COLUMNS)} FROM insurance WHERE {SEED_KEYS} ORDER BY policy_id"
+AUDIT_HINT = (f"(the seed's columns; every row also carries {', '.join(AUDIT)}: "
               f'lake query "SELECT * FROM insurance WHERE {SEED_KEYS}")')
 
 
@@ -64,7 +67,7 @@ def demo(
             for prefix in ("raw/", "staging/", "curated/"):
                 lake.storage.delete_prefix(prefix)
             lake.storage.catalog().drop_namespace(TPCDS_NAMESPACE)  # the Iceberg star lives in the catalog
-        if open_table(lake.storage, table(TABLE)) is not None and not fresh:
+        if open_table(lake.storage, table("insurance")) is not None and not fresh:
             console.print("[yellow]note:[/yellow] this lake already has an insurance table; samples already "
                           "applied change nothing (start over with `lake demo --fresh`).")
         demo_insurance(lake, data)
@@ -76,7 +79,8 @@ def demo_insurance(lake: LakeSession, data: Path) -> None:
     the history and the quarantine (typer.Exit with the run's code if a run fails)."""
     from lake_assets.cli.job_runner import report_run, run_pending
 
-    for zone, prefix in ZONES.items():
+    for zone in ZONES:
+        _, prefix = zone_prefix(zone)
         files = sorted((data / zone).glob("*.csv"))
         if not files:
             raise FileNotFoundError(f"no sample CSV files in {data / zone}")
@@ -90,7 +94,7 @@ def demo_insurance(lake: LakeSession, data: Path) -> None:
         if code != EXIT_OK:
             raise typer.Exit(code)
     console.rule("insurance history")
-    show_history(lake, TABLE, Format.table)
+    show_history(lake, "insurance", Format.table)
     console.rule("insurance_quarantine")
     show_query(lake, "SELECT source_file, line_number, reason, detail, raw_text FROM insurance_quarantine "
                      "ORDER BY source_file, line_number", Format.table)

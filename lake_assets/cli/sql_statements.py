@@ -86,10 +86,10 @@ def show_tables(lake: LakeSession, statement: ShowTables) -> list[tuple]:
     """The registered tables that exist, in registry order: (table, format, domain)."""
     chosen = list(TABLES.values())
     if statement.namespace is not None:
-        known = {_namespace(t) for t in chosen} | {t.domain.value for t in chosen}
+        known = {_namespace(t) for t in chosen} | {str(t.domain) for t in chosen}
         if statement.namespace not in known:
             raise UsageError(f"no namespace or domain {statement.namespace}; there are {', '.join(sorted(known))}")
-        chosen = [t for t in chosen if statement.namespace in (_namespace(t), t.domain.value)]
+        chosen = [t for t in chosen if statement.namespace in (_namespace(t), str(t.domain))]
     if statement.like is not None:
         patterns = [p.strip().lower() for p in statement.like.split("|")]
         chosen = [t for t in chosen if any(fnmatch.fnmatchcase(n, p) for p in patterns
@@ -97,7 +97,7 @@ def show_tables(lake: LakeSession, statement: ShowTables) -> list[tuple]:
     existing = _existing_iceberg(lake) if any(t.format is TableFormat.ICEBERG for t in chosen) else set()
     from lake_assets.core.formats.delta import open_table
 
-    return [(t.name, t.format.value, t.domain.value) for t in chosen
+    return [(t.name, t.format.value, str(t.domain)) for t in chosen
             if (t.name in existing if t.format is TableFormat.ICEBERG else open_table(lake.storage, t) is not None)]
 
 
@@ -112,7 +112,7 @@ def describe(lake: LakeSession, statement: Describe) -> list[tuple]:
     if statement.style == "EXTENDED":
         rows += [("", "", None), ("# Detailed Table Information", "", None),
                  ("Table", entry.name, None), ("Format", entry.format.value, None),
-                 ("Domain", entry.domain.value, None), ("Description", entry.description, None),
+                 ("Domain", str(entry.domain), None), ("Description", entry.description, None),
                  *((key, value, None) for key, value in details)]
     return rows
 

@@ -27,6 +27,8 @@ SCALAR_TYPES = ("INT", "BIGINT", "STRING", "DATE", "BOOLEAN", "DOUBLE", "TIMESTA
 _DECIMAL = re.compile(r"DECIMAL\((\d{1,2}),\s*(\d{1,2})\)")
 #: Table names: a letter, then letters, digits and underscores (also the Dagster asset key).
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
+#: The types a `sequence_by` column may have.
+SEQUENCE_TYPES = ("INT", "BIGINT", "DATE", "TIMESTAMP")
 
 
 class DeclarationError(UsageError):
@@ -62,6 +64,7 @@ class RefusalReason(StrEnum):
     UNDECLARED_COLUMN = "undeclared_column"
     MISSING_VALUE = "missing_value"
     DMS_LAYOUT = "dms_layout"  # a layout of DMS's the lake does not read (the detail names the DMS setting)
+    EXPECTATION = "expectation"  # a row an `expect_or_drop` expectation refused (the detail names it)
 
 
 class _Model(BaseModel):
@@ -124,7 +127,12 @@ _TYPE_REASONS = {"INT": RefusalReason.BAD_INTEGER, "BIGINT": RefusalReason.BAD_I
 
 
 class Source(_Model):
-    """Where one kind of raw object lands, and how its files are laid out."""
+    """Where one kind of raw object lands, and how its files are laid out.
+
+    A CDC file's operation is DMS's first field (`I`, `U`, `D`) by default; `operation_column`
+    names a declared column holding it instead (`APPLY AS DELETE WHEN operation = 'DELETE'`):
+    `delete` and `truncate` are its values that delete a key and truncate the table, any other
+    value (or none) is an upsert."""
 
     prefix: str = Field(description="key prefix in the lake bucket, ending in /, e.g. raw/cdcload/")
     kind: SourceKind
@@ -133,6 +141,10 @@ class Source(_Model):
     #: The CDC operation values: inserts and updates are upserts; `delete` marks a delete.
     delete: str = "D"
     upserts: tuple[str, ...] = ("I", "U")
+    #: A declared column holding each CDC row's operation (instead of DMS's leading field).
+    operation_column: str | None = None
+    #: The operation value that truncates the table (`APPLY AS TRUNCATE WHEN`; None: none does).
+    truncate: str | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -150,6 +162,35 @@ class SnapshotRules(_Model):
 
     hold_rejected: bool = True
     max_shrink: float = Field(default=0.5, ge=0, le=1)
+
+
+class Action(StrEnum):
+    """What an expectation does to a row that fails it (DLT's `expect`, `expect_or_drop`, `expect_or_fail`)."""
+
+    WARN = "warn"  # kept, counted
+    DROP = "drop"  # quarantined (reason `expectation`), counted
+    FAIL = "fail"  # the run fails before its commit; the objects stay pending
+
+
+class Expectation(_Model):
+    """A rule every row must meet: a Spark SQL condition over the declared columns."""
+
+    name: str
+    condition: str
+    action: Action = Action.WARN
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"expectation name {name!r} must be lower-case letters, digits and _ (a letter first)")
+        return name
+
+
+class Freshness(_Model):
+    """How stale the table may get: a Dagster freshness check fails past `max_lag_minutes` without an update."""
+
+    max_lag_minutes: float = Field(gt=0)
 
 
 class TableDeclaration(_Model):
@@ -170,6 +211,20 @@ class TableDeclaration(_Model):
     #: How long a deleted key is remembered against late, older changes.
     tombstone_retention_days: float = Field(default=7, ge=0)
     owners: tuple[str, ...] = ()
+    #: A declared column whose value orders a key's changes (`SEQUENCE BY`; INT, BIGINT, DATE or
+    #: TIMESTAMP, never NULL); None: the file's DMS time, folders or arrival (core/sequence.py).
+    sequence_by: str | None = None
+    #: An update's NULL columns keep the key's current values (`IGNORE NULL UPDATES`).
+    ignore_null_updates: bool = False
+    #: Declared columns read from the raw files but not written to the table (`COLUMNS * EXCEPT`).
+    except_columns: tuple[str, ...] = ()
+    #: The history's versions change only when one of these columns does (`TRACK HISTORY ON`);
+    #: a change to any other column updates the current version in place. None: every column.
+    track_history: tuple[str, ...] | None = None
+    #: ... or every column but these (`TRACK HISTORY ON * EXCEPT`).
+    track_history_except: tuple[str, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
+    freshness: Freshness | None = None
 
     @field_validator("name")
     @classmethod
@@ -198,6 +253,31 @@ class TableDeclaration(_Model):
         nested = [(a, b) for a in prefixes for b in prefixes if a != b and b.startswith(a)]
         if len(set(prefixes)) != len(prefixes) or nested:
             raise ValueError(f"sources: prefixes must not repeat or nest ({', '.join(prefixes)})")
+        for field, listed in (("except_columns", self.except_columns), ("track_history", self.track_history or ()),
+                              ("track_history_except", self.track_history_except)):
+            unknown = [c for c in listed if c not in names]
+            if unknown:
+                raise ValueError(f"{field}: {', '.join(unknown)} not among the columns ({', '.join(names)})")
+        if set(self.except_columns) & set(self.keys):
+            raise ValueError(f"except_columns: the keys ({', '.join(self.keys)}) are always written")
+        if self.track_history is not None and self.track_history_except:
+            raise ValueError("track_history and track_history_except: declare one of them")
+        if self.sequence_by is not None:
+            if self.sequence_by not in names:
+                raise ValueError(f"sequence_by: {self.sequence_by} not among the columns ({', '.join(names)})")
+            kind = next(c for c in self.columns if c.name == self.sequence_by).type
+            if kind not in SEQUENCE_TYPES:
+                raise ValueError(f"sequence_by: {self.sequence_by} is {kind}; a sequence column is one of "
+                                 f"{', '.join(SEQUENCE_TYPES)}")
+        for source in self.sources:
+            if source.operation_column is not None and source.operation_column not in names:
+                raise ValueError(f"sources: operation_column {source.operation_column} not among the columns "
+                                 f"({', '.join(names)})")
+        doubled = sorted({e.name for e in self.expectations if [x.name for x in self.expectations].count(e.name) > 1})
+        if doubled:
+            raise ValueError(f"expectations declared twice: {', '.join(doubled)}")
+        for expectation in self.expectations:
+            _check_condition(expectation, names)
         versions = sorted({c.since for c in self.columns})
         if versions != list(range(1, versions[-1] + 1)):
             raise ValueError(f"columns: contract versions must run 1, 2, ... without a gap (found {versions})")
@@ -224,9 +304,38 @@ class TableDeclaration(_Model):
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
 
+    @property
+    def written(self) -> list[str]:
+        """The newest contract's columns the table stores (`except_columns` left out)."""
+        return [n for n in self.contract.names if n not in self.except_columns]
+
+    @property
+    def tracked(self) -> list[str]:
+        """The written columns a new history version follows (`track_history`)."""
+        if self.track_history is not None:
+            return [n for n in self.written if n in self.track_history]
+        return [n for n in self.written if n not in self.track_history_except and n not in self.keys]
+
     def source(self, key: str) -> Source | None:
         """The source a raw object's key lands in (None: the key is no source's)."""
         return next((s for s in self.sources if key.startswith(s.prefix)), None)
+
+
+def _check_condition(expectation: Expectation, names: list[str]) -> None:
+    """An expectation's condition must be one Spark SQL expression over declared columns."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        parsed = sqlglot.parse_one(expectation.condition, dialect="spark")
+    except ParseError as error:
+        raise ValueError(f"expectations: {expectation.name}: {expectation.condition!r} is not a SQL condition "
+                         f"({str(error).splitlines()[0]})") from None
+    unknown = sorted({c.name for c in parsed.find_all(exp.Column)} - set(names))
+    if unknown:
+        raise ValueError(f"expectations: {expectation.name}: {', '.join(unknown)} not among the columns "
+                         f"({', '.join(names)})")
 
 
 class Contract(_Model):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from lake_assets.core import change_feed
 from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import APPLIED, Ledger
-from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, LakeTable, TableFormat, TableNotBuilt, table
+from lake_assets.core.tables import TABLES, LakeTable, TableFormat, TableNotBuilt, table
 from lake_assets.resources.storage import LakeStorage
 
 DELTA_COLUMNS = ["version", "timestamp", "operation", "rows_inserted", "rows_updated", "rows_deleted",
@@ -40,8 +40,14 @@ class Feed:
     key: str
 
 
-#: Delta tables with a change feed (core/change_feed.py), whose counts come from it.
-FEEDS = {INSURANCE.name: Feed(INSURANCE_CHANGES, "policy_id")}  # insurance.contract.KEY (core imports no domain)
+def feed_of(entry: LakeTable) -> Feed | None:
+    """Where a Delta table's change feed lives (core/change_feed.py), or None when it has none."""
+    return Feed(TABLES[entry.feed], entry.keys[0]) if entry.feed else None
+
+
+def feeds() -> dict[str, Feed]:
+    """Every Delta table with a change feed (a declared table's, core/tables.py), by name."""
+    return {name: feed for name, entry in TABLES.items() if (feed := feed_of(entry)) is not None}
 
 #: Metric names of a commit's row counts: delta-rs (snake_case) and Delta Spark / Sail (camelCase).
 _INSERTED = ("num_target_rows_inserted", "numTargetRowsInserted")
@@ -71,7 +77,7 @@ def _delta_history(storage: LakeStorage, entry: LakeTable) -> list[tuple]:
     delta = open_table(storage, entry)
     if delta is None:
         raise _missing(entry.name)
-    feed = FEEDS.get(entry.name)
+    feed = feed_of(entry)
     counts = change_feed.change_counts(storage, entry, feed.table, feed.key) if feed else None
     rows = []
     for commit in delta.history():

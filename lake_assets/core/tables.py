@@ -12,11 +12,16 @@ one, on JVM Spark it is a catalog beside Delta's `spark_catalog`. Delta tables a
 path (``delta.`s3://...` ``).
 """
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from lake_assets.core.errors import UsageError
 from lake_assets.resources.storage import LakeStorage
+
+if TYPE_CHECKING:
+    from lake_assets.core.declaration import TableDeclaration
 
 
 #: The Iceberg REST catalog's name in every engine session and DuckDB connection (`ATTACH ... AS lake`).
@@ -29,7 +34,8 @@ class TableFormat(StrEnum):
 
 
 class Domain(StrEnum):
-    INSURANCE = "insurance"
+    """The domains of the lake's own tables; a declared table's domain is its declaration's group."""
+
     TPCDS = "tpcds"
     LAKE = "lake"  # the lake's own bookkeeping (ledger)
 
@@ -40,7 +46,7 @@ class LakeTable:
     prefix: str  # Delta: key prefix of the table in the bucket; Iceberg: "" (the catalog places it)
     description: str
     format: TableFormat = TableFormat.DELTA
-    domain: Domain = Domain.INSURANCE
+    domain: str = Domain.LAKE
     #: The write lock (core/lock.py) of the run that writes this table, when another table's
     #: run writes it too; empty: the table's own name (the ledger's: delta-rs's optimistic
     #: appends retry on conflict). Maintenance and restore take it.
@@ -48,6 +54,9 @@ class LakeTable:
     #: The tables this one is derived from (a history, change feed, quarantine, tombstones,
     #: report): it goes back with them when one is restored (or is rebuilt from them), never alone.
     derived_from: tuple[str, ...] = ()
+    #: A Delta table with a change feed: its key columns and the feed table's name (core/change_feed.py).
+    keys: tuple[str, ...] = ()
+    feed: str = ""
 
     @property
     def write_lock(self) -> str:
@@ -72,28 +81,6 @@ class LakeTable:
         return namespace, name
 
 
-INSURANCE = LakeTable("insurance", "curated/insurance", "curated insurance policies (full load + CDC)")
-INSURANCE_QUARANTINE = LakeTable(
-    "insurance_quarantine", "curated/insurance_quarantine", "raw rows that could not be applied, with the reason",
-    written_under="insurance", derived_from=("insurance",),
-)
-INSURANCE_TOMBSTONES = LakeTable(
-    "insurance_tombstones", "curated/insurance_tombstones",
-    "deleted policy keys and the sequence of their delete, kept for the retention window",
-    written_under="insurance", derived_from=("insurance",),
-)
-INSURANCE_CHANGES = LakeTable(
-    "insurance_changes", "curated/insurance_changes",
-    "change feed of insurance: one row per insert, update pre/post image or delete, per table version "
-    "(_change_type, _commit_version, _commit_timestamp), derived from the Delta log",
-    written_under="insurance", derived_from=("insurance",),
-)
-INSURANCE_HISTORY = LakeTable(
-    "insurance_history", "curated/insurance_history",
-    "SCD type 2 history of insurance on the source sequence: one row per policy version, _sequence to "
-    "valid_to_sequence (valid_from/valid_to their times), deletes as _operation D rows, is_current",
-    written_under="insurance", derived_from=("insurance",),
-)
 LEDGER = LakeTable("lake_ledger", "curated/_lake/ledger", "which raw objects were applied or rejected, by which run",
                    domain=Domain.LAKE)
 
@@ -125,11 +112,68 @@ TPCDS_REPORTS = tuple(_tpcds(f"report_{name}", f"BI report {name}, recomputed fr
                              tuple(t.name for t in TPCDS_STAR))
                       for name in ("q12", "q41", "q86", "q92", "sales_by_hour", "top_customers"))
 
-TABLES: dict[str, LakeTable] = {t.name: t for t in (
-    INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES, INSURANCE_CHANGES, INSURANCE_HISTORY, LEDGER,
-    *TPCDS_STAR, TPCDS_QUARANTINE, TPCDS_TOMBSTONES,
-    *TPCDS_REPORTS,
-)}
+#: The lake's own tables (the declared tables join them: `TABLES`).
+OWN_TABLES: dict[str, LakeTable] = {t.name: t for t in (LEDGER, *TPCDS_STAR, TPCDS_QUARANTINE, TPCDS_TOMBSTONES,
+                                                         *TPCDS_REPORTS)}
+
+
+@dataclass(frozen=True)
+class TableSet:
+    """A declared table and the tables the change core keeps beside it (core/apply/)."""
+
+    table: LakeTable
+    quarantine: LakeTable
+    tombstones: LakeTable
+    changes: LakeTable
+    history: LakeTable
+
+    def kept(self, declaration: "TableDeclaration") -> list[LakeTable]:
+        """The tables the declaration keeps (a feed and a history only when declared)."""
+        return [self.table, self.quarantine, self.tombstones, *([self.changes] if declaration.change_feed else []),
+                *([self.history] if declaration.history else [])]
+
+
+def table_set(declaration: "TableDeclaration") -> TableSet:
+    """The tables of a declared table: itself (`curated/<name>`) and, beside it, its quarantine,
+    tombstones, change feed and SCD2 history (`curated/<name>_quarantine`, ...)."""
+    name = declaration.name
+
+    def beside(suffix: str, description: str) -> LakeTable:
+        return LakeTable(f"{name}_{suffix}", f"curated/{name}_{suffix}", description, domain=declaration.group,
+                         written_under=name, derived_from=(name,), keys=declaration.keys)
+    return TableSet(
+        LakeTable(name, f"curated/{name}", declaration.description, domain=declaration.group, keys=declaration.keys,
+                  feed=f"{name}_changes" if declaration.change_feed else ""),
+        beside("quarantine", "raw rows that could not be applied, with the reason"),
+        beside("tombstones", "deleted keys and the sequence of their delete, kept for the retention window"),
+        beside("changes", f"change feed of {name}: one row per insert, update pre/post image or delete, per table "
+                          "version (_change_type, _commit_version, _commit_timestamp)"),
+        beside("history", f"SCD type 2 history of {name} on the source sequence: one row per version, _sequence "
+                          "to valid_to_sequence (valid_from/valid_to their times), deletes as _operation D rows, "
+                          "is_current"))
+
+
+class _Registry(Mapping[str, LakeTable]):
+    """Every table by name: the lake's own, and every declared table's (read from the declarations
+    when first asked, so a mistake in one surfaces as a command's one-line error, not at import)."""
+
+    def _tables(self) -> dict[str, LakeTable]:
+        from lake_assets.core.registry import declarations  # the declarations read this module's types
+
+        declared = {t.name: t for d in declarations() for t in table_set(d).kept(d)}
+        return {**declared, **OWN_TABLES}
+
+    def __getitem__(self, name: str) -> LakeTable:
+        return self._tables()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables())
+
+    def __len__(self) -> int:
+        return len(self._tables())
+
+
+TABLES: Mapping[str, LakeTable] = _Registry()
 
 
 class UnknownTable(UsageError):

@@ -1,5 +1,6 @@
 """The Dagster definitions of declared tables, made from their declarations alone (core/declaration.py)."""
 
+import datetime as dt
 from dataclasses import dataclass
 
 from typing import Any
@@ -20,11 +21,18 @@ class DeclaredDefinitions:
     assets: list
     checks: list[dg.AssetChecksDefinition]
     job: Any  # an unresolved asset job (Dagster exports no name for its type)
-    sensor: dg.SensorDefinition
+    sensors: list[dg.SensorDefinition]
 
 
 def declared(declaration: TableDeclaration, poll_seconds: float, wait_seconds: float) -> DeclaredDefinitions:
     tables = table_assets(declaration)
     job = table_job(declaration, tables)
-    return DeclaredDefinitions([*raw_assets(declaration), tables], table_checks(declaration), job,
-                               table_sensor(declaration, job, poll_seconds, wait_seconds))
+    checks = table_checks(declaration)
+    sensors = [table_sensor(declaration, job, poll_seconds, wait_seconds)]
+    if declaration.freshness is not None:  # `freshness`: a check that fails once the table is older than allowed
+        fresh = dg.build_last_update_freshness_checks(
+            assets=[declaration.name], lower_bound_delta=dt.timedelta(minutes=declaration.freshness.max_lag_minutes))
+        checks += list(fresh)
+        sensors.append(dg.build_sensor_for_freshness_checks(freshness_checks=fresh,
+                                                            name=f"{declaration.name}_freshness_sensor"))
+    return DeclaredDefinitions([*raw_assets(declaration), tables], checks, job, sensors)

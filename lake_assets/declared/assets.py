@@ -10,7 +10,8 @@ import hashlib
 
 import dagster as dg
 
-from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending, table_set
+from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending
+from lake_assets.core.tables import table_set
 from lake_assets.core.declaration import SourceKind, TableDeclaration
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
@@ -155,6 +156,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         "duration_seconds": round(report.duration_seconds, 3),
         "dagster/column_schema": column_schema(declaration),
         "table_uri": tables.table.uri(storage),
+        **{f"expectation_{name}_failed_rows": failed for name, failed in report.expectations.items()},
     }, tables.quarantine.name: {
         "rows_quarantined": report.file_total("rows_quarantined"),
         "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),

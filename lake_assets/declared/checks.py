@@ -21,9 +21,9 @@ from lake_assets.core.apply.history import IS_CURRENT
 from lake_assets.core.apply.layout import file_layout
 from lake_assets.core.apply.plan import LEDGER_KIND
 from lake_assets.core.apply.resolve import table_columns
-from lake_assets.core.apply.run import table_set
+from lake_assets.core.tables import table_set
 from lake_assets.core.change_feed import covered_through, read_commit
-from lake_assets.core.declaration import SourceKind, TableDeclaration
+from lake_assets.core.declaration import Action, Expectation, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.ledger import HELD, Ledger
@@ -70,7 +70,7 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
         with storage.running() as running:
             return rows_conserved(declaration, context.run.run_id, running, engine.session(running))
 
-    checks = [schema, key, reconciles, conserved]
+    checks = [schema, key, reconciles, conserved, *(_expectation_check(declaration, e) for e in declaration.expectations)]
     if declaration.change_feed:
         @dg.asset_check(asset=tables.changes.name, name="covers_table", blocking=True,
                         description=f"The feed covers every version of `{name}`: no version newer than the feed's "
@@ -88,6 +88,23 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
                 return history_matches_table(declaration, running, engine.session(running))
         checks.append(matches)
     return checks
+
+
+def _expectation_check(declaration: TableDeclaration, expectation: Expectation) -> dg.AssetChecksDefinition:
+    """The outcome of one expectation in the table's last run: its failing rows (kept for `warn`,
+    quarantined for `drop`; a `fail` one failed the run before this check)."""
+    blocking = expectation.action is Action.FAIL
+    kept = {Action.WARN: "kept", Action.DROP: "quarantined (reason expectation)", Action.FAIL: "the run failed"}
+
+    @dg.asset_check(asset=declaration.name, name=f"expect_{expectation.name}", blocking=blocking,
+                    description=f"{expectation.condition} ({expectation.action.value}: failing rows are "
+                                f"{kept[expectation.action]})")
+    def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        failed = _latest_metadata(context, declaration.name).get(f"expectation_{expectation.name}_failed_rows", 0)
+        return dg.AssetCheckResult(
+            passed=not failed, severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
+            metadata={"failed_rows": failed, "condition": expectation.condition, "action": expectation.action.value})
+    return check
 
 
 def _latest_metadata(context: dg.AssetCheckExecutionContext, name: str) -> dict:

@@ -1,7 +1,7 @@
 """Nightly maintenance of every registered table, dispatching on its format.
 
 - Delta (delta-rs): compact small files, then vacuum old ones. A table clustered by a key
-  (`CLUSTER_BY`: `insurance` and `insurance_history` by `policy_id`, so a CDC batch rewrites
+  (`cluster_by`: `insurance` and `insurance_history` by `policy_id`, so a CDC batch rewrites
   only the files holding its keys, see core/apply/commit.py and core/apply/history.py) is compacted by sorting on that key (`z_order` of one
   column is a sort) into files of the writer's target size, and only when its files' key
   ranges overlap or small files piled up; otherwise it is left as it is. Vacuum's
@@ -31,12 +31,12 @@ from lake_assets.core import change_feed
 from lake_assets.core.apply.cluster import TARGET_FILE_BYTES
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import iceberg, iceberg_maintenance
-from lake_assets.core.history import FEEDS
+from lake_assets.core.history import feed_of
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
 from lake_assets.core.tables import TABLES, LakeTable, TableFormat
-from lake_assets.declarations import DECLARATIONS
-from lake_assets.core.apply.run import table_set
+from lake_assets.core.registry import declarations
+from lake_assets.core.tables import table_set
 from lake_assets.runs import TABLE_TAG
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
@@ -46,8 +46,13 @@ from lake_assets.runs import record_process
 
 SNAPSHOT_RETENTION_HOURS = 168
 #: Tables kept clustered by a key, and the size of the files their writers aim at.
-CLUSTER_BY = {table.name: (d.keys[0], TARGET_FILE_BYTES) for d in DECLARATIONS if d.column(d.keys[0]).is_integer
-              for table in (table_set(d).table, table_set(d).history)}
+
+
+def cluster_by() -> dict[str, tuple[str, int]]:
+    """Tables kept clustered by a key (every declared table's, and its history, with an integer
+    first key), and the size of the files their writers aim at."""
+    return {table.name: (d.keys[0], TARGET_FILE_BYTES) for d in declarations() if d.column(d.keys[0]).is_integer
+            for table in (table_set(d).table, table_set(d).history)}
 
 
 class MaintenanceConfig(dg.Config):
@@ -104,7 +109,7 @@ def _maintain_table(context: dg.OpExecutionContext, storage: LakeStorage, table:
         return None
     before = delta_stats(storage, table, delta, retention_hours)
     compacted = _compact(delta, table)
-    feed = FEEDS.get(table.name)
+    feed = feed_of(table)
     if feed is not None:  # the feed of version 0 is its files: stored before a vacuum can take them
         change_feed.keep_first_version(storage, table, feed.table, feed.key)
     # our own check (vacuum_retention) replaces delta-rs's, which knows only the table's default week
@@ -133,9 +138,9 @@ def delta_stats(storage: LakeStorage, table: LakeTable, delta: DeltaTable, reten
 
 def _compact(delta, table: LakeTable) -> dict:  # deltalake.DeltaTable
     """Bin-pack small files; for a clustered table, re-sort by its key where the layout needs it."""
-    if table.name not in CLUSTER_BY:
+    if table.name not in cluster_by():
         return delta.optimize.compact()
-    key, target = CLUSTER_BY[table.name]
+    key, target = cluster_by()[table.name]
     mins, maxs, _ = file_ranges(delta, key)
     sizes = np.asarray(pa.table(delta.get_add_actions(flatten=True))["size_bytes"], np.int64)
     if not needs_clustering(mins, maxs, sizes, target):

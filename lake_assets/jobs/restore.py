@@ -6,7 +6,7 @@ materialization of the table with what it did. Only a table fed by raw objects g
 a table derived from one (its history, change feed, quarantine, tombstones, reports) goes
 back with it or is rebuilt from it, and is refused alone. `insurance` goes back with
 delta-rs (and reverts its ledger files, their tombstones and their versions in
-`insurance_history`, insurance/restore.py); Iceberg tables with pyiceberg (a rollback to an
+its history, core/apply/restore.py); Iceberg tables with pyiceberg (a rollback to an
 ancestor snapshot, else set-current), and the raw objects the restored snapshot does not
 contain are reverted in the ledger (the rule both formats share, core/restore_ledger.py),
 web_sales' tombstones following the restored snapshot's runs as insurance's do (back or
@@ -23,7 +23,8 @@ from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
-from lake_assets.insurance.restore import RestoreReport, restore_as_before, restore_insurance
+from lake_assets.core.apply.restore import RestoreReport, restore_as_before, restore_declared
+from lake_assets.core.registry import declaration
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -100,7 +101,7 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
         if entry.format is TableFormat.ICEBERG:
             metadata = _rollback_iceberg(running, entry, target, context.run_id)
         else:  # a declared Delta table: every other Delta table is derived from one, or the ledger
-            report = restore_insurance(running, entry, target, context.run_id)
+            report = restore_declared(running, declaration(entry.name), target, context.run_id)
             _catch_up_feed(running, engine, entry.name)  # the restore's changes reach the feed at once
             metadata = restore_metadata(report)
         for file in metadata["reverted_files"].value:
@@ -112,9 +113,7 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
 def _catch_up_feed(storage: LakeStorage, engine: SparkEngine, name: str) -> None:
     """Derive the restore commit's change feed now (on the engine), as a run would at its start."""
     from lake_assets.core.apply import feed
-    from lake_assets.core.apply.run import table_set
-    from lake_assets.declarations import declaration
-
+    from lake_assets.core.tables import table_set
     declared = declaration(name)
     tables = table_set(declared)
     feed.catch_up(engine.session(storage), storage, tables.table, tables.changes, list(declared.keys))

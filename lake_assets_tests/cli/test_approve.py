@@ -3,8 +3,8 @@
 import json
 
 from lake_assets.core.formats.delta import current_version
-from lake_assets.core.tables import INSURANCE
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.cli import lake
 

@@ -5,7 +5,7 @@ import json
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.cli import lake
 from lake_assets_tests.insurance.test_pipeline import CDC_1, FULL, cdc, full_load, put, row, run

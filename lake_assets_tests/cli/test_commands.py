@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lake_assets.core.ledger import Ledger
-from lake_assets.insurance.contract import TABLE
+from lake_assets_tests.helpers.insurance_tables import TABLE
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA

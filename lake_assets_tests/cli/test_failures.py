@@ -15,7 +15,8 @@ from lake_assets.cli.sql_guard import tables_in
 from lake_assets.core import tables as table_registry
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import open_table
-from lake_assets.core.tables import INSURANCE, LakeTable
+from lake_assets.core.tables import LakeTable
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA

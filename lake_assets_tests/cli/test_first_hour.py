@@ -13,8 +13,8 @@ from lake_assets.cli.fates import pending_snapshot
 from lake_assets.cli.job_runner import apply_everything
 from lake_assets.cli.run import demo_insurance
 from lake_assets.cli.session import lake_session
-from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES
-from lake_assets.insurance.contract import AUDIT_COLUMNS, DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_CHANGES
+from lake_assets_tests.helpers.insurance_tables import AUDIT_COLUMNS, DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.cli import lake
@@ -32,7 +32,7 @@ def test_demo_prints_the_seed_columns_and_a_readable_first_version(
                for line in out.splitlines() if "┃ policy_id" in line]
     assert headers == [DATA_COLUMN_NAMES, DATA_COLUMN_NAMES]  # after the full load, after the CDC batches
     hints = [line for line in out.splitlines() if "every row also carries" in line]
-    assert len(hints) == 2 and all(c.name in hints[0] for c in AUDIT_COLUMNS)
+    assert len(hints) == 2 and all(c in hints[0] for c in AUDIT_COLUMNS)
     assert 'lake query "SELECT * FROM insurance WHERE policy_id IN' in hints[0]
     assert [m.group(1) for m in RUN_LINE.finditer(out)] == ["created at version 0", "version 0 -> 1"]
     assert "version -1" not in out

@@ -14,7 +14,7 @@ import pytest
 
 from lake_assets.cli.session import INSTANCE_LOCK
 from lake_assets.core.formats.delta import open_table
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it

@@ -24,7 +24,7 @@ from lake_assets.cli.query import show_query
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.errors import UsageError
 from lake_assets.core.formats.delta import current_version, open_table
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources import duckdb_sandbox
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.embedded_s3 import EmbeddedS3

@@ -15,8 +15,8 @@ import dagster as dg
 from lake_assets.cli.session import dagster_instance
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.ledger import Ledger
-from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_TOMBSTONES
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import LakeSettings
 from lake_assets_tests.helpers.cli import lake

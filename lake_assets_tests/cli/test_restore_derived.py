@@ -12,8 +12,8 @@ import json
 import pytest
 
 from lake_assets.core.formats.delta import current_version
-from lake_assets.core.tables import INSURANCE_HISTORY
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE_HISTORY
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.cli import lake

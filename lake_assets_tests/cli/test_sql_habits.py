@@ -9,7 +9,8 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from lake_assets.core.tables import INSURANCE, TPCDS_ITEM
+from lake_assets.core.tables import TPCDS_ITEM
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.cli import lake

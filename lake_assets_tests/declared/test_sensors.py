@@ -11,7 +11,7 @@ import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG
 
 from lake_assets.core.ledger import APPLIED, REJECTED, REVERTED, Ledger, LedgerEntry
-from lake_assets.insurance.contract import TABLE
+from lake_assets_tests.helpers.insurance_tables import TABLE
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.declared import sensors

@@ -4,8 +4,8 @@ from collections import Counter
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.sequence import ARRIVAL_PART, FileStamp
-from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 
 

@@ -4,7 +4,7 @@ as a user does (`lake put`, `lake run`, `lake status`, `lake query`)."""
 import json
 from pathlib import Path
 
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets_tests.helpers.cli import lake
 
 HEADER = ",".join(DATA_COLUMN_NAMES)

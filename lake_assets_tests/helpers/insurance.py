@@ -12,8 +12,10 @@ from lake_assets.declared import sensors
 from lake_assets.declared.assets import table_assets
 from lake_assets.declared.jobs import table_job
 from lake_assets.declared.sensors import table_sensor
-from lake_assets.insurance.declaration import INSURANCE
+from lake_assets.core.registry import declaration
 from lake_assets.resources.storage import LakeStorage
+
+INSURANCE = declaration("insurance")
 
 #: Where the core stages an insurance run (core/apply/stage.py).
 STAGING = f"staging/{INSURANCE.name}/"

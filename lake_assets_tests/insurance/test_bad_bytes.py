@@ -4,10 +4,10 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.raw_zone import is_data_file
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.declared.checks import record_count, rows_conserved
-from lake_assets.insurance.declaration import INSURANCE as DECLARED
-from lake_assets.insurance.contract import Reason
+from lake_assets.core.registry import declaration
+from lake_assets_tests.helpers.insurance_tables import Reason
 from lake_assets_tests.helpers.insurance import apply_pending
 from lake_assets.core.apply.plan import raw_files
 from lake_assets.resources.storage import LakeStorage
@@ -22,6 +22,8 @@ from lake_assets_tests.insurance.test_pipeline import (
     table,
     values,
 )
+
+DECLARED = declaration("insurance")
 
 CDC_FILE = "raw/cdcload/20240401-090000000.csv"
 

@@ -41,12 +41,12 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES, Reason
 from lake_assets.core.apply import commit as merge
 from lake_assets_tests.helpers.insurance import apply_pending, approve_held
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, REVERTED, Ledger
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_QUARANTINE
 from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions, replay
 

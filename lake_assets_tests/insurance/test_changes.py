@@ -17,12 +17,14 @@ from lake_assets.core.apply import cluster, commit as merge, feed as engine_feed
 from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
 from lake_assets.core.sequence import origin
-from lake_assets.core.tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
-from lake_assets.insurance.declaration import INSURANCE as DECLARED
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_CHANGES, INSURANCE_HISTORY
+from lake_assets.core.registry import declaration
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions, replay
 from lake_assets_tests.insurance.test_pipeline import CDC_1, CDC_2, FULL, cdc, full_load, put, row, run, table
+
+DECLARED = declaration("insurance")
 
 
 

@@ -13,8 +13,8 @@ import pytest
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.lock import lock_key, read_lease
 from lake_assets.core.ledger import Ledger
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES, TABLE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_QUARANTINE
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES, TABLE
 from lake_assets_tests.helpers.insurance import STAGING
 from lake_assets.resources.storage import LakeStorage
 

@@ -8,10 +8,12 @@ import pyarrow as pa
 import pyarrow.compute  # pa.compute
 import pytest
 
-from lake_assets.insurance.contract import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason
+from lake_assets_tests.helpers.insurance_tables import CDC_COLUMN_NAMES, DATA_COLUMN_NAMES, Reason
 from lake_assets.core.apply.parse import RECORD, RecordLines, file_shape, parse_csv
 from lake_assets.core.apply.validate import validate as validate_declared
-from lake_assets.insurance.declaration import INSURANCE
+from lake_assets.core.registry import declaration
+
+INSURANCE = declaration("insurance")
 
 
 def validate(rows, operation):

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.sequence import origin
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES, Reason
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES, Reason
 from lake_assets.core.errors import UsageError
 from lake_assets_tests.helpers.insurance import (
     STAGING,
@@ -31,12 +31,14 @@ from lake_assets_tests.helpers.insurance import (
 from lake_assets.core.apply import bookkeeping, commit as committing
 from lake_assets.core.apply.plan import raw_files
 from lake_assets.core.declaration import SourceKind
-from lake_assets.insurance.declaration import INSURANCE as INSURANCE_DECLARATION
+from lake_assets.core.registry import declaration
 from lake_assets.core.ledger import REVERTED, APPLIED, APPROVED, HELD, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable
-from lake_assets.core.tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
 from lake_assets_tests.conftest import DATA, make_storage
+
+INSURANCE_DECLARATION = declaration("insurance")
 
 HEADER = ",".join(DATA_COLUMN_NAMES)
 SEED_KEYS = (100462, 100463, 100475, 110001, 110002)

@@ -32,11 +32,11 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.ledger import Ledger
-from lake_assets.core.tables import INSURANCE, INSURANCE_TOMBSTONES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_TOMBSTONES
 from lake_assets.core import change_feed
 from lake_assets.core.apply import feed
-from lake_assets.core.tables import INSURANCE_CHANGES
-from lake_assets.insurance.contract import DATA_COLUMN_NAMES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE_CHANGES
+from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
 from lake_assets_tests.helpers.insurance import apply_pending, approve_held
 from lake_assets.insurance.restore import restore_insurance
 from lake_assets_tests.helpers.insurance import STAGING

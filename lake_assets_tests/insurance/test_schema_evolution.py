@@ -10,11 +10,11 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
 from lake_assets.core.ledger import APPLIED, REJECTED
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.core.declaration import Column, TableDeclaration
 from lake_assets.declared.checks import schema_matches_contract
-from lake_assets.insurance.contract import Reason
-from lake_assets.insurance.declaration import INSURANCE as DECLARED
+from lake_assets_tests.helpers.insurance_tables import Reason
+from lake_assets.core.registry import declaration
 from lake_assets_tests.helpers import insurance as insurance_helper
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.insurance.test_pipeline import (
@@ -27,6 +27,8 @@ from lake_assets_tests.insurance.test_pipeline import (
     run,
     version,
 )
+
+DECLARED = declaration("insurance")
 
 V1 = tuple(c for c in DECLARED.columns if c.since == 1)
 V2 = tuple(c for c in DECLARED.columns if c.since == 2)

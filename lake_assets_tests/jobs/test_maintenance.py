@@ -20,7 +20,7 @@ from lake_assets.core.lock import LockOwner, TableLocked, table_lock
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.jobs.maintenance import compact_and_vacuum, needs_clustering
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 
 
 def test_compact_and_vacuum_keeps_rows_and_reduces_files(storage: LakeStorage, spark) -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import INSURANCE
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources import duckdb_reader, duckdb_sandbox
 from lake_assets.tpcds.reports import REPORTS
 from lake_assets_tests.helpers.results import assert_same_rows

@@ -22,6 +22,8 @@ recomputes every version's validity with one window per key, and writes the rang
 one Delta commit (`replaceWhere`). A key that is not an integer rewrites the whole history.
 """
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -59,21 +61,60 @@ def sequence_time(sequence: SparkColumn) -> SparkColumn:
     return F.when(sequence.isNull() | arrival, F.lit(None).cast("timestamp")).otherwise(text.cast("timestamp"))
 
 
-def versions(rows: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
+@dataclass(frozen=True)
+class Tracking:
+    """How a table's history is kept: `tracked`, the columns whose change makes a new version
+    (None: every column: `TRACK HISTORY ON *`), and whether its sequences are times (`timed`:
+    `valid_from`/`valid_to` are NULL for a `sequence_by` number)."""
+
+    tracked: tuple[str, ...] | None = None
+    timed: bool = True
+
+
+def versions(rows: DataFrame, keys: list[str], columns: list[str], tracking: Tracking = Tracking()) -> DataFrame:
     """`rows` (the table's `columns` and `commit_version`) with each version's validity: a version
-    is valid until the key's next change, a delete at no point."""
+    is valid until the key's next change, a delete at no point. With tracked columns, consecutive
+    changes of a key that leave them equal are one version: it starts at the first of them and
+    holds the last one's values (an untracked change updates the version in place)."""
+    if tracking.tracked is not None:
+        rows = _collapsed(rows, keys, columns, list(tracking.tracked))
     order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE))
     following = F.lead(F.col(SEQUENCE)).over(order)
     deleted = F.col(OPERATION) == DELETE
     ended = F.when(deleted, F.col(SEQUENCE)).otherwise(following)
     with_end = rows.select(*columns, COMMIT_VERSION, ended.alias(VALID_TO_SEQUENCE),
                            (following.isNull() & ~deleted).alias(IS_CURRENT))
-    return with_end.select(*columns, VALID_TO_SEQUENCE, sequence_time(F.col(SEQUENCE)).alias(VALID_FROM),
-                           sequence_time(F.col(VALID_TO_SEQUENCE)).alias(VALID_TO), IS_CURRENT, COMMIT_VERSION)
+    starts, ends = sequence_time(F.col(SEQUENCE)), sequence_time(F.col(VALID_TO_SEQUENCE))
+    if not tracking.timed:
+        starts = ends = F.lit(None).cast("timestamp")
+    return with_end.select(*columns, VALID_TO_SEQUENCE, starts.alias(VALID_FROM), ends.alias(VALID_TO), IS_CURRENT,
+                           COMMIT_VERSION)
+
+
+def _collapsed(rows: DataFrame, keys: list[str], columns: list[str], tracked: list[str]) -> DataFrame:
+    """One row per run of a key's consecutive upserts with equal tracked columns: the first's
+    sequence, the last one's other values (a delete is always a row of its own)."""
+    order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE))
+    deleted = F.col(OPERATION) == DELETE
+    before_deleted = F.coalesce(F.lag(F.col(OPERATION)).over(order) == DELETE, F.lit(True))
+    changed = F.lit(False)
+    for column in tracked:
+        changed = changed | ~F.col(column).eqNullSafe(F.lag(F.col(column)).over(order))
+    starts = rows.withColumn("_starts", F.when(deleted | before_deleted | changed, 1).otherwise(0))
+    grouped = starts.withColumn("_version", F.sum("_starts").over(order.rowsBetween(Window.unboundedPreceding,
+                                                                                     Window.currentRow)))
+    whole = Window.partitionBy(*keys, "_version").orderBy(F.col(SEQUENCE)) \
+        .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    first = Window.partitionBy(*keys, "_version").orderBy(F.col(SEQUENCE))
+    latest = [F.col(c) if c in keys or c == SEQUENCE else F.last(F.col(c)).over(whole).alias(c)
+              for c in [*columns, COMMIT_VERSION]]
+    return (grouped.select(*latest, F.row_number().over(first).alias("_rank"))
+            .where(F.col("_rank") == 1).drop("_rank"))
 
 
 def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: DataFrame, keys: list[str],
-           columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint") -> int:
+           columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint",
+           tracking: Tracking = Tracking()) -> int:
     """Add `changes` (the table's `columns`, one row per change, deletes included) to the history
     at `uri` (`found`: as it is now, None when there is none), recorded at `commit_version`.
     False when there was nothing to record."""
@@ -82,7 +123,7 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
     if not count:
         return 0
     if found is None:
-        _write(versions(changes, keys, columns), keys, integer_key, count).mode("append").save(uri)
+        _write(versions(changes, keys, columns, tracking), keys, integer_key, count).mode("append").save(uri)
         return count
     where, rows = None, count + row_count(found)
     if integer_key:  # the files holding the batch's keys, by their key ranges
@@ -98,7 +139,7 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
         stored = stored.where(where)
     again = changes.select(*keys, SEQUENCE)
     kept = stored.select(*columns, COMMIT_VERSION).join(again, [*keys, SEQUENCE], "left_anti")
-    rows_out = versions(kept.unionByName(changes), keys, columns)
+    rows_out = versions(kept.unionByName(changes), keys, columns, tracking)
     if added:  # the history gains the columns first (one schema change), as the table did
         add_columns(found, [(f.name, f.dataType.simpleString()) for f in rows_out.schema])
     writer = _write(rows_out, keys, integer_key, rows).mode("overwrite")
@@ -109,14 +150,14 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
 
 
 def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[str], columns: list[str],
-               commit_version: int) -> bool:
+               commit_version: int, tracking: Tracking = Tracking()) -> bool:
     """Replace a history an earlier release wrote on the commit axis (it has `valid_from_version`)
     by the table's rows, each a version from its `_sequence`: the earlier versions are not on the
     source axis and are not kept. True if it did."""
     if found is None or LEGACY_COLUMN not in found.schema().to_arrow().names:
         return False
     rows = table.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint"))
-    _write(versions(rows, keys, columns), keys, True, row_count(found)).mode("overwrite") \
+    _write(versions(rows, keys, columns, tracking), keys, True, row_count(found)).mode("overwrite") \
         .option("overwriteSchema", "true").save(uri)
     return True
 

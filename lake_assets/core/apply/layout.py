@@ -77,14 +77,15 @@ def snapshot_group(key: str) -> str:
     return f"{folder}/LOAD*.csv" if dot and suffix.lower() == "csv" and LOAD_PART.fullmatch(stem) else key
 
 
-def object_refusal(source: Source, key: str, dms: DmsLayout) -> Refusal | None:
-    """Why the object at `key` (of `source`) is refused whole by its name alone, or None."""
+def object_refusal(source: Source, key: str, dms: DmsLayout, timed: bool = True) -> Refusal | None:
+    """Why the object at `key` (of `source`) is refused whole by its name alone, or None.
+    `timed`: its changes are ordered by the time its name gives (False: by a `sequence_by` column)."""
     name = key.rpartition("/")[2]
     if TRANSACTION_FILE.fullmatch(name.rsplit(".", 1)[0]):
         return Refusal(Reason.DMS_LAYOUT, "a DMS transaction file (PreserveTransactions with CdcPath) holds every "
                                           "table's changes, each record naming its table: the lake reads one table's "
                                           "files; write per-table CDC files (PreserveTransactions=false)")
-    if source.kind is SourceKind.CDC and \
+    if timed and source.kind is SourceKind.CDC and \
             file_stamp(key.removeprefix(source.prefix), folder_pattern(dms.folder_date_format)) is None:
         return Refusal(Reason.NO_SEQUENCE,
                        "the file's name or folders give no time to order its changes by: name it like DMS does "

@@ -21,7 +21,8 @@ from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclara
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
 from lake_assets.core.raw_zone import RawObject, is_data_file
-from lake_assets.core.sequence import FileStamp, arrival_stamp, file_stamp, folder_pattern, name_part, origin
+from lake_assets.core.sequence import TIME_DIGITS, FileStamp, arrival_stamp, file_stamp, folder_pattern, name_part, \
+    origin
 from lake_assets.resources.storage import LakeStorage
 #: The ledger's name for each kind of source (`source_kind`; `lake status` shows it).
 LEDGER_KIND = {SourceKind.SNAPSHOT: "fullload", SourceKind.CDC: "cdcload"}
@@ -110,8 +111,10 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
         relative = raw.key.removeprefix(source.prefix) if source else raw.key
         entry = PlannedFile(raw, index, delivery, approved=approved.get((raw.key, raw.etag)))
         stamp = file_stamp(relative, folders)
+        if stamp is None and declaration.sequence_by is not None and raw.kind is SourceKind.CDC:
+            stamp = FileStamp("0" * TIME_DIGITS)  # its rows' column orders them; the name only breaks ties
         entry.stamp = None if stamp is None else stamp.of(raw.key)
-        refused = object_refusal(source, raw.key, dms) if source else None
+        refused = object_refusal(source, raw.key, dms, declaration.sequence_by is None) if source else None
         if refused is not None:
             entry.refusal = f"{refused.reason.value}: {refused.detail}"
         planned.append(entry)

@@ -37,6 +37,7 @@ from lake_assets.core.apply.parse import parse_csv
 from lake_assets.core.apply.validate import OPERATION, RECORD, Refused, arrow_type, validate
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
+from lake_assets.core.sequence import TIME_DIGITS
 
 #: The operation of a snapshot's rows (a full load).
 SNAPSHOT_OPERATION = "L"
@@ -115,10 +116,14 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
         refused = Refused(records, [refusal[0].value] * len(records), [refusal[1]] * len(records))
     else:
         # a snapshot's rows are `L`; CDC rows without DMS's operation field (CdcInsertsOnly) are inserts
-        operation = SNAPSHOT_OPERATION if obj.kind is SourceKind.SNAPSHOT else None if shape.operation \
-            else source.upserts[0]
-        valid, invalid = validate(declaration, dms_rows(parsed.rows, dms), operation, source.delete, source.upserts)
+        cdc = obj.kind is SourceKind.CDC
+        operation = SNAPSHOT_OPERATION if not cdc else None if shape.operation else source.upserts[0]
+        valid, invalid = validate(declaration, dms_rows(parsed.rows, dms), operation, source.delete, source.upserts,
+                                  source.operation_column if cdc else None, source.truncate)
         refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details) + invalid
+        if cdc and declaration.sequence_by is not None:
+            valid, unsequenced = _sequenced(valid, declaration.sequence_by, obj.prefix or "")
+            refused = refused + unsequenced
     parts = []
     if valid.num_rows:
         records = valid[RECORD]
@@ -126,8 +131,9 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
         rows.update({FILE_INDEX: pa.repeat(pa.scalar(obj.index, pa.int32()), valid.num_rows),
                      KIND: pa.repeat(RowKind.ROW.value, valid.num_rows),
                      SOURCE_FILE: pa.repeat(obj.key, valid.num_rows),
-                     SOURCE_LINE: pa.array(parsed.line_numbers(records.to_numpy()), pa.int64()),
-                     SEQUENCE: sequences(obj.prefix or "", records)})
+                     SOURCE_LINE: pa.array(parsed.line_numbers(records.to_numpy()), pa.int64())})
+        if SEQUENCE not in rows:  # the file's (a `sequence_by` column gave CDC rows theirs)
+            rows[SEQUENCE] = sequences(obj.prefix or "", records)
         parts.append(_conformed(rows, valid.num_rows, schema))
     if len(refused):
         parts.append(_refusal_rows(declaration, obj, parsed, shape, refused, schema))
@@ -154,6 +160,39 @@ def sequences(prefix: str, records: pa.Array | pa.ChunkedArray) -> pa.Array | pa
     """Each row's sequence: the object's prefix and its record number in ROW_DIGITS digits."""
     digits = pc.utf8_lpad(pc.cast(records, pa.string()), ROW_DIGITS, "0")
     return pc.binary_join_element_wise(pa.scalar(prefix), digits, "")
+
+
+def _sequenced(valid: pa.Table, column: str, prefix: str) -> tuple[pa.Table, Refused]:
+    """`valid` with each row's sequence from its `sequence_by` column (in the time slot of the
+    sequence: core/sequence.py; the rest of the file's prefix and the record number order ties),
+    and the rows whose value is NULL or negative refused (`no_sequence`)."""
+    values = valid[column]
+    slot = time_slot(values)
+    usable = pc.fill_null(pc.is_valid(slot), False)
+    refused = Refused.none()
+    if not pc.all(usable).as_py():
+        bad = pc.invert(usable)
+        refused = Refused(valid[RECORD].filter(bad).to_numpy(), [RefusalReason.NO_SEQUENCE.value] * pc.sum(bad).as_py(),
+                          [f"{column} is empty or negative: it orders the changes (sequence_by)"] * pc.sum(bad).as_py())
+        valid, slot = valid.filter(usable), slot.filter(usable)
+    rest = pc.binary_join_element_wise(pa.scalar(prefix[TIME_DIGITS:]),
+                                       pc.utf8_lpad(pc.cast(valid[RECORD], pa.string()), ROW_DIGITS, "0"), "")
+    return valid.append_column(SEQUENCE, pc.binary_join_element_wise(slot, rest, "")), refused
+
+
+def time_slot(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A sequence column's values as the 23 characters of a sequence's time slot (NULL where a
+    value is NULL or negative): a time as YYYYMMDDHHMMSS and nine digits of a second, a number
+    zero-padded, so the slots compare as the values do."""
+    kind = values.type
+    if pa.types.is_integer(kind):
+        positive = pc.if_else(pc.greater_equal(values, 0), values, pa.scalar(None, kind))
+        return pc.utf8_lpad(pc.cast(positive, pa.string()), TIME_DIGITS, "0")
+    stamps = pc.cast(values, pa.timestamp("us", tz="UTC")) if pa.types.is_date(kind) else values
+    micros = pc.add(pc.multiply(pc.cast(pc.millisecond(stamps), pa.int64()), 1000),
+                    pc.cast(pc.microsecond(stamps), pa.int64()))
+    return pc.binary_join_element_wise(pc.strftime(stamps, "%Y%m%d%H%M%S"),
+                                       pc.utf8_lpad(pc.cast(micros, pa.string()), 6, "0"), pa.scalar("000"), "")
 
 
 def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shape: FileLayout, refused: Refused,

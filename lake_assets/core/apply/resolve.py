@@ -56,9 +56,10 @@ class PublishedSnapshot:
 def table_columns(declaration: TableDeclaration) -> list[str]:
     """The curated table's columns: the first contract's, the audit columns, then the columns later
     contract versions added (Delta appends an added column at the end, so a table created today
-    and one evolved from v1 agree)."""
-    first = declaration.contracts[0].names
-    later = [n for n in declaration.contract.names if n not in first]
+    and one evolved from v1 agree); `except_columns` are not written."""
+    written = declaration.written
+    first = [n for n in declaration.contracts[0].names if n in written]
+    later = [n for n in written if n not in first]
     return [*first, *AUDIT, *later]
 
 
@@ -71,13 +72,16 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     """The run's resolved changes (see the module's docstring).
 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
-    published snapshot's parts); `table` and `tombstones`: the key columns and `_sequence` of the
-    table's rows and of its tombstones, as the run found them (None: there are none).
+    published snapshot's parts; truncates left out: a truncate is a `snapshot` with no rows);
+    `table`: the table's rows as the run found them, `tombstones` (keys and `_sequence`) its
+    tombstones (None: there are none).
     """
     keys = list(declaration.keys)
+    data = [c for c in declaration.written if c not in keys]
     existing = _existing(keys, table, tombstones)
-    events = changes.select(*keys, *[c for c in declaration.contract.names if c not in keys], OPERATION,
-                            SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
+    events = changes.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
+    if declaration.ignore_null_updates:
+        events = _fill_nulls(keys, data, events, table)
     events = events.join(existing, keys, "left") if existing is not None else \
         events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
@@ -91,11 +95,29 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
         events = events.join(doomed.select(*keys, F.lit(True).alias("_doomed")), keys, "left")
         wins = wins & ~(F.coalesce(F.col("_doomed"), F.lit(False)) & (F.col(SEQUENCE) < F.lit(snapshot.base)))
         implied = _implied_rows(declaration, doomed, snapshot, applied_at)
-    resolved = events.select(*keys, *[c for c in declaration.contract.names if c not in keys], OPERATION, SOURCE_FILE,
-                             SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
+    resolved = events.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
                              F.when(wins, F.lit(Role.APPLY.value)).otherwise(F.lit(Role.KEPT.value)).alias(ROLE),
                              F.coalesce(F.col(PRESENT), F.lit(False)).alias(PRESENT))
     return resolved if implied is None else resolved.unionByName(implied)
+
+
+def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: DataFrame | None) -> DataFrame:
+    """`IGNORE NULL UPDATES`: an update's NULL columns take the key's value as of the change before
+    it (in sequence order: the run's earlier changes, else the table's row), never across a delete."""
+    base = None
+    if table is not None:
+        base = (table.join(events.select(*keys).distinct(), keys, "left_semi")
+                .select(*keys, *data, F.col(SEQUENCE), F.lit(True).alias("_base")))
+    marked = events.withColumn("_base", F.lit(False))
+    both = marked if base is None else marked.unionByName(base, allowMissingColumns=True)
+    order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE)).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    both = both.withColumn("_segment", F.sum(F.when(F.col(OPERATION) == DELETE, 1).otherwise(0)).over(order))
+    within = Window.partitionBy(*keys, "_segment").orderBy(F.col(SEQUENCE)) \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    update = F.col(OPERATION).isin("I", "U")
+    filled = both.select(*[F.when(update, F.last(F.col(c), ignorenulls=True).over(within)).otherwise(F.col(c)).alias(c)
+                           if c in data else F.col(c) for c in both.columns])
+    return filled.where(~F.col("_base")).drop("_base", "_segment")
 
 
 def _existing(keys: list[str], table: DataFrame | None, tombstones: DataFrame | None) -> DataFrame | None:

@@ -27,51 +27,25 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake_assets.core.apply import bookkeeping, commit as committing, feed, history
+from lake_assets.core.apply import bookkeeping, commit as committing, expectations, feed, history
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
     refused_by_older_contract
-from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, SEQUENCE, RowKind, output_schema, \
-    reader, spark_schema
+from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, SEQUENCE, SOURCE_FILE, RowKind, \
+    output_schema, reader, spark_schema
 from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Role, deletes, in_commit, resolve, \
     table_columns
 from lake_assets.core.apply.stage import Manifest, Stage
-from lake_assets.core.apply.validate import OPERATION
+from lake_assets.core.apply.validate import OPERATION, TRUNCATE
 from lake_assets.core.change_feed import FeedReport
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import add_columns, open_table, row_count
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
-from lake_assets.core.tables import TABLES, LakeTable
+from lake_assets.core.tables import TableSet, table_set
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import RulesSettings
 
-
-
-@dataclass(frozen=True)
-class TableSet:
-    """A declared table and the tables the core keeps beside it."""
-
-    table: LakeTable
-    quarantine: LakeTable
-    tombstones: LakeTable
-    changes: LakeTable
-    history: LakeTable
-
-
-def table_set(declaration: TableDeclaration) -> TableSet:
-    """The declared table's tables (the registry's, where it holds them: core/tables.py)."""
-    name = declaration.name
-
-    def beside(suffix: str, description: str) -> LakeTable:
-        return TABLES.get(f"{name}_{suffix}") or LakeTable(f"{name}_{suffix}", f"curated/{name}_{suffix}", description,
-                                                            written_under=name)
-    return TableSet(
-        TABLES.get(name) or LakeTable(name, f"curated/{name}", declaration.description),
-        beside("quarantine", "raw rows that could not be applied, with the reason"),
-        beside("tombstones", "deleted keys and the sequence of their delete, kept for the retention window"),
-        beside("changes", f"change feed of {name}"),
-        beside("history", f"SCD type 2 history of {name} on the source sequence"))
 
 
 @dataclass(frozen=True)
@@ -117,6 +91,8 @@ class ApplyReport:
     files: list[LedgerEntry] = field(default_factory=list)
     duration_seconds: float = 0.0
     derived: DerivedReport = field(default_factory=DerivedReport)
+    #: failing rows per expectation among the rows the run read (core/apply/expectations.py)
+    expectations: dict[str, int] = field(default_factory=dict)
 
     def total(self, attribute: str) -> int:
         return sum(getattr(c, attribute) for c in self.commits)
@@ -154,6 +130,16 @@ class _Run:
         return self.declaration.column(self.declaration.keys[0]).is_integer
 
     @property
+    def tracking(self) -> history.Tracking:
+        """How the table's history is kept (`track_history`, and whether its sequences are times)."""
+        declared = self.declaration
+        tracked = None
+        if declared.track_history is not None or declared.track_history_except:
+            tracked = tuple(declared.tracked)
+        timed = declared.sequence_by is None or declared.column(declared.sequence_by).type in ("DATE", "TIMESTAMP")
+        return history.Tracking(tracked, timed)
+
+    @property
     def key_types(self) -> dict[str, str]:
         return {k: self.declaration.column(k).type for k in self.declaration.keys}
 
@@ -177,7 +163,7 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
     if declaration.history and before is not None:  # a history an earlier release wrote on the commit axis
         history.start_over(tables.history.uri(storage), open_table(storage, tables.history),
                            spark.read.format("delta").load(tables.table.uri(storage)), run.keys, run.columns,
-                           before.version())
+                           before.version(), run.tracking)
     entries = ledger.entries(declaration.name)
     latest = {(e["source_file"], e["source_etag"]): e for e in entries.to_pylist()}
     todo = pending(declaration, raw_files(declaration, storage), latest, reapply)
@@ -230,12 +216,20 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
                                                     [f.to_read() for f in planned.files]))
         summaries = {int(r[FILE_INDEX]): r.asDict() for r in parsed.where(F.col(KIND) == RowKind.FILE.value)
                      .select(FILE_INDEX, "_etag", "_size", "_records", "_valid", "_refused", "_refusal").collect()}
+        judged = expectations.judge(run.declaration, parsed) if run.declaration.expectations else None
+        if judged is not None:
+            run.report.expectations = judged.failed
+            for index, count in judged.dropped_per_file.items():  # quarantined: no longer valid
+                summaries[index]["_valid"] -= count
+                summaries[index]["_refused"] += count
         released = [(f.file.key, f.file.etag) for f in planned.files
                     if (f.file.key, f.file.etag) in latest and refused_by_older_contract(run.declaration,
                                                                                       latest[(f.file.key, f.file.etag)])]
         bookkeeping.release(spark, storage, tables.quarantine, RefusalReason.UNDECLARED_COLUMN.value, released)
         etags = spark.createDataFrame([(i, s["_etag"]) for i, s in summaries.items()], "_file INT, _etag STRING")
         refusals = parsed.where(F.col(KIND) == RowKind.REFUSAL.value)
+        if judged is not None and judged.dropped is not None:
+            refusals = refusals.unionByName(judged.dropped.select(*refusals.columns))
         if any(s["_refused"] for s in summaries.values()):
             bookkeeping.quarantine(storage, tables.quarantine, refusals, etags, run.run_id, applied_at)
         retention = run.rules.tombstone_retention if run.rules.tombstone_retention is not None else \
@@ -253,6 +247,11 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         sources = [f.index for f in planned.changes if not summaries[f.index]["_refusal"]]
         sources += [p.index for p in newest.readable] if newest else []
         changes = parsed.where((F.col(KIND) == RowKind.ROW.value) & F.col(FILE_INDEX).isin(sources))
+        if judged is not None:
+            changes = expectations.kept(changes, judged)
+        truncated = _truncate(changes) if any(s.truncate for s in run.declaration.sources) else None
+        if truncated is not None:
+            changes = changes.where(F.col(OPERATION) != TRUNCATE)
         published_snapshot = None
         if newest is not None:
             protected = None
@@ -263,13 +262,18 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
                 protected = protected.select(*run.keys)
             published_snapshot = PublishedSnapshot(newest.floor, [p.index for p in newest.readable], protected,
                                                    newest.parts[0].file.key)
+        if truncated is not None and (newest is None or truncated.base > newest.floor):
+            published_snapshot = truncated  # the newer: everything older than it goes
         tombstones = bookkeeping.tombstones(spark, storage, tables.tombstones)
         resolved = stage.write("resolved", resolve(
-            run.declaration, changes, None if found is None else found.select(*run.keys, SEQUENCE),
+            run.declaration, changes, found,
             None if tombstones is None else tombstones.select(*run.keys, SEQUENCE),
             planned.floor, published_snapshot, applied_at))
         applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
                    .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()}
+        if truncated is not None and published_snapshot is truncated:
+            for index, count in truncated.rows.items():  # the truncates took effect: applied
+                applied[index] = applied.get(index, 0) + count
         counts = _commit_counts(resolved)
         entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
         operation = "full load" if newest is not None else "merge"
@@ -294,6 +298,24 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         _clear(run, stage, error)
         raise
     stage.clear()
+
+
+@dataclass(frozen=True)
+class _Truncate(PublishedSnapshot):
+    """The run's newest truncate (`APPLY AS TRUNCATE`): a snapshot of no rows at its sequence; `rows`:
+    the truncate rows per file."""
+
+    rows: dict[int, int] = field(default_factory=dict)
+
+
+def _truncate(changes: DataFrame) -> _Truncate | None:
+    """The newest truncate among `changes` (one small aggregate), or None."""
+    found = changes.where(F.col(OPERATION) == TRUNCATE).groupBy(FILE_INDEX, SOURCE_FILE) \
+        .agg(F.max(SEQUENCE).alias("newest"), F.count(F.lit(1)).alias("n")).collect()
+    if not found:
+        return None
+    newest = max(found, key=lambda r: r["newest"])
+    return _Truncate(newest["newest"], [], None, newest[SOURCE_FILE], {int(r[FILE_INDEX]): int(r["n"]) for r in found})
 
 
 def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,
@@ -371,7 +393,7 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
             (run.report.commits[-1].version if run.report.commits else version_before)
         found = open_table(storage, tables.history)
         recorded = history.record(spark, tables.history.uri(storage), found, resolved, run.keys, run.columns,
-                                  run.integer_key, left, _target(run).key_type)
+                                  run.integer_key, left, _target(run).key_type, run.tracking)
         stored = open_table(storage, tables.history)
         if recorded and stored is not None:
             run.report.derived.history_version = stored.version()
@@ -475,7 +497,9 @@ def _evolve(run: _Run, delta: DeltaTable | None) -> None:
     schema-change commit. Rows written before read the new columns as NULL."""
     if delta is None:
         return
-    added = [c for c in run.declaration.contract.columns if c.name not in {f.name for f in delta.schema().fields}]
+    written = set(run.declaration.written)  # `except_columns` are never added
+    added = [c for c in run.declaration.contract.columns
+             if c.name in written and c.name not in {f.name for f in delta.schema().fields}]
     if add_columns(delta, [(c.name, c.type) for c in added], {c.name: c.description for c in added}):
         run.report.commits.append(Commit(delta.version(), f"add columns ({', '.join(c.name for c in added)}) "
                                          f"for contract v{run.declaration.contract.version}", 0, 0, 0,

@@ -26,6 +26,8 @@ from lake_assets.core.declaration import Column, RefusalReason, TableDeclaration
 
 RECORD = "_record"
 OPERATION = "_operation"
+#: The operations a row's `_operation` holds once validated (a snapshot's rows: `L`; DMS's `I`/`U` as written).
+UPSERT, DELETE, TRUNCATE = "U", "D", "T"
 
 INTEGER_PATTERN = r"^[+-]?[0-9]{1,19}$"
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
@@ -68,7 +70,8 @@ class Refused:
 
 
 def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | None,
-             delete: str = "D", upserts: tuple[str, ...] = ("I", "U")) -> tuple[pa.Table, Refused]:
+             delete: str = "D", upserts: tuple[str, ...] = ("I", "U"), operation_column: str | None = None,
+             truncate: str | None = None) -> tuple[pa.Table, Refused]:
     """Split `rows` (string columns named as the declaration's, plus RECORD; `op` for CDC) into
     typed valid rows (the newest contract's columns, OPERATION and RECORD) and refusals.
 
@@ -76,10 +79,21 @@ def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | Non
     written without theirs (DMS's CdcInsertsOnly); None: the rows carry it in an `op` column,
     one of `upserts` or `delete` (any case). Rows carrying an `op` beside a fixed operation (a
     full load written with DMS's IncludeOpForFullLoad) must say the first of `upserts` (`I`).
+
+    `operation_column` names a declared column holding the operation instead (APPLY AS DELETE
+    WHEN ...): its value `delete` deletes, `truncate` truncates the table (such a row needs no
+    key: none of its columns is checked), any other value (or none) upserts.
     """
     trimmed = {name: _trimmed(rows[name]) for name in rows.column_names if name != RECORD}
     written = pc.utf8_upper(trimmed["op"]) if "op" in trimmed else None
-    if operation is None:
+    allowed: tuple[str, ...] = ()
+    if operation_column is not None and operation is not None:
+        said = pc.utf8_upper(trimmed[operation_column])
+        ops = pc.if_else(pc.equal(said, delete.upper()), DELETE,
+                         pc.if_else(pc.equal(said, (truncate or "\0").upper()), TRUNCATE, UPSERT))
+        is_delete = pc.equal(ops, DELETE)
+        written = None
+    elif operation is None:
         if written is None:
             raise ValueError("rows without an `op` column need their operation given")
         ops = written
@@ -92,8 +106,9 @@ def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | Non
     checks = {c.name: _check(c, trimmed[c.name]) for c in declaration.contract.columns if c.name in trimmed}
     reason = pa.nulls(rows.num_rows, pa.string())
     detail = pa.nulls(rows.num_rows, pa.string())
+    checked = pc.invert(pc.equal(ops, TRUNCATE))  # a truncate has nothing to check
     for failed, code, column in _rules(declaration, checks, written, is_delete, allowed):
-        first = pc.and_(pc.is_null(reason), pc.fill_null(failed, False))
+        first = pc.and_(pc.and_(pc.is_null(reason), pc.fill_null(failed, False)), checked)
         if not pc.any(first).as_py():
             continue
         reason = pc.if_else(first, code.value, reason)

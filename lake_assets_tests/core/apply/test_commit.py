@@ -15,11 +15,13 @@ from pyspark.sql import functions as F
 from lake_assets.core.apply import cluster, commit as committing
 from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
-from lake_assets.core.tables import INSURANCE
-from lake_assets.insurance.declaration import INSURANCE as DECLARED
+from lake_assets_tests.helpers.insurance_tables import INSURANCE
+from lake_assets.core.registry import declaration
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA, make_storage
 from lake_assets_tests.helpers.insurance import apply_pending
+
+DECLARED = declaration("insurance")
 
 FULL = "fullload/full-load.csv"
 CDC = ("cdcload/20240401-090000000.csv", "cdcload/20240402-090000000.csv")

@@ -8,8 +8,9 @@ from lake_assets.core.apply.layout import DMS_TIMESTAMP, OPERATION, dms_rows, fi
 from lake_assets.core.apply.parse import RECORD
 from lake_assets.core.declaration import RefusalReason as Reason, SourceKind
 from lake_assets.core.dms import DmsLayout
-from lake_assets.insurance.declaration import INSURANCE
+from lake_assets.core.registry import declaration
 
+INSURANCE = declaration("insurance")
 V1, V2 = INSURANCE.contracts
 CDCLOAD, FULLLOAD = SourceKind.CDC, SourceKind.SNAPSHOT
 SOURCES = {kind: next(s for s in INSURANCE.sources if s.kind is kind) for kind in SourceKind}

@@ -1,4 +1,4 @@
-"""Restore `insurance` to an earlier version, as a new version, and keep the ledger true.
+"""Restore a declared table to an earlier version, as a new version, and keep the ledger true.
 
 The table goes back with delta-rs (`DeltaTable.restore`: one ordinary Delta commit, so
 history keeps the mistake and everything derived from commits sees the restore). Then:
@@ -44,8 +44,8 @@ from lake_assets.core import restore_ledger
 from lake_assets.core.formats.delta import commit_times, open_table, row_count
 from lake_assets.core.ledger import APPLIED, Ledger
 from lake_assets.core.restore_ledger import FileId
-from lake_assets.core.tables import INSURANCE_HISTORY, INSURANCE_TOMBSTONES, LakeTable
-from lake_assets.insurance.contract import TABLE
+from lake_assets.core.declaration import TableDeclaration
+from lake_assets.core.tables import LakeTable, table_set
 from lake_assets.resources.storage import LakeStorage
 
 RESTORE_OPERATION = "RESTORE"
@@ -82,17 +82,18 @@ def restore_delta(storage: LakeStorage, table: LakeTable, version: int) -> Resto
     return report
 
 
-def restore_insurance(storage: LakeStorage, table: LakeTable, version: int, run_id: str) -> RestoreReport:
-    """Restore `insurance` to `version`, then revert (or reinstate) ledger files, tombstones and history."""
+def restore_declared(storage: LakeStorage, declaration: TableDeclaration, version: int, run_id: str) -> RestoreReport:
+    """Restore the table to `version`, then revert (or reinstate) ledger files, tombstones and history."""
     started = dt.datetime.now(dt.timezone.utc)
-    report = restore_delta(storage, table, version)
+    tables = table_set(declaration)
+    report = restore_delta(storage, tables.table, version)
     ledger = Ledger(storage)
-    history = ledger.entries(TABLE)
-    contains, ran = version_rules(open_table(storage, table), history, version)
+    history = ledger.entries(declaration.name)
+    contains, ran = version_rules(open_table(storage, tables.table), history, version)
     changes = restore_ledger.ledger_changes(history, contains)
     until = restore_ledger.derived_until(history, ran) if changes else None
-    report.tombstones_before, report.tombstones_after = restore_as_before(storage, until, INSURANCE_TOMBSTONES)
-    report.history_before, report.history_after = restore_as_before(storage, until, INSURANCE_HISTORY)
+    report.tombstones_before, report.tombstones_after = restore_as_before(storage, until, tables.tombstones)
+    report.history_before, report.history_after = restore_as_before(storage, until, tables.history)
     restore_ledger.record_restore(ledger, changes, f"restore to version {version} (as version {report.version_after})",
                                   run_id, started)
     report.reverted = [e["source_file"] for e in changes.reverted]

@@ -1,0 +1,77 @@
+"""`lake table ...`: declare a table in one file, check every declaration, list them."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lake_assets.cli.app import app, friendly
+from lake_assets.cli.output import Format, console, render
+from lake_assets.core.declaration import SourceKind
+from lake_assets.core.errors import UsageError
+
+table_app = typer.Typer(help="Declared tables: scaffold one from a sample CSV, check them, list them.",
+                        no_args_is_help=True)
+app.add_typer(table_app, name="table")
+
+
+@table_app.command()
+@friendly
+def add(
+    name: Annotated[str, typer.Argument(help="the table's name (lower-case letters, digits, _)")],
+    sample: Annotated[Path, typer.Option("--sample", help="a sample CSV of the table's raw files")],
+    kind: Annotated[SourceKind | None, typer.Option(help="what the sample is (default: read from it)")] = None,
+) -> None:
+    """Write a declaration for NAME, guessed from a sample CSV: columns and types, the key (marked
+    for review), a full-load and a CDC raw zone; then check it against the other declarations.
+
+    The file lands in LAKE_TABLES_DIR (or next to the code location); the next `lake dev` or
+    `lake run` builds the table, its checks, sensor and job from it."""
+    from lake_assets.core import registry, scaffold
+
+    if not sample.is_file():
+        raise FileNotFoundError(f"no such file: {sample}")
+    target = registry.tables_dir() / f"{name}.yaml"
+    if target.exists():
+        raise UsageError(f"{target} exists: edit it, or choose another name")
+    try:
+        guess = scaffold.guess(sample.read_bytes(), kind)
+    except ValueError as error:
+        raise UsageError(f"{sample}: {error}") from None
+    text = scaffold.render(name, guess, str(sample))
+    declared = registry.check_together([*((p, registry.read_file(p)) for p in registry.files()),
+                                        (target, registry.parse(text, str(target)))])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    table = declared[-1]
+    console.print(f"wrote {target}: {len(table.columns)} columns, key {', '.join(table.keys)} (review it), "
+                  f"raw zones {', '.join(s.prefix for s in table.sources)}")
+    console.print(f"next: lake put {sample} --to {name}:{guess.kind.value}, then lake run (or lake dev)")
+
+
+@table_app.command()
+@friendly
+def check() -> None:
+    """Check every declaration (fields, columns, keys, options, expectations; names and raw zones
+    against each other): one line per table, or the first mistake in one line (exit 2)."""
+    from lake_assets.core import registry
+
+    for table in registry.declarations():
+        console.print(f"ok: {table.name} ({len(table.columns)} columns, key {', '.join(table.keys)})")
+
+
+@table_app.command("list")
+@friendly
+def list_tables(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
+    """The declared tables: name, group, key, raw zones, history and feed, and the file declaring each."""
+    from lake_assets.core import registry
+
+    rows = []
+    paths = {registry.read_file(p).name: p for p in registry.files()}
+    for table in registry.declarations():
+        rows.append((table.name, table.group, table.format.value, ", ".join(table.keys),
+                     ", ".join(f"{s.prefix} ({s.kind.value})" for s in table.sources),
+                     "yes" if table.history else "no", "yes" if table.change_feed else "no", str(paths[table.name])))
+    render(["table", "group", "format", "key", "raw zones", "history", "feed", "declared in"], rows, fmt,
+           title="declared tables")
+

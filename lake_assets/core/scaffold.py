@@ -1,0 +1,122 @@
+"""A table declaration scaffolded from a sample CSV (`lake table add NAME --sample FILE`).
+
+The sample's first records say what the declaration starts from: whether the first one is a
+header (every field a name) or the columns are numbered (`c1`, `c2`, ...); whether records lead
+with AWS DMS's operation field (`I`, `U`, `D`: a CDC file); each column's type, the narrowest
+that reads every non-empty sampled value (INT, BIGINT, DATE, TIMESTAMP, DOUBLE, BOOLEAN, else
+STRING); and the key, guessed as the first column whose sampled values are all present and
+distinct (one named like an id first). What is guessed is marked in the file for review.
+"""
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+
+from lake_assets.core.declaration import SourceKind
+from lake_assets.core.dms import is_operation
+
+#: How many records of the sample are read.
+SAMPLE_RECORDS = 1_000
+_INT = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?")
+_BOOLEAN = {"true", "false", "t", "f", "yes", "no"}
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ $#-]*")
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What the sample says: the columns (name, type), the guessed key, and how files are laid out."""
+
+    columns: list[tuple[str, str]]
+    key: str
+    header: bool
+    operation: bool  # records lead with DMS's operation field
+    kind: SourceKind
+
+
+def guess(sample: bytes, kind: SourceKind | None = None) -> Guess:
+    """The declaration a sample CSV suggests (see the module's docstring)."""
+    text = sample.decode("utf-8", errors="replace")
+    records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][:SAMPLE_RECORDS + 1]
+    if not records:
+        raise ValueError("the sample holds no record")
+    first = [f.strip() for f in records[0]]
+    header = all(_NAME.fullmatch(f) and not _NUMBER.fullmatch(f) and not is_operation(f) for f in first)
+    body = records[1:] if header else records
+    operation = bool(body) and 2 * sum(is_operation(r[0]) for r in body if r) > len(body)
+    if header and first and first[0].lower() == "op":
+        operation = True
+    names = [_column_name(n) for n in first] if header else [f"c{i + 1}" for i in range(len(first))]
+    if operation:
+        names = names[1:]
+        body = [r[1:] for r in body]
+    width = len(names)
+    values = [[r[i].strip() for r in body if len(r) == width and r[i].strip()]
+              for i in range(width)]
+    columns = [(name, _type(column)) for name, column in zip(names, values)]
+    key = _key(names, [[r[i].strip() if i < len(r) else "" for r in body] for i in range(width)])
+    return Guess(columns, key, header, operation, kind or (SourceKind.CDC if operation else SourceKind.SNAPSHOT))
+
+
+def _column_name(field: str) -> str:
+    """A header's field as a column name: lower-case, other characters as `_`."""
+    name = re.sub(r"[^a-z0-9_]+", "_", field.strip().lower()).strip("_")
+    return name if name and name[0].isalpha() else f"c_{name}"
+
+
+def _type(values: list[str]) -> str:
+    """The narrowest type every value reads as."""
+    if not values:
+        return "STRING"
+    if all(_INT.fullmatch(v) for v in values):
+        return "INT" if all(-(2**31) <= int(v) < 2**31 for v in values) else "BIGINT"
+    if all(_DATE.fullmatch(v) for v in values):
+        return "DATE"
+    if all(_TIMESTAMP.fullmatch(v) for v in values):
+        return "TIMESTAMP"
+    if all(_NUMBER.fullmatch(v) for v in values):
+        return "DOUBLE"
+    if all(v.lower() in _BOOLEAN for v in values):
+        return "BOOLEAN"
+    return "STRING"
+
+
+def _key(names: list[str], columns: list[list[str]]) -> str:
+    """The first column whose values are all present and distinct, one named like an id first."""
+    unique = [n for n, values in zip(names, columns) if values and all(values) and len(set(values)) == len(values)]
+    named = [n for n in unique if re.search(r"(^|_)(id|key|code|no|number)$", n)]
+    return (named or unique or names)[0]
+
+
+def render(name: str, found: Guess, sample: str) -> str:
+    """The declaration's YAML text, with what is guessed marked for review."""
+    snapshot, cdc = f"raw/{name}/fullload/", f"raw/{name}/cdc/"
+    lines = [
+        f"# `{name}`, scaffolded by `lake table add` from {sample}: review the marked lines, then",
+        "# `lake table check`. The fields are described in the docs' \"Declare a table\" page.",
+        f"name: {name}",
+        f"description: {name} (from {sample.rsplit('/', 1)[-1]})",
+        f"group: {name}",
+        f"keys: [{found.key}]  # review: guessed from the sample (its values are all present and distinct there)",
+        "columns:  # review: types read from the sample's values",
+    ]
+    for column, kind in found.columns:
+        required = ", nullable: false" if column == found.key else ""
+        lines.append(f"  - {{name: {column}, type: {kind}{required}, description: \"\"}}")
+    lines += [
+        "sources:",
+        f"  - {{prefix: {snapshot}, kind: snapshot}}  # full loads (DMS's LOAD00000001.csv ...), with or without a header",
+        f"  - {{prefix: {cdc}, kind: cdc}}  # changes, DMS's operation I/U/D first, named by their time",
+        "history: true  # an SCD type 2 history beside the table",
+        "change_feed: true",
+        "# sequence_by: a_column  # order changes by a column instead of the file's DMS time",
+        "# ignore_null_updates: true",
+        "# track_history_except: [a_column]",
+        "# expectations:",
+        "#   - {name: positive_amount, condition: \"amount >= 0\", action: drop}",
+        "",
+    ]
+    return "\n".join(lines)

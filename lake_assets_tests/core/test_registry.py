@@ -1,0 +1,86 @@
+"""Declarations read from YAML (core/registry.py, core/declaration.py): a mistake is one line naming
+the file, the field and what it allows; tables are checked against each other."""
+
+from pathlib import Path
+
+import pytest
+
+from lake_assets.core import registry
+from lake_assets.core.declaration import DeclarationError
+
+GOOD = """
+name: orders
+group: sales
+keys: [order_id]
+columns:
+  - {name: order_id, type: BIGINT, nullable: false}
+  - {name: amount, type: "DECIMAL(10,2)"}
+  - {name: status, type: STRING, allowed: [NEW, PAID]}
+sources:
+  - {prefix: raw/orders/cdc/, kind: cdc}
+"""
+
+
+def declared(text: str, tmp_path: Path, name: str = "orders.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def refused(text: str, tmp_path: Path) -> str:
+    with pytest.raises(DeclarationError) as raised:
+        registry.read_file(declared(text, tmp_path))
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(str(tmp_path))
+    return message
+
+
+def test_a_good_declaration_reads(tmp_path: Path) -> None:
+    table = registry.read_file(declared(GOOD, tmp_path))
+    assert (table.name, table.keys, table.column("amount").type) == ("orders", ("order_id",), "DECIMAL(10,2)")
+    assert table.written == ["order_id", "amount", "status"]
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (("keys: [order_id]", "keys: []"), "keys: declare at least one key column"),
+    (("keys: [order_id]", "keys: [id]"), "keys: id not among the columns"),
+    (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: stream}"),
+     "sources.0.kind: Input should be 'cdc' or 'snapshot'"),
+    (("type: STRING,", "type: VARCHAR2,"), "columns.2.type: type 'VARCHAR2' is not one of INT, BIGINT, STRING"),
+    (("type: \"DECIMAL(10,2)\"", "type: \"DECIMAL(40,2)\""), "DECIMAL(p,s) (p <= 38)"),
+    (("group: sales", "group: sales\ntrack_history: [colour]"), "track_history: colour not among the columns"),
+    (("group: sales", "group: sales\nsequence_by: status"), "sequence_by: status is STRING"),
+    (("group: sales", "group: sales\nexpectations: [{name: pos, condition: \"amount >=\"}]"),
+     "expectations: pos: 'amount >=' is not a SQL condition"),
+    (("group: sales", "group: sales\nexpectations: [{name: pos, condition: \"price > 0\"}]"),
+     "expectations: pos: price not among the columns"),
+    (("group: sales", "group: sales\npartition_by: [status]"), "partition_by: Extra inputs are not permitted"),
+    (("name: orders", "name: Orders"), "must be lower-case"),
+])
+def test_a_mistake_is_one_line_naming_the_field(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
+    assert expected in refused(GOOD.replace(*change), tmp_path)
+
+
+def test_not_yaml_and_not_a_mapping_are_one_line(tmp_path: Path) -> None:
+    assert "not YAML at line" in refused("name: [orders\n", tmp_path)
+    assert "a declaration is a mapping" in refused("- orders\n", tmp_path)
+
+
+def test_two_tables_on_one_raw_prefix_are_refused(tmp_path: Path) -> None:
+    first = registry.read_file(declared(GOOD, tmp_path))
+    other = declared(GOOD.replace("name: orders", "name: refunds").replace("raw/orders/cdc/", "raw/orders/"),
+                     tmp_path, "refunds.yaml")
+    with pytest.raises(DeclarationError, match="raw/orders/ overlaps raw/orders/cdc/, the raw prefix of table orders"):
+        registry.check_together([(tmp_path / "orders.yaml", first), (other, registry.read_file(other))])
+    with pytest.raises(DeclarationError, match="declared in .* too"):
+        registry.check_together([(tmp_path / "orders.yaml", first), (tmp_path / "again.yaml", first)])
+    reserved = declared(GOOD.replace("raw/orders/cdc/", "raw/tpcds/orders/"), tmp_path, "tpcds_like.yaml")
+    with pytest.raises(DeclarationError, match="the TPC-DS star's raw zone"):
+        registry.check_together([(reserved, registry.read_file(reserved))])
+
+
+def test_the_built_in_declarations_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(registry.TABLES_DIR_VARIABLE, raising=False)
+    registry.declarations.cache_clear()
+    assert [t.name for t in registry.declarations()] == ["insurance"]
+    registry.declarations.cache_clear()
