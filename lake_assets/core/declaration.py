@@ -236,6 +236,9 @@ class TableDeclaration(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> "TableDeclaration":
         names = [c.name for c in self.columns]
+        if "op" in names:
+            raise ValueError("columns: op is the name of DMS's operation field (a CDC file's first); name the column "
+                             "otherwise, and declare it as a source's operation_column if it holds the operation")
         doubled = sorted({n for n in names if names.count(n) > 1})
         if doubled:
             raise ValueError(f"columns declared twice: {', '.join(doubled)}")

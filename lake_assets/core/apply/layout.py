@@ -104,7 +104,7 @@ def file_layout(declaration: TableDeclaration, kind: SourceKind, data: bytes, dm
                 Reason.BAD_HEADER, "the file is empty: no header and no rows (an upload cut short?)"))
         return _fields(current)
     names = [f.strip().lower() for f in shape.records[0]]
-    if all(_is_name(n) for n in names):
+    if all(_is_name(n) for n in names) or _names_a_contract(declaration, names):
         return _by_header(declaration, names, shape.records[0], shape.records[1:], dms)
     return _by_records(declaration, kind, [r for r in shape.records if len(r) == shape.fields])
 
@@ -171,6 +171,12 @@ def _named_timestamp(body: list[str], dms: DmsLayout) -> int | None:
     """Where the header names DMS's timestamp column as LAKE_DMS_TIMESTAMP_COLUMN says, or None."""
     wanted = dms.timestamp_column.strip().lower()
     return body.index(wanted) if wanted and wanted in body else None
+
+
+def _names_a_contract(declaration: TableDeclaration, names: list[str]) -> bool:
+    """True if `names` are a contract's columns (after DMS's `Op`): a header, even of one-letter names."""
+    body = names[1:] if names and names[0] == OPERATION_HEADER else names
+    return any(body == c.names for c in declaration.contracts)
 
 
 def _is_name(field: str) -> bool:

@@ -170,10 +170,11 @@ def _sequenced(valid: pa.Table, column: str, prefix: str) -> tuple[pa.Table, Ref
     slot = time_slot(values)
     usable = pc.fill_null(pc.is_valid(slot), False)
     refused = Refused.none()
-    if not pc.all(usable).as_py():
+    missing = valid.num_rows - int(pc.sum(usable.cast(pa.int64())).as_py() or 0)
+    if missing:
         bad = pc.invert(usable)
-        refused = Refused(valid[RECORD].filter(bad).to_numpy(), [RefusalReason.NO_SEQUENCE.value] * pc.sum(bad).as_py(),
-                          [f"{column} is empty or negative: it orders the changes (sequence_by)"] * pc.sum(bad).as_py())
+        refused = Refused(valid[RECORD].filter(bad).to_numpy(), [RefusalReason.NO_SEQUENCE.value] * missing,
+                          [f"{column} is empty or negative: it orders the changes (sequence_by)"] * missing)
         valid, slot = valid.filter(usable), slot.filter(usable)
     rest = pc.binary_join_element_wise(pa.scalar(prefix[TIME_DIGITS:]),
                                        pc.utf8_lpad(pc.cast(valid[RECORD], pa.string()), ROW_DIGITS, "0"), "")

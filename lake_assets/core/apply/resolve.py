@@ -80,8 +80,9 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     data = [c for c in declaration.written if c not in keys]
     existing = _existing(keys, table, tombstones)
     events = changes.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
-    if declaration.ignore_null_updates:
-        events = _fill_nulls(keys, data, events, table)
+    if declaration.ignore_null_updates:  # a truncate (a snapshot of no rows) ends what an update may take
+        events = _fill_nulls(keys, data, events, table,
+                             snapshot.base if snapshot is not None and not snapshot.files else None)
     events = events.join(existing, keys, "left") if existing is not None else \
         events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
@@ -101,9 +102,11 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     return resolved if implied is None else resolved.unionByName(implied)
 
 
-def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: DataFrame | None) -> DataFrame:
+def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: DataFrame | None,
+                truncated: str | None) -> DataFrame:
     """`IGNORE NULL UPDATES`: an update's NULL columns take the key's value as of the change before
-    it (in sequence order: the run's earlier changes, else the table's row), never across a delete."""
+    it (in sequence order: the run's earlier changes, else the table's row), never across a delete
+    or the run's truncate (`truncated`: its sequence)."""
     base = None
     if table is not None:
         base = (table.join(events.select(*keys).distinct(), keys, "left_semi")
@@ -111,7 +114,10 @@ def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: Data
     marked = events.withColumn("_base", F.lit(False))
     both = marked if base is None else marked.unionByName(base, allowMissingColumns=True)
     order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE)).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    both = both.withColumn("_segment", F.sum(F.when(F.col(OPERATION) == DELETE, 1).otherwise(0)).over(order))
+    ended = F.sum(F.when(F.col(OPERATION) == DELETE, 1).otherwise(0)).over(order)
+    if truncated is not None:
+        ended = ended + F.when(F.col(SEQUENCE) > F.lit(truncated), 1).otherwise(0)
+    both = both.withColumn("_segment", ended)
     within = Window.partitionBy(*keys, "_segment").orderBy(F.col(SEQUENCE)) \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     update = F.col(OPERATION).isin("I", "U")
