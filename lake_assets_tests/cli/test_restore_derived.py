@@ -2,7 +2,7 @@
 
 Before: `lake restore insurance_history` was accepted and left the history out of step for
 good (every later `lake run` committed its file, then failed the blocking check
-`insurance_history_matches_table`); the TPC-DS derived tables could be restored alone too,
+`matches_table` on `insurance_history`); the TPC-DS derived tables could be restored alone too,
 and a restore of `tpcds.web_sales` left the reports computed from the table it replaced.
 """
 
@@ -59,7 +59,7 @@ def test_insurance_goes_back_with_its_history_and_its_derived_tables_never_alone
     storage.put_bytes("raw/cdcload/20240102-090000000.csv", f"I,{row(3, 3)}\n".encode())
     code, out = lake("run")  # the blocking history check passes
     assert code == 0, out
-    assert "check insurance_history_matches_table: passed" in out, out
+    assert "check insurance_history: matches_table: passed" in out, out
     assert_every_row_accounted(status())
 
 

@@ -23,6 +23,7 @@ one Delta commit (`replaceWhere`). A key that is not an integer rewrites the who
 """
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -43,6 +44,7 @@ IS_CURRENT, COMMIT_VERSION = "is_current", "commit_version"
 VALIDITY = [VALID_TO_SEQUENCE, VALID_FROM, VALID_TO, IS_CURRENT, COMMIT_VERSION]
 #: Parts from this number up mark a snapshot stamped as of its arrival (core/sequence.py).
 ARRIVAL_PART = "900000"
+MICRO = Decimal("0.000001")
 #: The column an earlier release's history (on the commit axis) had; such a history starts over.
 LEGACY_COLUMN = "valid_from_version"
 
@@ -51,14 +53,24 @@ def sequence_time(sequence: SparkColumn) -> SparkColumn:
     """The time part of a sequence (`YYYYMMDDHHMMSSfffffffff.part...`, or the earlier format's
     `YYYYMMDDHHMMSSfff.part...`: core/sequence.py) to the microsecond, NULL for an arrival stamp
     or none."""
-    earlier = F.substring(sequence, 18, 1) == F.lit(".")  # a 17-digit time: milliseconds
-    part = F.when(earlier, F.substring(sequence, 19, 6)).otherwise(F.substring(sequence, 25, 6))
-    fraction = F.when(earlier, F.substring(sequence, 15, 3)).otherwise(F.substring(sequence, 15, 6))
-    text = F.concat(F.substring(sequence, 1, 4), F.lit("-"), F.substring(sequence, 5, 2), F.lit("-"),
-                    F.substring(sequence, 7, 2), F.lit(" "), F.substring(sequence, 9, 2), F.lit(":"),
-                    F.substring(sequence, 11, 2), F.lit(":"), F.substring(sequence, 13, 2), F.lit("."), fraction)
+    # split and arithmetic, not substring or regexp_replace: Sail's cluster mode cannot ship those
+    # to its workers
+    fields = F.split(sequence, r"\.")
+    time, part = fields.getItem(0), fields.getItem(1)
+    digits = time.cast("decimal(23,0)")
+    nanos = F.when(F.length(time) == 17, digits * F.lit(1_000_000)).otherwise(digits).cast("decimal(23,0)")
+
+    date = F.floor(nanos / F.lit(10**15)).cast("bigint")  # YYYYMMDD
+    clock = (nanos % F.lit(10**15)).cast("bigint")  # HHMMSS and nine digits of the second
+
+    def digits_of(number: SparkColumn, scale: int) -> SparkColumn:
+        return (F.floor(number / F.lit(10**scale)) % F.lit(100)).cast("int")
+
+    seconds = (F.floor(clock / F.lit(1000)) % F.lit(10**8)).cast("decimal(8,0)") * F.lit(MICRO)
+    stamp = F.make_timestamp(F.floor(date / F.lit(10**4)).cast("int"), digits_of(date, 2), digits_of(date, 0),
+                             digits_of(clock, 13), digits_of(clock, 11), seconds.cast("decimal(8,6)"))
     arrival = part >= F.lit(ARRIVAL_PART)
-    return F.when(sequence.isNull() | arrival, F.lit(None).cast("timestamp")).otherwise(text.cast("timestamp"))
+    return F.when(sequence.isNull() | arrival, F.lit(None).cast("timestamp")).otherwise(stamp)
 
 
 @dataclass(frozen=True)
