@@ -66,6 +66,9 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             # Dagster asks new visitors to join its community once; a user would click Skip.
             page.add_init_script("window.localStorage.setItem('communityNux', '1')")
+            stranger = browser.new_context().new_page()  # a browser that never opened the address with the token
+            assert stranger.goto(dev.url + "/assets").status == 401
+            page.goto(dev.login_url)  # the address lake dev printed: its token sets the cookie, as for a user
             page.goto(dev.url + "/assets")
             skip = page.get_by_role("button", name="Skip")
             if skip.count():
