@@ -61,10 +61,10 @@ def settings_reference() -> str:
             if variable in placed or (variable is None and name in _inherited(model)):
                 continue
             placed.add(variable or "")
-            rows.append(f"| `{name}` | {_code(variable)} | {_default(field.default)} | {_cell(meaning)} |")
+            rows.append(f"| {_code(variable)} | {_default(field.default)} | {_cell(meaning)} | `{name}` |")
         if rows:
             out += ["", f"## `{model.__name__}`", "", f"{_docstring(model.__doc__)} Fills {resource}.", "",
-                    "| field | variable | default | meaning |", "|---|---|---|---|", *rows]
+                    "| variable | default | meaning | field |", "|---|---|---|---|", *rows]
     others = [(variable, meaning) for variable, meaning in settings.ENV_VARS.items() if variable not in placed]
     out += ["", "## Read by the CLI and the sensors", "",
             "Variables that fill no resource field: `LakeSettings.from_env()` reads the sensors' pace and the CLI's "
