@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from lake_assets.resources.embedded_s3 import EmbeddedS3
     from lake_assets.resources.storage import LakeStorage
 
+#: A session that writes into the checkout fails, naming the paths (tests write into tmp_path).
+pytest_plugins = ("lake_assets_tests.checkout_guard",)
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 

@@ -82,8 +82,11 @@ def test_the_default_install_is_what_lake_runs_on(pyproject: dict) -> None:
     assert {"dagster", "pysail", "pyspark", "deltalake", "pyiceberg", "duckdb"} <= installed
     assert installed & TEST_AND_BENCH_TOOLS == set()
     # ...and the test command's group has them
-    dev = {_normalize(re.split(r"[<>=\[ ;]", r, maxsplit=1)[0]) for r in pyproject["dependency-groups"]["dev"]}
+    groups = pyproject["dependency-groups"]
+    dev = {_normalize(re.split(r"[<>=\[ ;]", r, maxsplit=1)[0]) for r in groups["dev"] if isinstance(r, str)}
+    included = [r["include-group"] for r in groups["dev"] if isinstance(r, dict)]
     assert {"pytest", "playwright", "mypy", "ruff"} <= dev
+    assert included == ["docs"] and "mkdocs==1.6.1" in groups["docs"]  # the suite builds the docs site
 
 
 def test_second_command_installs_the_test_tools_and_ci_runs_it(commands: list[str]) -> None:

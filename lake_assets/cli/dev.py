@@ -1,5 +1,11 @@
 """`lake dev`: the Dagster webserver and daemon with the embedded S3, until Ctrl-C or SIGTERM.
 
+The webserver answers only requests that carry a token made at each start (Dagster has no
+authentication of its own; cli/dev_services.py and cli/web_token.py): the terminal shows the
+address with the token, which sets a cookie in the browser, and LAKE_HOME/dagster-ui-token
+holds it for scripts (`Authorization: Bearer`). An embedded S3 server that dies meanwhile is
+reported at once and started again (cli/dev_s3.py).
+
 The terminal stays quiet: Dagster's services log at WARNING (errors still show), runs' own
 log lines are left out (cli/dev_output.py), and `lake dev` prints one line per finished run
 (cli/dev_runs.py); `--verbose` shows everything, Dagster's INFO logs (every sensor tick) and
@@ -9,9 +15,12 @@ each run's log lines included.
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,6 +28,7 @@ import typer
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.dev_output import forward
+from lake_assets.cli.dev_s3 import S3Watch
 from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import REPO_ROOT, dagster_instance
 from lake_assets.resources.ports import free_port, port_free, port_holder
@@ -31,8 +41,10 @@ if TYPE_CHECKING:
 _PR_SET_PDEATHSIG = 1
 #: Without --verbose: no Python warnings (Dagster's beta/supersession notices at every import).
 QUIET_ENV = {"PYTHONWARNINGS": "ignore"}
-#: How often the terminal looks for finished runs.
+#: How often the terminal looks for finished runs and at the S3 server.
 POLL_SECONDS = 2.0
+#: The webserver's token, for scripts (`Authorization: Bearer ...`), while `lake dev` runs.
+TOKEN_FILE = "dagster-ui-token"
 
 
 @app.command()
@@ -58,28 +70,47 @@ def dev(
     if not (port or settings.web_port_explicit or port_free(web_port)):  # the default is taken: another lake's?
         errors.print(f"port {web_port} is taken by {port_holder(web_port)}; the Dagster UI uses a free port instead")
         web_port = free_port()
-    with LakeStorage.from_settings(settings).running() as storage:
-        console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); Dagster UI http://127.0.0.1:{web_port}; "
-                      f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.")
+    token_file = settings.home / TOKEN_FILE
+    with LakeStorage.from_settings(settings).running() as storage, _token(token_file) as token:
+        console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); "
+                      f"Dagster UI http://127.0.0.1:{web_port}/?token={token} (the token is in {token_file}); "
+                      f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.", soft_wrap=True)
         process = subprocess.Popen(
             [sys.executable, "-m", "lake_assets.core.process_group",  # stops the whole tree, see there
-             str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
-             "-h", "127.0.0.1", "-p", str(web_port), *([] if verbose else ["--log-level", "warning"])],
-            # in DAGSTER_HOME, so `dagster dev` does not warn about the repository's dagster.yaml
+             sys.executable, "-m", "lake_assets.cli.dev_services", str(REPO_ROOT / "workspace.yaml"),
+             "--port", str(web_port), "--token-file", str(token_file), "--log-level", "info" if verbose else "warning"],
+            # in DAGSTER_HOME, where Dagster's services look for dagster.yaml
             cwd=dagster_home, env={**os.environ, **_automation_env(), **({} if verbose else QUIET_ENV)},
             start_new_session=True,
             preexec_fn=_terminate_with_parent,
             stdout=None if verbose else subprocess.PIPE, stderr=None if verbose else subprocess.STDOUT, text=True,
         )
-        if process.stdout is not None:  # quiet: the services' warnings and errors, not every run's log
-            forward(process.stdout, _print_line)
+        stopping = threading.Event()
+        if process.stdout is not None:  # quiet: the services' warnings and errors, not every run's log, and
+            # nothing once they are being stopped (the daemon's ticks fail on the stopped code server then)
+            forward(process.stdout, lambda line: None if stopping.is_set() else _print_line(line))
         try:
-            _report_runs_until_exit(process, reporter)
+            _report_runs_until_exit(process, reporter, S3Watch(storage))
         except KeyboardInterrupt:
             console.print("stopping Dagster ...")
         finally:
+            stopping.set()
             _stop_group(process)
             _print_lines(reporter)  # runs that finished since the last poll
+
+
+@contextlib.contextmanager
+def _token(path: Path) -> Iterator[str]:
+    """A new token for this start, in an owner-only file (LAKE_HOME is 0700, the umask 077) until the end."""
+    token = secrets.token_urlsafe(32)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    try:
+        yield token
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _automation_env() -> dict[str, str]:
@@ -93,14 +124,20 @@ def _automation_env() -> dict[str, str]:
     return {"DAGSTER_MAX_PARTITIONS_FOR_DA_TIMESTAMP_FETCH": str(len(DAILY.get_partition_keys()))}
 
 
-def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter") -> None:
-    """Wait for `dagster dev` to exit, printing a line for each run that finishes meanwhile."""
+def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter", s3: S3Watch) -> None:
+    """Wait for the Dagster services to exit, printing a line for each run that finishes meanwhile,
+    and starting the embedded S3 server again (saying so first) when it has stopped."""
     while True:
         try:
             process.wait(timeout=POLL_SECONDS)
             return
         except subprocess.TimeoutExpired:
             _print_lines(reporter)
+        if (gone := s3.gone()) is not None:
+            errors.print(f"the embedded S3 server stopped (weed pid {gone.pid}; its log: {s3.log}); "
+                         "starting it again", soft_wrap=True)
+            server = s3.start_again()
+            console.print(f"S3 {server.endpoint} again (weed pid {server.pid})", soft_wrap=True)
 
 
 def _print_lines(reporter: "RunReporter") -> None:
@@ -118,12 +155,12 @@ def _terminate_with_parent() -> None:
 
 
 def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM the group's leader (core/process_group.py), which stops `dagster dev`'s tree
-    (webserver, daemon, code server) and SIGKILLs what is left after its grace period; SIGKILL
-    the whole group after 30 s if the leader cannot.
+    """SIGTERM the group's leader (core/process_group.py), which stops the Dagster services'
+    tree (cli/dev_services.py with the webserver, the daemon, the code server) and SIGKILLs what
+    is left after its grace period; SIGKILL the whole group after 30 s if the leader cannot.
 
-    Only the leader is signalled: a second SIGTERM reaching `dagster dev` while it shuts its
-    services down interrupts that shutdown (it printed `Aborted!` and left them to the leader).
+    Only the leader is signalled: it signals the group once (a second SIGTERM reaching
+    `dagster dev`, which ran here before, interrupted its shutdown: `Aborted!`).
     """
     try:
         process.send_signal(signal.SIGTERM)

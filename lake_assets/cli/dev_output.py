@@ -1,4 +1,4 @@
-"""What `lake dev` shows of `dagster dev`'s terminal: its services' warnings and errors, not the
+"""What `lake dev` shows of its Dagster services' terminal (cli/dev_services.py): its services' warnings and errors, not the
 log lines of every run.
 
 Runs are started by the code server (Dagster's default launcher), so each run's console log

@@ -1,6 +1,6 @@
 """`lake dev`'s terminal: one line per finished run, read from the Dagster instance.
 
-`dagster dev` logs every sensor tick at INFO (about 70 lines a minute here); `lake dev`
+Dagster's daemon logs every sensor tick at INFO (about 70 lines a minute here); `lake dev`
 starts it at WARNING and prints instead, for each run that ends, a line like
 
     12:03:04 run 1a2b3c4d apply_insurance SUCCESS 3.1 s -> insurance (raw_insurance_sensor, 2 files)

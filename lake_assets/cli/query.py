@@ -44,8 +44,10 @@ class QueryEngine(StrEnum):
 
 def show_query_duckdb(lake: LakeSession, sql: str, fmt: Format) -> None:
     from lake_assets.cli.sql_binding import time_travel_in
+    from lake_assets.core import sql_nesting
     from lake_assets.resources import duckdb_sandbox
 
+    sql_nesting.check_duckdb(sql)  # before sqlglot recurses into it looking for AS OF
     if needs_spark := time_travel_in(sql):
         raise UsageError(f"{needs_spark} needs --engine spark (the default) on lake query")
     columns, rows = duckdb_sandbox.query(lake.storage, sql)

@@ -41,8 +41,8 @@ def time_travel_in(sql: str) -> str | None:
     """What in `sql` needs the Spark engine's binding (for DuckDB's refusal), or None."""
     try:
         tree = sqlglot.parse_one(sql, read="spark")
-    except sqlglot.errors.SqlglotError:
-        return None  # DuckDB's own parser reports it
+    except (sqlglot.errors.SqlglotError, RecursionError):
+        return None  # DuckDB's own parser and checks report it (the caller checked the nesting first)
     for reference in tree.find_all(exp.Table):
         if is_table_changes(reference):
             return "table_changes()"

@@ -2,18 +2,21 @@
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 
 from lake_assets.cli import sql_errors
+from lake_assets.cli.spark_sql_allowed import HINTS, OPERATORS, SPARK_FUNCTIONS, STATEMENTS, STRUCTURE, SYNTAX_FUNCTIONS
 from lake_assets.cli.sql_binding import is_table_changes
+from lake_assets.core import sql_nesting
 from lake_assets.core.errors import UsageError
 from lake_assets.core.tables import TABLES
 
 
-#: Functions that reach outside the lake (files, the JVM) are refused wherever they appear.
-FORBIDDEN_FUNCTIONS = frozenset({"reflect", "try_reflect", "java_method", "read_files", "read_csv", "read_json",
-                                 "read_parquet", "read_text", "input_file_name", "input_file_block_start",
-                                 "input_file_block_length"})
+class LakeSpark(Spark):
+    """Spark's dialect, keeping the name each known function was called by (`meta["spark_name"]`):
+    sqlglot parses `nvl(a, b)` as `Coalesce`, and the allow-list is of the names Spark runs."""
 
+    ORIGINAL_NAME_META_KEY = "spark_name"
 
 
 def tables_in(sql: str) -> list[str]:
@@ -26,25 +29,24 @@ def tables_in(sql: str) -> list[str]:
     but `table_changes` (bound by sql_binding). Generators stay usable where they read nothing:
     in the select list and in LATERAL VIEW (`explode`, `posexplode`, `inline`, `stack`); in
     FROM every other table function is refused, so no name has to be trusted there. Every
-    attack this refuses is run against Sail in lake_assets_tests/cli/test_query_attacks.py.
+    node of the query must be on the allow-list of cli/spark_sql_allowed.py (functions by the
+    name they were called by), and the statement may nest only so deep (core/sql_nesting.py).
+    Every attack this refuses is run against Sail in lake_assets_tests/cli/test_query_attacks.py.
     """
     try:
-        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+        sql_nesting.check_spark(sql)  # before the parser recurses into it
+        statements = [s for s in sqlglot.parse(sql, read=LakeSpark) if s is not None]
     except sqlglot.errors.SqlglotError as error:
         raise sql_errors.parse_error(sql, error) from None
+    except RecursionError:
+        raise sql_nesting.too_deep() from None
     if len(statements) != 1:
         raise UsageError(f"lake query runs exactly one query, not {len(statements)} statements")
     tree = statements[0]
-    if not isinstance(tree, (exp.Query, exp.Values)) or any(
-        isinstance(node, (exp.DML, exp.DDL, exp.Command, exp.Set, exp.Cache, exp.Uncache, exp.Use))
-        for node in tree.walk()
-    ):
+    if not isinstance(tree, STATEMENTS):
         kind = tree.key.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
         raise UsageError(f"lake query is read-only: only SELECT, WITH, set operations and VALUES are allowed, not {kind}")
-    for function in tree.find_all(exp.Func):
-        name = (function.name if isinstance(function, exp.Anonymous) else function.sql_name()).lower()
-        if name in FORBIDDEN_FUNCTIONS:
-            raise UsageError(f"lake query does not allow the function {name}()")
+    _check_allowed(tree)
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     names: list[str] = []
     for reference in tree.find_all(exp.Table):
@@ -64,3 +66,30 @@ def tables_in(sql: str) -> list[str]:
         if name not in names:
             names.append(name)
     return names
+
+
+def _check_allowed(tree: exp.Expr) -> None:
+    """Refuse a tree deeper than `MAX_DEPTH` or with a node the allow-list lacks (walked without recursion)."""
+    depths = {id(tree): 0}
+    for node in tree.walk(bfs=True):
+        depth = depths.pop(id(node))
+        if depth > sql_nesting.MAX_DEPTH:
+            raise sql_nesting.too_deep(depth)
+        depths.update((id(child), depth + 1) for child in node.iter_expressions())
+        _check_node(node)
+
+
+def _check_node(node: exp.Expr) -> None:
+    name = node.meta.get(LakeSpark.ORIGINAL_NAME_META_KEY) or (node.name if isinstance(node, exp.Anonymous) else None)
+    if isinstance(node, exp.Func) and name:
+        allowed = HINTS if isinstance(node.parent, exp.Hint) else SPARK_FUNCTIONS
+        if name.lower() not in allowed and not (isinstance(node.parent, exp.Table) and is_table_changes(node.parent)):
+            raise UsageError(f"lake query does not allow the function {name.lower()}()")
+    elif isinstance(node, exp.JoinHint):
+        if node.name.lower() not in HINTS:
+            raise UsageError(f"lake query does not allow the hint {node.name}")
+    elif not isinstance(node, (*OPERATORS, *STRUCTURE)) and not (isinstance(node, exp.Func)
+                                                                  and isinstance(node, SYNTAX_FUNCTIONS)):
+        what = " ".join(node.sql(dialect="spark").split())
+        raise UsageError(f"lake query does not allow {type(node).__name__} in a query: "
+                         f"{what[:60]}{'...' if len(what) > 60 else ''}")

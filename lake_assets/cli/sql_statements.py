@@ -17,6 +17,7 @@ from sqlglot import exp
 from lake_assets.cli import sql_errors
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession
+from lake_assets.core import sql_nesting
 from lake_assets.core.errors import UsageError
 from lake_assets.core.tables import TABLES, LakeTable, TableFormat
 
@@ -55,8 +56,9 @@ def lake_statement(sql: str) -> ShowTables | Describe | None:
         return None
     usage = "DESCRIBE takes a lake table: DESCRIBE [TABLE] [EXTENDED|HISTORY] <table> (see SHOW TABLES)"
     try:
+        sql_nesting.check_spark(sql)
         tree = sqlglot.parse_one(sql, read="spark")
-    except sqlglot.errors.SqlglotError:
+    except (sqlglot.errors.SqlglotError, RecursionError):
         raise UsageError(usage) from None
     if not isinstance(tree, exp.Describe) or not isinstance(tree.this, exp.Table) \
             or not isinstance(tree.this.this, exp.Identifier) or tree.args.get("partition") is not None \

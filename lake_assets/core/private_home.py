@@ -3,7 +3,7 @@
 Two pieces keep it so:
 
 - `owner_only_umask()` sets the process umask to 077 where lake processes start (the CLI,
-  and through it `lake dev`'s `dagster dev` and its daemon, webserver and code servers; run
+  and through it `lake dev`'s Dagster services: daemon, webserver and code servers; run
   workers set it again), so every file and directory they create under LAKE_HOME, Dagster's
   run databases included, is private from birth.
 - `tighten(top)` is for programs that chmod their own files wider than the umask allows

@@ -1,7 +1,7 @@
-"""The leader of `lake dev`'s process group: runs `dagster dev` and stops the whole group.
+"""The leader of `lake dev`'s process group: runs its Dagster services and stops the whole group.
 
-`lake dev` cannot stop its Dagster processes once it is SIGKILLed, and `dagster dev` alone
-stops its webserver and daemon one after the other, up to 60 s each (the daemon joins each
+`lake dev` cannot stop its Dagster processes once it is SIGKILLed, and stopped one by one
+(as `dagster dev` stops its webserver and daemon) they take up to 60 s each (the daemon joins each
 of its threads for up to 30 s), which measured over 60 s on a loaded machine. This leader
 gets SIGTERM from the kernel when `lake dev` dies (`PR_SET_PDEATHSIG`, set before exec),
 and on SIGTERM or SIGINT it signals every member of its group at once, then SIGKILLs what

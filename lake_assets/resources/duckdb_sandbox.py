@@ -28,33 +28,40 @@ Two layers, each checked by the attack tier (lake_assets_tests/cli/test_query_at
    wants are refused). The statement check below covers it.
 
 2. **The statement check** (`check_read_only`), by DuckDB's own parser: exactly one
-   statement; a SELECT (which includes DESCRIBE, SHOW, SUMMARIZE and FROM-first queries) or
-   an EXPLAIN of one, without ANALYZE (`EXPLAIN ANALYZE` runs its statement and DuckDB
-   classifies it as EXPLAIN all the same) and without options; CALL, COPY, EXPORT, ATTACH,
-   INSTALL/LOAD, SET, the PRAGMAs that are not queries and everything else are refused
-   (`PRAGMA version`, `PRAGMA show_tables` are SELECTs over table functions and pass).
-   Inside the SELECT, table functions that read by path (`read_*`, `glob`, `delta_scan`, `iceberg_*`, `parquet_*`,
-   `query`, ...) and tables named by a file path (`FROM '/etc/passwd'`) are refused.
+   statement, nested at most `core/sql_nesting.py`'s limits; a SELECT (which includes
+   DESCRIBE, SUMMARIZE and FROM-first queries) or an EXPLAIN of one, without ANALYZE
+   (`EXPLAIN ANALYZE` runs its statement and DuckDB classifies it as EXPLAIN all the same)
+   and without options; CALL, COPY, EXPORT, ATTACH, INSTALL/LOAD, SET, PRAGMA and everything
+   else are refused. Inside the SELECT, every node of DuckDB's parse tree must be on the
+   allow-list of `duckdb_sql_allowed.py`: expression kinds, function names, the generator
+   table functions (`range`, `generate_series`, `unnest`) and tables named as the lake names
+   them (or a CTE in scope). So no table function reads by path or runs SQL text the check
+   never saw (`json_execute_serialized_sql(json_serialize_sql('...'))` listed and read the
+   warehouse's files directly before), and no table is named by a file path.
 
 The lake's other DuckDB connections (the tests' oracle, TPC-DS generation and corrections)
 are not sandboxed; only this path is.
 """
 
 import json
-from collections.abc import Iterator
 
 import duckdb
 
+from lake_assets.core import sql_nesting
 from lake_assets.core.errors import LakeError, UsageError
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import TABLES, TableFormat
 from lake_assets.resources.catalog import CATALOG_NAME, find_catalog
 from lake_assets.resources.duckdb_reader import add_s3_secret, connect, quote
+from lake_assets.resources.duckdb_sql_allowed import (
+    DUCKDB_FUNCTIONS,
+    EXPRESSIONS,
+    QUERY_NODES,
+    TABLE_FUNCTIONS,
+    TABLE_REFERENCES,
+)
 from lake_assets.resources.storage import LakeStorage
 
-#: Table functions that read files or objects by path (or run SQL text), refused by name or prefix.
-PATH_FUNCTIONS = frozenset({"glob", "sniff_csv", "query", "query_table", "csv_scan", "json_scan"})
-PATH_FUNCTION_PREFIXES = ("read_", "parquet_", "iceberg_", "delta_")
 #: Errors of the user's query (not of the lake): exit 2.
 QUERY_ERRORS = (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserException,
                 duckdb.PermissionException, duckdb.InvalidInputException, duckdb.ConversionException)
@@ -106,6 +113,7 @@ def lock_down(con: duckdb.DuckDBPyConnection, directories: list[str], paths: lis
 
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Raise UsageError unless `sql` is one read-only query (module docstring, layer 2)."""
+    sql_nesting.check_duckdb(sql)
     statements = con.extract_statements(sql)
     if len(statements) != 1:
         raise UsageError(f"give exactly one SQL statement, not {len(statements)}")
@@ -118,7 +126,7 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
             raise UsageError("lake query only reads: EXPLAIN is allowed on a SELECT only")
     elif statement.type != duckdb.StatementType.SELECT:
         raise UsageError(f"lake query only reads: {statement.type.name} statements are refused")
-    _check_references(con, text)
+    _check_allowed(_parse_tree(con, text))
 
 
 def _explained(text: str) -> str:
@@ -133,29 +141,112 @@ def _explained(text: str) -> str:
     return text[starts[1]:]
 
 
-def _check_references(con: duckdb.DuckDBPyConnection, text: str) -> None:
-    """Refuse path-reading table functions and tables named by a path, found in DuckDB's own
-    parse tree (`json_serialize_sql`); a statement it cannot serialize is refused."""
-    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+def _parse_tree(con: duckdb.DuckDBPyConnection, text: str) -> dict:
+    """DuckDB's own parse tree of one SELECT (`json_serialize_sql`); what it cannot serialize is refused."""
+    serialized = con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0]
+    try:
+        tree = json.loads(serialized)
+    except RecursionError:  # json recurses per level: a statement deeper than any the limits let through
+        raise sql_nesting.too_deep() from None
     if tree.get("error"):
         raise UsageError("lake query only reads: only SELECT queries are allowed")
-    for node in _nodes(tree):
-        if node.get("type") == "TABLE_FUNCTION":
-            name = str(node.get("function", {}).get("function_name", "")).lower()
-            if name in PATH_FUNCTIONS or name.startswith(PATH_FUNCTION_PREFIXES):
-                raise UsageError(f"lake query reads the lake's tables by name; the function {name}() is refused")
-        if node.get("type") == "BASE_TABLE" and any(c in str(node.get("table_name", "")) for c in "/.:"):
-            raise UsageError(f"lake query reads the lake's tables by name, not the file {node['table_name']!r}")
+    return tree
 
 
-def _nodes(value: object) -> Iterator[dict]:
-    if isinstance(value, dict):
-        yield value
-        for child in value.values():
-            yield from _nodes(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from _nodes(child)
+def _check_allowed(tree: dict) -> None:
+    """Refuse a tree with a node the allow-list lacks (duckdb_sql_allowed.py) or deeper than
+    `MAX_DEPTH` nodes, walked without recursion; CTE names are in scope below their query."""
+    todo: list[tuple[object, frozenset[str], int]] = [(tree["statements"], frozenset(), 0)]
+    while todo:
+        value, ctes, depth = todo.pop()
+        if isinstance(value, list):
+            todo += [(child, ctes, depth) for child in value]
+            continue
+        if not isinstance(value, dict):
+            continue
+        node = _node_kind(value)
+        if node is not None:
+            depth += 1
+            if depth > sql_nesting.MAX_DEPTH:
+                raise sql_nesting.too_deep(depth)
+        if node == "query":
+            ctes = ctes | _cte_names(value)
+        children: object = list(value.values())
+        if node == "expression":
+            _check_expression(value)
+        elif node == "table":
+            children = _check_table(value, ctes)
+        todo.append((children, ctes, depth))
+
+
+def _node_kind(value: dict) -> str | None:
+    """"expression", "query" or "table" for the nodes of DuckDB's tree that are checked, else None."""
+    if "class" in value:
+        return "expression"
+    if "modifiers" in value and "cte_map" in value:
+        if value.get("type") not in QUERY_NODES:
+            raise UsageError(f"lake query does not allow a {value.get('type')} in a query")
+        return "query"
+    if "query_location" in value and "alias" in value:
+        if value.get("type") not in TABLE_REFERENCES:
+            raise UsageError(f"lake query does not allow a {value.get('type')} in FROM")
+        return "table"
+    return None
+
+
+def _cte_names(query: dict) -> frozenset[str]:
+    entries = query.get("cte_map", {}).get("map", [])
+    names = {str(entry.get("key", "")).lower() for entry in entries}
+    if query.get("type") == "RECURSIVE_CTE_NODE":
+        names.add(str(query.get("ctename", "")).lower())
+    return frozenset(names)
+
+
+def _check_expression(expression: dict) -> None:
+    if expression["class"] not in EXPRESSIONS:
+        raise UsageError(f"lake query does not allow a {expression['class']} expression")
+    if expression["class"] in ("FUNCTION", "WINDOW"):
+        _check_function(expression, DUCKDB_FUNCTIONS)
+
+
+def _check_function(function: dict, allowed: frozenset[str]) -> None:
+    """A call of an allowed name, unqualified or in DuckDB's own schema (its parser writes
+    `SUBSTRING(...)`, `(a, b)` and `[1]` as calls of `main.substring`, `main.row`, `main.list_value`)."""
+    name = str(function.get("function_name", ""))
+    if function.get("schema") not in ("", "main") or function.get("catalog") not in ("", "system") \
+            or name.lower() not in allowed:
+        qualified = ".".join(part for part in (function.get("catalog"), function.get("schema"), name) if part)
+        raise UsageError(f"lake query does not allow the function {qualified}()")
+
+
+def _check_table(table: dict, ctes: frozenset[str]) -> object:
+    """Check a FROM item; its parts still to walk (a table function's arguments, not the function)."""
+    kind = table["type"]
+    if kind == "TABLE_FUNCTION":
+        function = table.get("function") or {}
+        _check_function(function, TABLE_FUNCTIONS)
+        return function.get("children", [])
+    if kind == "BASE_TABLE" and not _is_lake_table(table, ctes):
+        name = ".".join(str(table.get(part) or "") for part in ("catalog_name", "schema_name", "table_name")
+                        if table.get(part))
+        raise UsageError(f"lake query reads only the lake's tables ({', '.join(sorted(TABLES))}) "
+                         f"or the query's own CTEs, not {name!r}")
+    if kind == "SHOW_REF" and table.get("table_name"):
+        raise UsageError("lake query describes a query or a lake table, not " + repr(table["table_name"]))
+    return list(table.values())
+
+
+def _is_lake_table(table: dict, ctes: frozenset[str]) -> bool:
+    """A CTE in scope, or a lake table by its registry name, optionally in its catalog
+    (`lake.tpcds.web_sales`, as the reports write it; `memory.main.insurance`)."""
+    catalog, schema, name = (str(table.get(part) or "").lower() for part in ("catalog_name", "schema_name", "table_name"))
+    if not catalog and not schema and name in ctes:
+        return True
+    if (catalog, schema) in (("memory", "main"), ("", "main")):
+        catalog = schema = ""
+    if catalog == CATALOG_NAME:
+        catalog = ""
+    return not catalog and (f"{schema}.{name}" if schema else name) in TABLES
 
 
 def read_only_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:

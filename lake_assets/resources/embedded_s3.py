@@ -179,6 +179,13 @@ def embedded_s3(home: Path, port: int, credentials: S3Credentials, *, fallback: 
                 stop(home, server)
 
 
+def restart(home: Path, port: int, credentials: S3Credentials, *, fallback: bool = False) -> EmbeddedS3:
+    """The server under `home` again, for a user whose lease outlived it (`lake dev`: a killed
+    `weed` ends its supervisor, not the leases): the live one, or a new start on `port`."""
+    with server_lock(home):
+        return running_server(home) or _start(home, port, credentials, fallback)
+
+
 def stop(home: Path, server: EmbeddedS3) -> None:
     """Stop the server by PID (its supervisor first, which stops weed and cleans up). Call under the lock."""
     if pid_alive(server.supervisor_pid) and "s3_supervisor" in command_line(server.supervisor_pid):

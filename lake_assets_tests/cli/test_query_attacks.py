@@ -174,6 +174,29 @@ CHECK_ONLY = [
     "SET VARIABLE x = 1",
     "USE lake",
     "CHECKPOINT",
+    # a nested statement the check never saw: it listed the warehouse and read its data files
+    # directly (rows the table had deleted included); the class is closed by the allow-list
+    "SELECT * FROM json_execute_serialized_sql(json_serialize_sql('SELECT * FROM glob(''s3://{warehouse}/**'')'))",
+    "FROM json_execute_serialized_sql(json_serialize_sql("
+    "'SELECT * FROM read_parquet(''s3://{warehouse}/tpcds/web_sales/data/*.parquet'')'))",
+    "SELECT (SELECT count(*) FROM json_execute_serialized_sql(json_serialize_sql('SELECT 1'))) AS n",
+    "PRAGMA json_execute_serialized_sql(json_serialize_sql('SELECT * FROM glob(''s3://{warehouse}/**'')'))",
+    "SELECT json_serialize_plan('SELECT * FROM read_parquet(''s3://{warehouse}/tpcds/web_sales/data/*.parquet'')')",
+    "SELECT * FROM glob('s3://{warehouse}/**')",
+    "SELECT * FROM read_parquet('s3://{warehouse}/tpcds/web_sales/data/*.parquet')",
+    "SELECT * FROM main.glob('s3://{warehouse}/**')",
+    "SELECT * FROM query_table('tpcds.web_sales')",
+    "SELECT * FROM which_secret('s3://{warehouse}/x', 's3')",
+    "SELECT current_setting('allowed_paths')",
+    "SELECT getvariable('x')",
+    "SELECT * FROM duckdb_settings",
+    "SELECT * FROM information_schema.tables",
+    "WITH x AS (SELECT 1) SELECT * FROM (SELECT * FROM x), duckdb_secrets",
+    # deeper than any parser should be asked to go (a Python RecursionError traceback before)
+    "SELECT " + "(" * 50 + "1" + ")" * 50,
+    "SELECT " + "(SELECT " * 30 + "1" + ")" * 30,
+    "SELECT " + " + ".join(["1"] * 1000),
+    "SELECT " + "CASE WHEN true THEN " * 40 + "1" + " END" * 40,
 ]
 DUCKDB_ATTACKS = SANDBOX_HOLDS + STORAGE_REFUSES + CHECK_ONLY
 
@@ -272,6 +295,20 @@ SPARK_ATTACKS = [
     "USE spark_catalog",
     "RESET",
     "SELECT * FROM stack(1, 'a')",
+    # Hive's script transform runs a program on the engine's host (JVM Spark)
+    "SELECT TRANSFORM(policy_id) USING 'cat /etc/passwd' AS (line) FROM insurance",
+    "SELECT current_user() AS u",
+    "SELECT current_database() AS d",
+    "SELECT version() AS v",
+    "SELECT xpath_string('<a>x</a>', 'a') AS x",
+    "SELECT * INTO evil FROM insurance",
+    "SELECT `reflect`('java.lang.System', 'getenv', 'HOME') AS v",
+    # deeper than any parser should be asked to go (a Python RecursionError traceback before; nested
+    # subqueries took Sail minutes to plan, and an operator chain this long crashed it)
+    "SELECT " + "(" * 50 + "1" + ")" * 50,
+    "SELECT " + "(SELECT " * 30 + "1" + ")" * 30,
+    "SELECT " + "CASE WHEN true THEN " * 40 + "1" + " END" * 40,
+    "SELECT " + " + ".join(["1"] * 1000),
 ]
 
 
@@ -327,6 +364,18 @@ def test_cli_refuses_with_one_line_and_exit_2(engine: str, attack: str, unchange
     code, out = lake("query", "--engine", engine, unchanged.fill(attack))
     assert code == 2, out
     assert len(out.strip().splitlines()) == 1 and out.startswith("error:") and unchanged.secret not in out
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+@pytest.mark.parametrize("attack", [
+    "SELECT " + "(" * 50 + "1" + ")" * 50,
+    "SELECT " + " + ".join(["1"] * 1000),
+    "DESCRIBE " + "(" * 50,
+])
+def test_cli_refuses_a_statement_too_deep_in_one_line(engine: str, attack: str, unchanged: Lake) -> None:
+    """Not a RecursionError traceback (sqlglot's parser recursed per bracket) nor a crashed engine."""
+    code, out = lake("query", "--engine", engine, attack)
+    assert code == 2 and len(out.strip().splitlines()) == 1 and out.startswith("error:"), out
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "spark"])

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lake_assets.cli.dev import TOKEN_FILE
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 
@@ -46,11 +47,28 @@ class LakeDev:
         return subprocess.run([str(BIN / "lake"), *args], env=self.env, capture_output=True, text=True,
                               timeout=timeout, cwd=REPO)
 
+    @property
+    def token(self) -> str:
+        """The webserver's token `lake dev` made at start (it prints it in the UI's address, too)."""
+        return (self.home / TOKEN_FILE).read_text().strip()
+
+    @property
+    def login_url(self) -> str:
+        """The address `lake dev` prints: opening it sets the browser's cookie."""
+        return f"{self.url}/?token={self.token}"
+
     def web_up(self) -> bool:
-        try:
-            return urllib.request.urlopen(f"{self.url}/server_info", timeout=2).status == 200
-        except OSError:
-            return False
+        return web_up(self.web_port, self.home)
+
+
+def web_up(port: int, home: Path) -> bool:
+    """True once `lake dev`'s webserver answers a request carrying its token."""
+    try:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/server_info", headers={
+            "Authorization": f"Bearer {(home / TOKEN_FILE).read_text().strip()}"})
+        return urllib.request.urlopen(request, timeout=2).status == 200
+    except OSError:  # no token file yet, or nothing listening
+        return False
 
 
 @contextlib.contextmanager

@@ -2,8 +2,8 @@
 
 Starts `lake dev`, lands data the way a user would, waits for the sensor-launched runs
 and the report refresh that follows the star load, then opens the pages a data engineer
-looks at and checks what they show. The screenshots are saved beside this file and shown
-in the README. Last, `lake dev`'s own terminal: one line per run, no Dagster INFO logs.
+looks at and checks what they show. Its screenshots stay in its tmp_path (the ones the docs
+show are taken by docs/screenshots.py). Last, `lake dev`'s own terminal: one line per run, no Dagster INFO logs.
 """
 
 import json
@@ -16,7 +16,6 @@ from playwright.sync_api import Page, sync_playwright
 
 from lake_assets_tests.helpers.lake_dev import REPO, LakeDev, lake_dev, wait_for
 
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = pytest.mark.e2e
@@ -39,19 +38,20 @@ def _reports_refreshed(dev: LakeDev) -> bool:
     return dev.lake("query", sql, "--format", "json").returncode == 0
 
 
-def _open(page: Page, dev: LakeDev, route: str, expect: list[str], shot: str) -> str:
-    """Open `route`, wait until every text in `expect` shows, save a screenshot, return the page text."""
+def _open(page: Page, dev: LakeDev, route: str, expect: list[str], shot: Path) -> str:
+    """Open `route`, wait until every text in `expect` shows, save a screenshot to `shot`, return the page text."""
     page.goto(dev.url + route)
     for text in expect:
         page.get_by_text(text, exact=False).first.wait_for(state="attached", timeout=60_000)
     page.wait_for_load_state("networkidle")
-    SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{shot}.png"))
+    page.screenshot(path=str(shot))
     return page.inner_text("body")
 
 
 def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
     assert CHROMIUM, "Debian's chromium is needed (.ci/run installs it: apt-get install -y chromium)"
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
     with lake_dev(tmp_path) as dev:
         assert dev.lake("put", str(REPO / "data/fullload/full-load.csv"), "--to", "fullload").returncode == 0
         assert dev.lake("tpcds", "generate", "--scale", "0.01").returncode == 0
@@ -66,38 +66,41 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             # Dagster asks new visitors to join its community once; a user would click Skip.
             page.add_init_script("window.localStorage.setItem('communityNux', '1')")
+            stranger = browser.new_context().new_page()  # a browser that never opened the address with the token
+            assert stranger.goto(dev.url + "/assets").status == 401
+            page.goto(dev.login_url)  # the address lake dev printed: its token sets the cookie, as for a user
             page.goto(dev.url + "/assets")
             skip = page.get_by_role("button", name="Skip")
             if skip.count():
                 skip.first.click()
 
-            lineage = _open(page, dev, "/asset-groups", ["insurance", "raw", "tpcds", "tpcds_reports"], "lineage")
+            lineage = _open(page, dev, "/asset-groups", ["insurance", "raw", "tpcds", "tpcds_reports"], shots / "lineage.png")
             assert "insurance" in lineage and "tpcds" in lineage
 
             partitions = _open(page, dev, "/assets/tpcds/web_sales?view=partitions", ["Partitions"],
-                               "web_sales_partitions")
+                               shots / "web_sales_partitions.png")
             assert "web_sales" in partitions
 
             star_checks = _open(page, dev, "/assets/tpcds/web_sales?view=checks",
-                                ["web_sales_rows_match_raw", "web_sales_referential_integrity"], "web_sales_checks")
+                                ["web_sales_rows_match_raw", "web_sales_referential_integrity"], shots / "web_sales_checks.png")
             assert "Failed" not in star_checks
 
             checks = _open(page, dev, "/assets/insurance?view=checks",
-                           ["insurance_schema_matches_contract", "insurance_rows_conserved"], "insurance_checks")
+                           ["insurance_schema_matches_contract", "insurance_rows_conserved"], shots / "insurance_checks.png")
             assert "Checks (4)" in checks and "Failed" not in checks
 
-            _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports", ["report_q12"], "reports")
+            _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports", ["report_q12"], shots / "reports.png")
             page.get_by_text("List", exact=True).first.click()  # every report with its latest materialization
             page.get_by_text("report_top_customers").first.wait_for(state="attached", timeout=60_000)
             # a report may be refreshing again (a second star run): wait for its run, the UI polls
             page.wait_for_function("() => !/Loading|Materializing/.test(document.body.innerText)", timeout=180_000)
             page.wait_for_load_state("networkidle")
-            page.screenshot(path=str(SCREENSHOTS / "reports.png"))
+            page.screenshot(path=str(shots / "reports.png"))
             reports = page.inner_text("body")
             assert "report_sales_by_hour" in reports and "Never materialized" not in reports
             assert reports.count("Materialized") >= 6, reports  # one status per report
 
-            runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], "runs")
+            runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], shots / "runs.png")
             assert "Success" in runs and "lake/table: tpcds" in runs
             assert not [key for key in BOOKKEEPING if key in runs], runs
             page.get_by_text("View all tags").first.click()
