@@ -59,7 +59,9 @@ class IngestRules:
 
     @classmethod
     def from_rules(cls, rules: "RulesSettings") -> "IngestRules":
-        return cls(rules.dms(), rules.fullload_max_shrink, dt.timedelta(days=rules.tombstone_retention_days))
+        retention = rules.tombstone_retention_days
+        return cls(rules.dms(), rules.fullload_max_shrink,
+                   dt.timedelta(days=retention) if retention is not None else None)
 
 
 @dataclass
