@@ -96,7 +96,7 @@ def render(name: str, found: Guess, sample: str) -> str:
     snapshot, cdc = f"raw/{name}/fullload/", f"raw/{name}/cdc/"
     lines = [
         f"# `{name}`, scaffolded by `lake table add` from {sample}: review the marked lines, then",
-        "# `lake table check`. The fields are described in the docs' \"Declare a table\" page.",
+        "# `lake table check`. The fields are described in the docs' \"Declare your own table\" page.",
         f"name: {name}",
         f"description: {name} (from {sample.rsplit('/', 1)[-1]})",
         f"group: {name}",
