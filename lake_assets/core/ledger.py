@@ -18,15 +18,10 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 
 from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.ledger_states import APPLIED, APPROVED, FINAL, HELD, REJECTED, REVERTED  # noqa: F401 - the states, named here with the ledger
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import LEDGER
 
-APPLIED = "applied"
-REJECTED = "rejected"
-HELD = "held"
-APPROVED = "approved"
-REVERTED = "reverted"
-FINAL = (APPLIED, REJECTED)
 
 LEDGER_SCHEMA = pa.schema([
     ("table_name", pa.string()),

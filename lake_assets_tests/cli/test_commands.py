@@ -53,7 +53,7 @@ def test_user_mistakes_get_a_message_not_a_traceback(lake_env: LakeStorage, tmp_
     code, out = lake("put", str(tmp_path / "missing.csv"), "--to", "cdcload")
     assert code == 2 and "no such file" in out
     code, out = lake("put", str(DATA / "fullload" / "full-load.csv"), "--to", "elsewhere")
-    assert code == 2 and "--to must be one of" in out
+    assert code == 2 and "--to must name a table's raw zone: one of fullload, cdcload" in out
     code, out = lake("history", "no_such_table")
     assert code == 2 and "unknown table 'no_such_table'" in out
     code, out = lake("query", "SELECT * FROM insurance")
@@ -128,4 +128,4 @@ def test_rm_takes_back_what_was_not_applied(lake_env: LakeStorage, tmp_path: Pat
     code, out = lake("rm", "raw/cdcload/cdc-load.csv")
     assert code == 1 and "no such raw file: raw/cdcload/cdc-load.csv" in out
     code, out = lake("rm", "raw/tpcds/store_sales/x.csv")
-    assert code == 2 and "not a raw insurance file" in out
+    assert code == 2 and "is not a declared table's raw file" in out
