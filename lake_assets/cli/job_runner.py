@@ -206,7 +206,13 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
     exit code (fates.exit_code)."""
     from lake_assets.cli.tpcds_runs import run_tpcds_pending  # it imports this module
 
-    declared = [run_pending(lake, reapply, d) for d in declarations()]
+    waiting = {item.table_name for item in snapshot} | fates.stopped_runs(lake.storage)
+    declared = []
+    for table in declarations():
+        if table.name in waiting:
+            declared.append(run_pending(lake, reapply, table))
+        else:  # no run: nothing to apply, no stopped run to finish
+            console.print(f"{table.name}: nothing pending")
     declared_ok = all([report_run(result, list_refused=False) != EXIT_FAILED for result in declared])
     tpcds = run_tpcds_pending(lake, reapply)
     found = fates.outcomes(lake.storage, snapshot, {*(r.run_id for r in declared), *tpcds.run_ids})
