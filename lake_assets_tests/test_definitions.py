@@ -28,6 +28,9 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
     assert defs.resolve_sensor_def("raw_insurance_sensor").minimum_interval_seconds <= 5
     assert defs.resolve_schedule_def("nightly_maintenance").cron_schedule == "0 3 * * *"
     assert job.tags["lake/table"] == "insurance"
+    checks = {c.name: c.asset_key.to_user_string() for c in job.asset_layer.asset_graph.asset_check_keys}
+    steps = {n.name for n in job.graph.node_defs} - {"insurance_tables"}
+    assert steps == {f"{asset}_{check}" for check, asset in checks.items()}  # each step says asset and check once
 
 
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True

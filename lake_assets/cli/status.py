@@ -48,11 +48,12 @@ def status(
                              f"from now (30m, 2h, 1d), not {since!r}") from None
     chosen = select(_statuses(), pending=pending, tables=tuple(tables or ()), after=after)
     lines = summarize(chosen)
-    if summary or fmt is Format.table:
+    readable = fmt in (Format.table, Format.vertical)  # for a person: the summary opens it
+    if summary or readable:
         render(SUMMARY_COLUMNS, [tuple(line.as_dict()[c] for c in SUMMARY_COLUMNS) for line in lines],
                fmt, title="summary per table and domain", sections=[line.table == "all" for line in lines])
     if not summary:
-        if fmt is Format.table:
+        if readable:
             console.print()
         rows = [tuple(s.as_dict()[c] for c in ("table", *FILE_COLUMNS)) for s in chosen]
         render(["table", *FILE_COLUMNS], rows, fmt, title=_title(len(chosen)))

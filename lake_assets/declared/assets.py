@@ -16,6 +16,7 @@ from lake_assets.core.declaration import SourceKind, TableDeclaration
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.apply.resolve import table_columns
+from lake_assets.core.column_descriptions import AUDIT_DESCRIPTIONS
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
@@ -127,10 +128,6 @@ def column_schema(declaration: TableDeclaration) -> dg.TableSchema:
 
 AUDIT_TYPES = {"_operation": "string", "_source_file": "string", "_source_line": "bigint",
                "_applied_at": "timestamp", "_sequence": "string"}
-AUDIT_DESCRIPTIONS = {"_operation": "I, U (CDC) or L (full load)", "_source_file": "Raw object the row came from",
-                      "_source_line": "Line of the row in that object",
-                      "_applied_at": "When the run applied the row",
-                      "_sequence": "The change's sequence: file time.part.delivery.row"}
 
 
 def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[str, dict]:
