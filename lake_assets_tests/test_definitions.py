@@ -58,6 +58,8 @@ def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStor
     assert (meta["rows_before"], meta["rows_after"]) == (25, 26)
     assert (meta["rows_inserted"], meta["rows_updated"], meta["rows_deleted"]) == (2, 3, 1)
     assert (meta["rows_superseded"], meta["rows_quarantined"]) == (1, 1)
+    assert (meta["files_applied"], meta["files_refused"], meta["files_held"]) == (2, 0, 0)  # `lake dev`'s run line
+    assert meta["rows_applied"] == sum(f["applied"] for f in meta["source_files"]) > 0
     assert meta["delta_version"] == 1 and meta["delta_version_before"] == 0
     assert [f["file"] for f in meta["source_files"]] == ["raw/cdcload/20240401-090000000.csv",
                                                            "raw/cdcload/20240402-090000000.csv"]

@@ -17,6 +17,7 @@ from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.column_descriptions import AUDIT_DESCRIPTIONS
+from lake_assets.core.run_outcome import RunOutcome
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
@@ -142,8 +143,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         "rows_inserted": report.total("inserted"),
         "rows_updated": report.total("updated"),
         "rows_deleted": report.total("deleted"),
-        "rows_quarantined": report.file_total("rows_quarantined"),
-        "rows_superseded": report.file_total("rows_superseded"),
+        **RunOutcome.of_files(report.files).as_metadata(),  # files applied/refused/held, rows applied/...
         "commits": dg.MetadataValue.json([vars(c) for c in report.commits]),
         "source_files": dg.MetadataValue.json([
             {"file": f.source_file, "status": f.status, "rows": f.rows_in_file, "applied": f.rows_applied,
