@@ -54,6 +54,10 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     return result
 
 
+#: How long after a lost interrupt it is sent again (long enough for the hook to have returned).
+RESEND_SECONDS = 0.05
+
+
 @contextlib.contextmanager
 def _interrupts_kept() -> Iterator[None]:
     """Deliver again a Ctrl-C or SIGTERM whose exception was lost.
@@ -62,13 +66,14 @@ def _interrupts_kept() -> Iterator[None]:
     is. When that is a garbage-collection callback (SQLAlchemy's, which Dagster's event writes
     leave behind often), Python reports the exception as unraisable and the run goes on to
     its end, as if the signal never came. This hook sends SIGINT to the process again (Dagster
-    handles SIGTERM as SIGINT), so the interrupt lands in the step's own code.
+    handles SIGTERM as SIGINT) from another thread a moment later: sent from the hook itself, the
+    handler ran inside the hook, and its exception was lost the same way (seen in CI).
     """
     previous = sys.unraisablehook
 
     def hook(unraisable: "sys.UnraisableHookArgs") -> None:
         if isinstance(unraisable.exc_value, (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)):
-            os.kill(os.getpid(), signal.SIGINT)
+            threading.Timer(RESEND_SECONDS, os.kill, (os.getpid(), signal.SIGINT)).start()
         else:
             previous(unraisable)
 
