@@ -49,7 +49,7 @@ def main() -> None:
 
 
 def _measure(scale: float, home: Path, server) -> None:  # EmbeddedS3
-    from lake_assets.cli.raw import ZONES
+    from lake_assets.cli.raw import ZONES, zone_prefix
     from lake_assets.core.tables import ICEBERG_CATALOG
     from lake_assets.resources.duckdb_reader import add_s3_secret, connect, quote
     from lake_assets.resources.storage import LakeStorage
@@ -61,7 +61,8 @@ def _measure(scale: float, home: Path, server) -> None:  # EmbeddedS3
     storage = LakeStorage.from_settings(LakeSettings.from_env()).with_endpoint(server.endpoint)
     storage.ensure_bucket()
     generated = generate(storage, scale)
-    for zone, prefix in ZONES.items():
+    prefixes = {zone: zone_prefix(zone)[1] for zone in ZONES}
+    for zone, prefix in prefixes.items():
         for file in sorted((REPO / "data" / zone).glob("*.csv")):
             storage.put_bytes(prefix + file.name, file.read_bytes())
     print(f"SF{scale:g} landed: {generated.rows}, insurance samples", flush=True)
@@ -82,7 +83,7 @@ def _measure(scale: float, home: Path, server) -> None:  # EmbeddedS3
     for table in contract.STAR_TABLES:
         duck.execute(f"COPY {ICEBERG_CATALOG}.raw.{table} TO '{out / table}.parquet' (FORMAT parquet)")
     add_s3_secret(duck, storage)
-    for zone, prefix in ZONES.items():
+    for zone, prefix in prefixes.items():
         duck.execute(f"COPY (SELECT * FROM read_csv({quote(storage.uri(prefix) + '*.csv')}, all_varchar = true)) "
                      f"TO '{out / zone}.parquet' (FORMAT parquet)")
     duck_wall, duck_cpu = time.perf_counter() - started, _cpu(server.pid) - cpu

@@ -4,6 +4,7 @@ import dagster as dg
 
 from lake_assets.core.registry import declarations
 from lake_assets.declared import declared
+from lake_assets.declared.assets import LEDGER_ASSET
 from lake_assets.jobs.maintenance import maintenance_job
 from lake_assets.jobs.restore import restore_table_job
 from lake_assets.jobs.tpcds import load_tpcds_job, refresh_tpcds_reports_job
@@ -25,7 +26,7 @@ def build_definitions(settings: LakeSettings) -> dg.Definitions:
     poll, wait = settings.sensor_interval_seconds, settings.sensor_wait_seconds
     tables = [declared(d, poll, wait) for d in declarations()]
     return dg.Definitions(
-        assets=[*(a for t in tables for a in t.assets), *TPCDS_ASSETS, *REPORT_ASSETS],
+        assets=[*(a for t in tables for a in t.assets), LEDGER_ASSET, *TPCDS_ASSETS, *REPORT_ASSETS],
         asset_checks=[*(c for t in tables for c in t.checks), *TPCDS_CHECKS,
                       *(REPORT_CHECKS if settings.tpcds_report_checks else [])],
         jobs=[*(t.job for t in tables), maintenance_job, restore_table_job, load_tpcds_job, refresh_tpcds_reports_job],

@@ -1,5 +1,7 @@
 """The Dagster code location loads, and the apply job runs end to end with its checks."""
 
+from collections import Counter
+
 import dagster as dg
 from deltalake import DeltaTable
 
@@ -28,6 +30,9 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
     assert defs.resolve_sensor_def("raw_insurance_sensor").minimum_interval_seconds <= 5
     assert defs.resolve_schedule_def("nightly_maintenance").cron_schedule == "0 3 * * *"
     assert job.tags["lake/table"] == "insurance"
+    checks = {c.name: c.asset_key.to_user_string() for c in job.asset_layer.asset_graph.asset_check_keys}
+    steps = {n.name for n in job.graph.node_defs} - {"insurance_tables"}
+    assert steps == {f"{asset}_{check}" for check, asset in checks.items()}  # each step says asset and check once
 
 
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True
@@ -55,6 +60,8 @@ def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStor
     assert (meta["rows_before"], meta["rows_after"]) == (25, 26)
     assert (meta["rows_inserted"], meta["rows_updated"], meta["rows_deleted"]) == (2, 3, 1)
     assert (meta["rows_superseded"], meta["rows_quarantined"]) == (1, 1)
+    assert (meta["files_applied"], meta["files_refused"], meta["files_held"]) == (2, 0, 0)  # `lake dev`'s run line
+    assert meta["rows_applied"] == sum(f["applied"] for f in meta["source_files"]) > 0
     assert meta["delta_version"] == 1 and meta["delta_version_before"] == 0
     assert [f["file"] for f in meta["source_files"]] == ["raw/cdcload/20240401-090000000.csv",
                                                            "raw/cdcload/20240402-090000000.csv"]
@@ -70,6 +77,29 @@ def test_job_applies_full_load_then_cdc_and_every_check_passes(storage: LakeStor
     # every valid CDC row is a change of the history, the superseded one included
     assert history["changes_recorded"] == 2 + 3 + 1 + 1 and history["history_version"] == 1
     assert history["dagster/row_count"] == 25 + 7  # the first load, then the CDC files' changes
+
+    # the quarantine, the tombstones and the ledger in the UI, against delta-rs's reading of the tables
+    quarantine = {k: v.value for k, v in instance.get_latest_materialization_event(
+        dg.AssetKey("insurance_quarantine")).asset_materialization.metadata.items()}
+    stored = _delta(storage, "curated/insurance_quarantine").to_pyarrow_table().to_pylist()
+    by_reason = Counter(r["reason"] for r in stored if r["run_id"] == second.run_id)
+    assert by_reason and {f"quarantined_{reason}": n for reason, n in by_reason.items()}.items() <= quarantine.items()
+    assert sum(v for k, v in quarantine.items() if k.startswith("quarantined_")) == meta["rows_quarantined"]
+    assert quarantine["quarantined_no_sequence"] == by_reason.get("no_sequence", 0)  # every reason, 0 when none
+    assert quarantine["dagster/row_count"] == len(stored)
+    tombstones = instance.get_latest_materialization_event(dg.AssetKey("insurance_tombstones"))
+    assert tombstones.asset_materialization.metadata["dagster/row_count"].value == \
+        _delta(storage, "curated/insurance_tombstones").to_pyarrow_table().num_rows == 1  # the CDC's delete
+    observed = [r.asset_observation.metadata for r in instance.fetch_observations(dg.AssetKey("lake_ledger"), 10).records]
+    assert len(observed) == 2  # one per run
+    latest = {k: v.value for k, v in observed[0].items()}
+    assert latest["table"] == "insurance" and latest["insurance_files_applied"] == 2
+    assert latest["insurance_rows_quarantined"] == meta["rows_quarantined"]
+    assert latest["dagster/row_count"] == _delta(storage, "curated/_lake/ledger").to_pyarrow_table().num_rows == 3
+
+
+def _delta(storage: LakeStorage, prefix: str) -> DeltaTable:
+    return DeltaTable(storage.uri(prefix), storage_options=storage.delta_storage_options())
 
 
 def test_blocking_history_check_fails_when_the_history_disagrees(storage: LakeStorage) -> None:

@@ -10,7 +10,7 @@ from lake_assets.cli.output import errors
 from lake_assets.core.errors import LakeError
 from lake_assets.core.private_home import owner_only_umask
 
-app = typer.Typer(help="lake: a Dagster-orchestrated lakehouse on Delta Lake.", no_args_is_help=True,
+app = typer.Typer(help="lake: a Dagster-orchestrated lakehouse on Delta Lake and Apache Iceberg.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 
 #: `lake run` exit codes (README): 0 all applied and checks green; 1 the run or a check failed;

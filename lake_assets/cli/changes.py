@@ -2,18 +2,22 @@
 `insurance` from its stored feed (delta-rs), the TPC-DS star's Iceberg tables derived from
 their snapshots (pyiceberg, core/formats/iceberg_changes.py)."""
 
-from typing import Annotated
+from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING, Annotated
+
 import typer
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import UsageError
-from lake_assets.core.history import feed_of, feeds
-from lake_assets.core.tables import TPCDS_REPORTS, TableFormat, TableNotBuilt, LakeTable, table
-from lake_assets.resources.storage import LakeStorage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_assets.core.tables import LakeTable
+    from lake_assets.resources.storage import LakeStorage
 
 FEED_NAMES = ["_commit_version", "_commit_timestamp", "_change_type"]
 
@@ -42,6 +46,9 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
     """The change feed of table `name` between two versions, every column, oldest first:
     `_commit_version, _commit_timestamp, _change_type`, then the table's columns (the rows
     `lake changes` shows and SQL's `table_changes(name, from, to)` reads)."""
+    from lake_assets.core.history import feed_of, feeds
+    from lake_assets.core.tables import TPCDS_REPORTS, TableFormat, TableNotBuilt, table
+
     entry = table(name)
     if entry.format is TableFormat.ICEBERG and entry not in TPCDS_REPORTS:
         return _iceberg_feed(storage, entry, from_version, to_version)
@@ -67,6 +74,7 @@ def read_feed(storage: LakeStorage, name: str, from_version: int, to_version: in
 def _iceberg_feed(storage: LakeStorage, entry: LakeTable, start: int, end: int | None) -> pa.Table:
     """Derived from the snapshots between `start` and `end` (snapshot ids of one lineage)."""
     from lake_assets.core.formats import iceberg, iceberg_changes
+    from lake_assets.core.tables import TableNotBuilt
     from lake_assets.tpcds.schema import KEYS
 
     handle = iceberg.open_table(storage, entry)

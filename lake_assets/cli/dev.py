@@ -27,16 +27,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lake_assets.cli.app import app, friendly
-from lake_assets.cli.dev_output import forward
-from lake_assets.cli.dev_s3 import S3Watch
 from lake_assets.cli.output import console, errors
-from lake_assets.cli.session import REPO_ROOT, dagster_instance
-from lake_assets.resources.ports import free_port, port_free, port_holder
-from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import LakeSettings
 
 if TYPE_CHECKING:
     from lake_assets.cli.dev_runs import RunReporter
+    from lake_assets.cli.dev_s3 import S3Watch
 
 _PR_SET_PDEATHSIG = 1
 #: Without --verbose: no Python warnings (Dagster's beta/supersession notices at every import).
@@ -60,7 +55,14 @@ def dev(
     meanwhile; Ctrl-C, SIGTERM or even SIGKILL of `lake dev` stops the Dagster processes.
     Prints one line per finished run; `--verbose` adds Dagster's own INFO logs and each run's log lines.
     """
+    from lake_assets.cli.dev_output import forward
     from lake_assets.cli.dev_runs import RunReporter
+    from lake_assets.cli.dev_s3 import S3Watch
+    from lake_assets.cli.dev_status import serving_status
+    from lake_assets.cli.session import REPO_ROOT, dagster_instance
+    from lake_assets.resources.ports import free_port, port_free, port_holder
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets.settings import LakeSettings
 
     settings = LakeSettings.from_env()
     instance = dagster_instance(settings)
@@ -71,7 +73,8 @@ def dev(
         errors.print(f"port {web_port} is taken by {port_holder(web_port)}; the Dagster UI uses a free port instead")
         web_port = free_port()
     token_file = settings.home / TOKEN_FILE
-    with LakeStorage.from_settings(settings).running() as storage, _token(token_file) as token:
+    with LakeStorage.from_settings(settings).running() as storage, _token(token_file) as token, \
+            serving_status(settings.home, storage):
         console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); "
                       f"Dagster UI http://127.0.0.1:{web_port}/?token={token} (the token is in {token_file}); "
                       f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.", soft_wrap=True)
@@ -124,7 +127,7 @@ def _automation_env() -> dict[str, str]:
     return {"DAGSTER_MAX_PARTITIONS_FOR_DA_TIMESTAMP_FETCH": str(len(DAILY.get_partition_keys()))}
 
 
-def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter", s3: S3Watch) -> None:
+def _report_runs_until_exit(process: subprocess.Popen, reporter: "RunReporter", s3: "S3Watch") -> None:
     """Wait for the Dagster services to exit, printing a line for each run that finishes meanwhile,
     and starting the embedded S3 server again (saying so first) when it has stopped."""
     while True:

@@ -3,9 +3,12 @@
 Dagster's daemon logs every sensor tick at INFO (about 70 lines a minute here); `lake dev`
 starts it at WARNING and prints instead, for each run that ends, a line like
 
-    12:03:04 run 1a2b3c4d apply_insurance SUCCESS 3.1 s -> insurance (raw_insurance_sensor, 2 files)
+    12:03:04 run 1a2b3c4d apply_insurance SUCCESS [refused, quarantined] 3.1 s -> insurance: files 1 applied,
+        1 refused, 0 held; rows 2 applied, 0 superseded, 1 quarantined (raw_insurance_sensor, 2 files)
 
-followed, for a failed run, by the first error. The runs come from the instance's run
+(one line): the files and rows come from the tables' materialization metadata (core/run_outcome.py),
+and a run that refused files, quarantined rows or held a full load is marked so in brackets after
+its status. A failed run's line is followed by its first error. The runs come from the instance's run
 storage and event log through the public `DagsterInstance` API (no log text is parsed).
 """
 
@@ -14,6 +17,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from lake_assets.core.run_outcome import RunOutcome
 from lake_assets.declared.sensors import OBJECTS_TAG
 
 FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
@@ -46,13 +50,17 @@ class RunReporter:
         run = record.dagster_run
         ended = dt.datetime.fromtimestamp(record.end_time or record.update_timestamp.timestamp())
         seconds = (record.end_time - record.start_time) if record.end_time and record.start_time else None
+        assets, outcome = self._materialized(run.run_id)
         line = f"{ended:%H:%M:%S} run {run.run_id[:8]} {_job(run)} {run.status.value}"
+        if outcome is not None and outcome.marks:
+            line += f" [{', '.join(outcome.marks)}]"
         if seconds is not None:
             line += f" {seconds:.1f} s"
-        assets = self._materialized(run.run_id)
         if assets:
             more = f" +{len(assets) - MAX_ASSETS_NAMED}" if len(assets) > MAX_ASSETS_NAMED else ""
             line += f" -> {', '.join(assets[:MAX_ASSETS_NAMED])}{more}"
+        if outcome is not None:
+            line += f": {outcome.describe()}"
         origin = [run.tags[key] for key in LAUNCHERS if key in run.tags]
         if OBJECTS_TAG in run.tags:
             origin.append(f"{run.tags[OBJECTS_TAG]} file{'s' if run.tags[OBJECTS_TAG] != '1' else ''}")
@@ -62,12 +70,15 @@ class RunReporter:
         if run.status is dg.DagsterRunStatus.FAILURE:
             yield f"  error: {self._first_error(run.run_id)}"
 
-    def _materialized(self, run_id: str) -> list[str]:
-        """The tables (asset keys) the run materialized, in order, each once."""
+    def _materialized(self, run_id: str) -> tuple[list[str], RunOutcome | None]:
+        """The tables (asset keys) the run materialized, in order, each once; and what it did with
+        its raw objects (summed over its declared tables; None when none says)."""
         connection = self._instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-        keys = (r.event_log_entry.asset_materialization.asset_key for r in connection.records
-                if r.event_log_entry.asset_materialization is not None)
-        return list(dict.fromkeys(".".join(key.path) for key in keys))
+        materializations = [r.event_log_entry.asset_materialization for r in connection.records
+                            if r.event_log_entry.asset_materialization is not None]
+        outcomes = [o for o in (RunOutcome.from_metadata(m.metadata) for m in materializations) if o is not None]
+        total = sum(outcomes[1:], outcomes[0]) if outcomes else None
+        return list(dict.fromkeys(".".join(m.asset_key.path) for m in materializations)), total
 
     def _first_error(self, run_id: str) -> str:
         """The first step's error message, or the run's failure message, on one line."""

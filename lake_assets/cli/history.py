@@ -2,10 +2,11 @@
 
 from lake_assets.cli.output import Format, render
 from lake_assets.cli.session import LakeSession
-from lake_assets.core.history import history
 
 
 def show_history(lake: LakeSession, name: str, fmt: Format) -> None:
     """The table's history, newest first: Delta versions or Iceberg snapshots (first column the id)."""
+    from lake_assets.core.history import history
+
     columns, rows = history(lake.storage, name)
     render(columns, rows, fmt)

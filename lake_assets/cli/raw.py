@@ -1,35 +1,36 @@
-"""`lake put`, `lake rm` and `lake status`: the raw zone."""
+"""`lake put` and `lake rm`: the raw zone (`lake status` is in cli/status.py).
 
-import datetime as dt
+The libraries a command uses are imported when it runs, so `lake` starts quickly.
+"""
+
+from __future__ import annotations
+
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lake_assets.cli.app import app, friendly
-from lake_assets.cli.output import Format, console, errors, render
+from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import lake_session
 from lake_assets.core.errors import LakeError, UsageError
-from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REVERTED, Ledger
-from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.apply.intake import refusal
-from lake_assets.core.apply.plan import raw_files
-from lake_assets.core.declaration import SourceKind, TableDeclaration
-from lake_assets.core.raw_zone import IGNORED, ignored_objects, list_raw
-from lake_assets.core.registry import declarations
-from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.schema import RAW
 
-#: The seed's names for insurance's two zones (`lake put --to fullload`, `lake demo`).
-ZONES = {"fullload": ("insurance", SourceKind.SNAPSHOT), "cdcload": ("insurance", SourceKind.CDC)}
+if TYPE_CHECKING:
+    from lake_assets.core.declaration import TableDeclaration
+    from lake_assets.resources.storage import LakeStorage
+
+#: The seed's names for insurance's two zones (`lake put --to fullload`, `lake demo`): table, source kind.
+ZONES = {"fullload": ("insurance", "snapshot"), "cdcload": ("insurance", "cdc")}
 
 
 def zone_prefix(to: str) -> tuple[TableDeclaration, str]:
     """The declared table and raw prefix `--to` names: `TABLE:cdc` or `TABLE:snapshot` (a table with
     one source: `TABLE`), a raw prefix, or the seed's `fullload` / `cdcload` (insurance's)."""
+    from lake_assets.core.registry import declarations
+
     name, _, kind = to.partition(":")
     if to in ZONES:
-        name, kind = ZONES[to][0], ZONES[to][1].value
+        name, kind = ZONES[to]
     for table in declarations():
         for source in table.sources:
             if to == source.prefix or (table.name == name and kind in (source.kind.value, "")
@@ -58,6 +59,10 @@ def put(
     name = file.name if name is None else name
     if not name or name.startswith("/") or name.endswith("/") or ".." in name.split("/"):
         raise UsageError(f"--as must be a file name below the zone (folders allowed), not {name!r}")
+    import datetime as dt
+
+    from lake_assets.core.apply.intake import refusal
+
     with lake_session() as lake:
         table, prefix = zone_prefix(to)
         key = prefix + name
@@ -90,6 +95,9 @@ def rm(
 
 def _remove(storage: LakeStorage, table: TableDeclaration, wanted: list[str], force: bool) -> None:
     """Remove `table`'s raw objects `wanted` under its write lease (applied ones only with `force`)."""
+    from lake_assets.core.ledger import APPLIED, Ledger
+    from lake_assets.core.lock import LockOwner, table_lock
+
     client = storage.get_client()
     with table_lock(storage, table.name, LockOwner.current("lake rm")):
         found = {key: _etag(client, storage.bucket, key) for key in wanted}
@@ -120,61 +128,11 @@ def _etag(client, bucket: str, key: str) -> str | None:  # a boto3 S3 client
 
 def _raw_key(storage: LakeStorage, given: str) -> tuple[TableDeclaration, str]:
     """The declared table of a raw file, and its key, given as a key or an s3:// URI of this bucket."""
+    from lake_assets.core.registry import declarations
+
     key = given.removeprefix(f"s3://{storage.bucket}/")
     table = next((t for t in declarations() if t.source(key) is not None), None)
     if table is None or key.endswith("/"):
         prefixes = ", ".join(f"{s.prefix}NAME" for t in declarations() for s in t.sources)
         raise UsageError(f"{given!r} is not a declared table's raw file: give one of {prefixes}")
     return table, key
-
-
-@app.command()
-@friendly
-def status(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
-    """What is pending, applied, rejected and held in the raw zone, per file, and why."""
-    with lake_session() as lake:
-        ledger = Ledger(lake.storage).latest_by_table()
-        rows: list[tuple] = []
-        for table in declarations():
-            latest = ledger.get(table.name, {})
-            rows += [_status_row(obj.key, obj.size, obj.etag, latest) for obj in raw_files(table, lake.storage)]
-            rows += [(o["Key"], int(o["Size"]), IGNORED, None, None, None, None, None, "not a .csv file: never applied")
-                     for o in ignored_objects(lake.storage, [s.prefix for s in table.sources])]
-        rows.extend(_tpcds_rows(lake.storage, ledger))
-        render(["file", "bytes", "status", "version", "rows", "applied", "superseded", "quarantined", "detail"],
-               rows, fmt, title=f"raw zone of s3://{lake.storage.bucket}")
-
-
-def _tpcds_rows(storage: LakeStorage, ledger: dict[str, dict[tuple[str, str], dict]]) -> list[tuple]:
-    """Status rows of the TPC-DS raw objects, against the ledger of the table each one feeds."""
-    from lake_assets.tpcds.layout import fact_layout
-
-    rows = []
-    refused = fact_layout(storage).refused
-    for obj in list_raw(storage, RAW.root):
-        name = RAW.table_of(obj.key)
-        if name is None:
-            continue
-        if obj.key in refused:  # by its place in the raw zone, whatever its content: never loaded as it lies
-            rows.append((obj.key, obj.size, IGNORED, None, None, None, None, None, refused[obj.key]))
-            continue
-        rows.append(_status_row(obj.key, obj.size, obj.etag, ledger.get(name, {})))
-    return rows
-
-
-def _status_row(key: str, size: int, etag: str, latest: dict[tuple[str, str], dict]) -> tuple:
-    """The status line of one raw object, from the latest ledger entries of the table it feeds."""
-    entry = latest.get((key, etag))
-    if entry is None:
-        redelivered = any(seen == key for seen, _ in latest)
-        return key, size, "pending (re-delivered)" if redelivered else "pending", None, None, None, None, None, None
-    detail = entry["detail"]
-    if entry["status"] == HELD:
-        detail = f"{detail}; publish it with `lake approve {key}`"
-    elif entry["status"] == APPROVED:
-        detail = f"{detail}; published by the next run"
-    elif entry["status"] == REVERTED:
-        detail = f"{detail}; apply it again with `lake run --reapply`"
-    return (key, size, entry["status"], entry["table_version"], entry["rows_in_file"], entry["rows_applied"],
-            entry["rows_superseded"], entry["rows_quarantined"], detail)
-

@@ -1,14 +1,18 @@
 """`lake restore`: bring a table back to an earlier version (Delta) or snapshot (Iceberg)."""
 
-from typing import Annotated
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lake_assets.cli.app import EXIT_FAILED, app, friendly
 from lake_assets.cli.output import console, errors
 from lake_assets.cli.session import lake_session
-from lake_assets.core.tables import TPCDS_REPORTS, LakeTable
-from lake_assets.resources.storage import LakeStorage
+
+if TYPE_CHECKING:
+    from lake_assets.core.tables import LakeTable
+    from lake_assets.resources.storage import LakeStorage
 
 
 def restore_now(name: str, version: int | None, as_of: str | None, launched_by: str) -> None:
@@ -54,6 +58,7 @@ def _rebuilds_reports(storage: LakeStorage, entry: LakeTable) -> bool:
     """Whether the restore of `entry` leaves report tables to rebuild: a star table restored
     while reports exist (`lake dev`'s daemon rebuilds them too, after any star change)."""
     from lake_assets.core.formats import iceberg
+    from lake_assets.core.tables import TPCDS_REPORTS
 
     derived = [t for t in TPCDS_REPORTS if entry.name in t.derived_from]
     return any(iceberg.open_table(storage, t) is not None for t in derived)

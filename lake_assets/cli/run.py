@@ -10,9 +10,6 @@ import typer
 
 from lake_assets.cli.app import EXIT_FAILED, EXIT_OK, app, friendly
 from lake_assets.cli.output import Format, console
-from lake_assets.cli.history import show_history
-from lake_assets.cli.query import show_query
-from lake_assets.cli.raw import ZONES, zone_prefix
 from lake_assets.cli.session import REPO_ROOT, LakeSession, lake_session
 from lake_assets.core.errors import UsageError
 
@@ -25,9 +22,8 @@ SEED_COLUMNS = ("policy_id", "expiry_date", "location_name", "state_code", "regi
 SEED_QUERY = f"SELECT {', '.join(SEED_COLUMNS)} FROM insurance WHERE {SEED_KEYS} ORDER BY policy_id"
 
 
-def _audit_hint() -> str:
-    """What `lake demo` says about the columns it leaves out (the core, and so the engine's
-    client, is imported only when the demo prints it)."""
+def audit_hint() -> str:
+    """What `lake demo` says of the columns it leaves out."""
     from lake_assets.core.apply.resolve import AUDIT
 
     return (f"(the seed's columns; every row also carries {', '.join(AUDIT)}: "
@@ -90,7 +86,10 @@ def demo(
 def demo_insurance(lake: LakeSession, data: Path) -> None:
     """The seed's walkthrough: the full load, its query, the CDC batches, the query again,
     the history and the quarantine (typer.Exit with the run's code if a run fails)."""
+    from lake_assets.cli.history import show_history
     from lake_assets.cli.job_runner import report_run, run_pending
+    from lake_assets.cli.query import show_query
+    from lake_assets.cli.raw import ZONES, zone_prefix
 
     for zone in ZONES:
         _, prefix = zone_prefix(zone)
@@ -103,7 +102,7 @@ def demo_insurance(lake: LakeSession, data: Path) -> None:
         code = report_run(run_pending(lake))
         console.rule(f"after the {zone} files")
         show_query(lake, SEED_QUERY, Format.table)
-        console.print(_audit_hint())
+        console.print(audit_hint())
         if code != EXIT_OK:
             raise typer.Exit(code)
     console.rule("insurance history")
@@ -122,6 +121,7 @@ DEMO_REPORT = ("SELECT i_category, i_class, i_item_id, itemrevenue, round(revenu
 def demo_star(lake: LakeSession) -> None:
     """The second domain: land TPC-DS at a small scale, load the Iceberg star, print one report."""
     from lake_assets.cli.progress import step_progress
+    from lake_assets.cli.query import show_query
     from lake_assets.cli.tpcds_runs import run_tpcds_pending
     from lake_assets.tpcds.generate import generate
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lake_assets.core.private_home import private_home
-from lake_assets.resources.storage import LakeStorage
-from lake_assets.settings import LakeSettings
 
 if TYPE_CHECKING:
     import dagster as dg
     from pyspark.sql import SparkSession
+
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets.settings import LakeSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_LOCK = "instance.lock"
@@ -93,6 +94,9 @@ def dagster_instance(settings: LakeSettings) -> dg.DagsterInstance:
 @contextlib.contextmanager
 def lake_session() -> Iterator[LakeSession]:
     """Settings from the environment and a running object store for the command's duration."""
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets.settings import LakeSettings
+
     settings = LakeSettings.from_env()
     prepare_dagster_home(settings)
     with LakeStorage.from_settings(settings).running() as storage:  # running() ensures the bucket

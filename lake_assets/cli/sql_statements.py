@@ -104,13 +104,18 @@ def show_tables(lake: LakeSession, statement: ShowTables) -> list[tuple]:
 
 
 def describe(lake: LakeSession, statement: Describe) -> list[tuple]:
-    """Spark's DESCRIBE rows (col_name, data_type, comment); EXTENDED adds the table's details."""
+    """Spark's DESCRIBE rows (col_name, data_type, comment); EXTENDED adds the table's details.
+    A column's comment is the one stored with the table (Delta's `comment`, Iceberg's `doc`), else
+    its description in the table's declaration (what the Dagster UI shows)."""
     entry = statement.table
     if entry.format is TableFormat.ICEBERG:
         columns, details = _iceberg_facts(lake, entry)
     else:
         columns, details = _delta_facts(lake, entry)
-    rows: list[tuple] = [(name, data_type, None) for name, data_type in columns]
+    from lake_assets.core.column_descriptions import column_descriptions
+
+    declared = column_descriptions(entry.name)
+    rows: list[tuple] = [(name, data_type, comment or declared.get(name)) for name, data_type, comment in columns]
     if statement.style == "EXTENDED":
         rows += [("", "", None), ("# Detailed Table Information", "", None),
                  ("Table", entry.name, None), ("Format", entry.format.value, None),
@@ -119,7 +124,7 @@ def describe(lake: LakeSession, statement: Describe) -> list[tuple]:
     return rows
 
 
-def _delta_facts(lake: LakeSession, entry: LakeTable) -> tuple[list[tuple[str, str]], list[tuple[str, object]]]:
+def _delta_facts(lake: LakeSession, entry: LakeTable) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, object]]]:
     from deltalake.schema import PrimitiveType
 
     from lake_assets.core.formats.delta import open_table, row_count
@@ -128,7 +133,7 @@ def _delta_facts(lake: LakeSession, entry: LakeTable) -> tuple[list[tuple[str, s
     if delta is None:
         raise sql_errors.missing_table(entry.name)
     columns = [(f.name, _DELTA_TYPES.get(f.type.type, f.type.type) if isinstance(f.type, PrimitiveType)
-                else f.type.to_json()) for f in delta.schema().fields]
+                else f.type.to_json(), f.metadata.get("comment") or None) for f in delta.schema().fields]
     last = delta.history(limit=1)
     details = [("Location", entry.uri(lake.storage)), ("Version", delta.version()),
                ("Last commit", _iso(last[0].get("timestamp")) if last else None),
@@ -137,14 +142,15 @@ def _delta_facts(lake: LakeSession, entry: LakeTable) -> tuple[list[tuple[str, s
     return columns, details
 
 
-def _iceberg_facts(lake: LakeSession, entry: LakeTable) -> tuple[list[tuple[str, str]], list[tuple[str, object]]]:
+def _iceberg_facts(lake: LakeSession, entry: LakeTable) -> tuple[list[tuple[str, str, str | None]], list[tuple[str, object]]]:
     from lake_assets.core.formats import iceberg
 
     table = iceberg.open_table(lake.storage, entry)
     if table is None:
         raise sql_errors.missing_table(entry.name)
     schema = table.schema()
-    columns = [(f.name, _ICEBERG_TYPES.get(str(f.field_type), str(f.field_type))) for f in schema.fields]
+    columns = [(f.name, _ICEBERG_TYPES.get(str(f.field_type), str(f.field_type)), f.doc or None)
+               for f in schema.fields]
     partitioning = [schema.find_column_name(p.source_id) if str(p.transform) == "identity"
                     else f"{p.transform}({schema.find_column_name(p.source_id)})" for p in table.spec().fields]
     snapshot = table.current_snapshot()

@@ -7,7 +7,7 @@ import typer
 
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, console, render
-from lake_assets.core.declaration import SourceKind
+from lake_assets.core.source_kind import SourceKind
 from lake_assets.core.errors import UsageError
 
 table_app = typer.Typer(help="Declared tables: scaffold one from a sample CSV, check them, list them.",

@@ -19,7 +19,10 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lake_assets.core.errors import UsageError
+from lake_assets.core.source_kind import SourceKind
 from lake_assets.core.tables import TableFormat
+
+__all__ = ["SourceKind", "TableDeclaration"]  # SourceKind: its own module, named here with the declaration
 
 #: The Spark SQL types a column may have (DECIMAL(p,s) with its precision and scale).
 SCALAR_TYPES = ("INT", "BIGINT", "STRING", "DATE", "BOOLEAN", "DOUBLE", "TIMESTAMP")
@@ -32,13 +35,6 @@ SEQUENCE_TYPES = ("INT", "BIGINT", "DATE", "TIMESTAMP")
 
 class DeclarationError(UsageError):
     """A declaration that cannot be used: the message names the field and what it allows."""
-
-
-class SourceKind(StrEnum):
-    """What a raw object under a source's prefix is."""
-
-    CDC = "cdc"  # changes: one row per insert, update or delete, the operation in the row
-    SNAPSHOT = "snapshot"  # a full load: the whole table as of its stamp (keys it lacks are deleted)
 
 
 class RefusalReason(StrEnum):

@@ -15,18 +15,13 @@ from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
-from lake_assets.core.formats.delta import open_table, to_arrow
+from lake_assets.core.formats.delta import open_table
+from lake_assets.core.ledger_states import APPLIED, APPROVED, FINAL, HELD, REJECTED, REVERTED  # noqa: F401 - the states, named here with the ledger
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import LEDGER
 
-APPLIED = "applied"
-REJECTED = "rejected"
-HELD = "held"
-APPROVED = "approved"
-REVERTED = "reverted"
-FINAL = (APPLIED, REJECTED)
 
 LEDGER_SCHEMA = pa.schema([
     ("table_name", pa.string()),
@@ -66,6 +61,31 @@ class LedgerEntry:
     source_sequence: str | None = None
 
 
+def _read(delta: DeltaTable) -> pa.Table:
+    """Every row of the ledger, through delta-rs's own query engine: not through pyarrow.dataset
+    (`to_pyarrow_dataset`), whose import loads pandas, 0.6 s of every `lake status`."""
+    from deltalake import QueryBuilder
+
+    result = QueryBuilder().register("ledger", delta).execute("SELECT * FROM ledger")
+    return pa.RecordBatchReader.from_stream(result).read_all()
+
+
+def _records(entries: pa.Table) -> list[dict]:
+    """`entries.to_pylist()`, its timestamps aware (UTC) datetimes, read as UTC wall times: pyarrow's
+    own conversion of a zoned timestamp imports pandas (0.6 s of every `lake status`)."""
+    zoned = [f.name for f in entries.schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
+    for name in zoned:
+        field = entries.schema.field(name)
+        entries = entries.set_column(entries.schema.get_field_index(name), name,
+                                     entries[name].cast(pa.timestamp(field.type.unit)))
+    rows = entries.to_pylist()
+    for row in rows:
+        for name in zoned:
+            if row[name] is not None:
+                row[name] = row[name].replace(tzinfo=dt.timezone.utc)
+    return rows
+
+
 class Ledger:
     def __init__(self, storage: LakeStorage) -> None:
         self._storage = storage
@@ -73,25 +93,25 @@ class Ledger:
     def entries(self, table_name: str | None = None) -> pa.Table:
         delta = open_table(self._storage, LEDGER)
         if delta is None:
-            return LEDGER_SCHEMA.empty_table()
-        entries = to_arrow(delta)
+            return pa.Table.from_batches([], schema=LEDGER_SCHEMA)  # Schema.empty_table() imports pandas (0.6 s)
+        entries = _read(delta)
         for name in LEDGER_SCHEMA.names:  # a ledger written before a column was added
             if name not in entries.column_names:
                 entries = entries.append_column(LEDGER_SCHEMA.field(name),
                                                 pa.nulls(entries.num_rows, LEDGER_SCHEMA.field(name).type))
-        entries = entries.select(LEDGER_SCHEMA.names)
+        entries = entries.select(LEDGER_SCHEMA.names).cast(LEDGER_SCHEMA)
         if table_name is not None:
             entries = entries.filter(pc.equal(entries["table_name"], table_name))
         return entries.sort_by([("recorded_at", "ascending"), ("source_file", "ascending")])
 
     def latest(self, table_name: str) -> dict[tuple[str, str], dict]:
         """The latest entry of every (key, ETag) this table has seen."""
-        return {(e["source_file"], e["source_etag"]): e for e in self.entries(table_name).to_pylist()}
+        return {(e["source_file"], e["source_etag"]): e for e in _records(self.entries(table_name))}
 
     def latest_by_table(self) -> dict[str, dict[tuple[str, str], dict]]:
         """`latest` of every table, from one read of the ledger."""
         latest: dict[str, dict[tuple[str, str], dict]] = {}
-        for entry in self.entries().to_pylist():
+        for entry in _records(self.entries()):
             latest.setdefault(entry["table_name"], {})[(entry["source_file"], entry["source_etag"])] = entry
         return latest
 

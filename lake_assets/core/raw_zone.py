@@ -8,9 +8,13 @@ An object is pending for a table while its (key, ETag) is not in that table's le
 re-delivered object (same key, new content) is pending again and an identical one is not.
 """
 
-from dataclasses import dataclass
+from __future__ import annotations
 
-from lake_assets.resources.storage import LakeStorage
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lake_assets.resources.storage import LakeStorage
 
 DATA_SUFFIX = ".csv"
 IGNORED = "ignored"

@@ -11,11 +11,14 @@ import hashlib
 import dagster as dg
 
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending
-from lake_assets.core.tables import table_set
-from lake_assets.core.declaration import SourceKind, TableDeclaration
+from lake_assets.core.tables import LEDGER, LakeTable, table_set
+from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.ledger_states import REJECTED
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.apply.resolve import table_columns
+from lake_assets.core.column_descriptions import AUDIT_DESCRIPTIONS
+from lake_assets.core.run_outcome import RunOutcome
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
@@ -71,7 +74,14 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                      metadata={"dagster/column_schema": column_schema(declaration)}),
         dg.AssetSpec(tables.quarantine.name, deps=raw, group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
-                     description="Every raw row that could not be applied: reason, source file, line number, raw text."),
+                     description="Every raw row that could not be applied: reason, source file, line number, raw "
+                                 "text. Each run's rows by reason are in its metadata (`quarantined_<reason>`, "
+                                 "plotted over time)."),
+        dg.AssetSpec(tables.tombstones.name, deps=[name], group_name=declaration.group, owners=owners,
+                     kinds={"delta", "s3"},
+                     description=f"Keys deleted from `{name}` and the sequence of their delete, kept for "
+                                 f"{declaration.tombstone_retention_days} days (by default) so a late, older "
+                                 "change cannot bring a deleted key back."),
     ]
     if declaration.change_feed:
         specs.append(dg.AssetSpec(
@@ -106,6 +116,8 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
             context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
         context.log.info(f"applied {len(report.files)} file(s): version {report.version_before} -> "
                          f"{report.version_after}, {report.rows_before} -> {report.rows_after} rows")
+        context.log_event(dg.AssetObservation(asset_key=LEDGER_KEY, metadata=ledger_metadata(declaration, report,
+                                                                                              running)))
         for asset, values in metadata.items():
             yield dg.MaterializeResult(asset_key=asset, metadata=values)
 
@@ -127,10 +139,39 @@ def column_schema(declaration: TableDeclaration) -> dg.TableSchema:
 
 AUDIT_TYPES = {"_operation": "string", "_source_file": "string", "_source_line": "bigint",
                "_applied_at": "timestamp", "_sequence": "string"}
-AUDIT_DESCRIPTIONS = {"_operation": "I, U (CDC) or L (full load)", "_source_file": "Raw object the row came from",
-                      "_source_line": "Line of the row in that object",
-                      "_applied_at": "When the run applied the row",
-                      "_sequence": "The change's sequence: file time.part.delivery.row"}
+
+
+#: The ingestion ledger, an asset of its own: every declared table's run records its objects there
+#: and logs an observation of it with what the run did (`ledger_metadata`).
+LEDGER_KEY = dg.AssetKey(LEDGER.name)
+LEDGER_ASSET = dg.AssetSpec(
+    LEDGER_KEY, group_name="lake", kinds={"delta", "s3"},
+    description="The ingestion ledger: one entry per raw object a run took in (applied, refused, held, "
+                "approved, reverted), with its rows applied, superseded and quarantined and why. Each apply run "
+                "logs an observation here: `<table>_files_applied`, `<table>_rows_quarantined`, ... (plotted per "
+                "table over time). `lake status` reads it; `lake query \"SELECT * FROM lake_ledger\"` too.")
+
+
+def quarantine_by_reason(report: ApplyReport) -> dict[str, int]:
+    """The run's quarantined rows per reason, one numeric entry each (`quarantined_<reason>`), so the
+    UI plots each reason over the runs; every reason appears, 0 when the run had none."""
+    return {f"quarantined_{reason.value}": report.quarantined_by_reason.get(reason.value, 0)
+            for reason in RefusalReason} | {f"quarantined_{reason}": count
+                                             for reason, count in report.quarantined_by_reason.items()}
+
+
+def ledger_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[str, str | int]:
+    """The observation of the ledger one run of `declaration`'s table logs: what it did, per table."""
+    outcome = RunOutcome.of_files(report.files)
+    return {"table": declaration.name,
+            **{f"{declaration.name}_{key}": value for key, value in outcome.as_metadata().items()},
+            "dagster/row_count": _rows(storage, LEDGER)}
+
+
+def _rows(storage: LakeStorage, table: LakeTable) -> int:
+    """The rows a Delta table holds, from its log (0 before it exists)."""
+    found = open_table(storage, table)
+    return row_count(found) if found is not None else 0
 
 
 def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[str, dict]:
@@ -145,8 +186,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         "rows_inserted": report.total("inserted"),
         "rows_updated": report.total("updated"),
         "rows_deleted": report.total("deleted"),
-        "rows_quarantined": report.file_total("rows_quarantined"),
-        "rows_superseded": report.file_total("rows_superseded"),
+        **RunOutcome.of_files(report.files).as_metadata(),  # files applied/refused/held, rows applied/...
         "commits": dg.MetadataValue.json([vars(c) for c in report.commits]),
         "source_files": dg.MetadataValue.json([
             {"file": f.source_file, "status": f.status, "rows": f.rows_in_file, "applied": f.rows_applied,
@@ -159,8 +199,15 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         **{f"expectation_{name}_failed_rows": failed for name, failed in report.expectations.items()},
     }, tables.quarantine.name: {
         "rows_quarantined": report.file_total("rows_quarantined"),
+        **quarantine_by_reason(report),
         "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),
+        "refused_files": dg.MetadataValue.json([{"file": f.source_file, "reason": f.detail} for f in report.files
+                                                if f.status == REJECTED]),
+        "dagster/row_count": _rows(storage, tables.quarantine),
         "table_uri": tables.quarantine.uri(storage),
+    }, tables.tombstones.name: {
+        "dagster/row_count": _rows(storage, tables.tombstones),
+        "table_uri": tables.tombstones.uri(storage),
     }}
     if declaration.change_feed:
         feed = report.derived.feed

@@ -19,6 +19,7 @@ from typing import Any
 import dagster as dg
 
 from lake_assets.core.declaration import TableDeclaration
+from lake_assets.declared.assets import raw_key
 from lake_assets.core.ledger import APPROVED, Ledger
 from lake_assets.core.raw_zone import is_data_file
 from lake_assets.resources.storage import LakeStorage
@@ -116,7 +117,23 @@ def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_te
     if runs is not None:
         cursor.runs[run_key] = [now.isoformat(), new]
     tags = {OBJECTS_TAG: str(len(keys)), FIRST_OBJECT_TAG: keys[0], LAST_OBJECT_TAG: keys[-1]}
-    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor.dump())
+    landed = list({object_id(o): o for o in listed if object_id(o) in new}.values())  # the sweep lists some again
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor.dump(),
+                           asset_events=source_observations(declaration, landed))
+
+
+def source_observations(declaration: TableDeclaration, landed: list[dict]) -> list[dg.AssetObservation]:
+    """An observation of each raw source (`raw/<table>_<source>`) that new objects landed in:
+    how many, their bytes and the newest (by name), so the source shows when it was last seen
+    with what. Logged only when a tick requests a run: a quiet zone logs nothing."""
+    observations = []
+    for source in declaration.sources:
+        mine = sorted((o for o in landed if o["Key"].startswith(source.prefix)), key=lambda o: o["Key"])
+        if mine:
+            observations.append(dg.AssetObservation(asset_key=raw_key(declaration, source.kind), metadata={
+                "objects_landed": len(mine), "bytes_landed": sum(int(o["Size"]) for o in mine),
+                "newest_object": mine[-1]["Key"], "prefix": source.prefix}))
+    return observations
 
 
 def run_lookup(instance: dg.DagsterInstance) -> RunLookup:

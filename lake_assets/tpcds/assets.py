@@ -97,6 +97,26 @@ def raw_tpcds(storage: StorageResource) -> dg.ObserveResult:
                             metadata={"objects": len(objects), "bytes": sum(int(o["Size"]) for o in objects)})
 
 
+#: What a load did with its objects, in `load_metadata`; web_sales gives each day's partition its own
+#: (`day_metadata`) and the run's under `run_<key>`.
+OBJECT_COUNTS = ("objects", "rows_in_objects", "rows_applied", "rows_superseded", "rows_quarantined")
+
+
+def day_metadata(report: LoadReport, day_of: dict[str, dt.date], days: list[dt.date]) -> dict[dt.date, dict]:
+    """Each day's own counts (its objects, their lines and rows applied, superseded, quarantined, held),
+    from the run's ledger entries; `day_of` maps an object's key to its sold day."""
+    own: dict[dt.date, dict] = {}
+    for day in days:
+        files = [f for f in report.files if day_of.get(f.source_file) == day]
+        own[day] = {"objects": len(files),
+                    "rows_in_objects": int(sum(f.rows_in_file or 0 for f in files)),
+                    **{key: int(sum(getattr(f, key) for f in files))
+                       for key in ("rows_applied", "rows_superseded", "rows_quarantined")},
+                    "held": sum(f.status == HELD for f in files),
+                    "source_objects": dg.MetadataValue.json(sorted(f.source_file for f in files))}
+    return own
+
+
 def load_metadata(report: LoadReport) -> dict:
     return {
         "iceberg_snapshot": report.snapshot_after if report.snapshot_after is not None else -1,
@@ -194,7 +214,12 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
     context.log.info(f"web_sales: {len(report.files)} object(s) for {window[0]}..{window[-1]}"
                      + (f" ({len(left & set(window))} reverted day(s) left out)" if left & set(window) else "")
                      + f", {report.rows_before} -> {report.rows_after} rows")
-    return dg.MaterializeResult(metadata=load_metadata(report))
+    day_of = {obj.key: day for day, obj in layout.objects.items() if day is not None}
+    for day, values in day_metadata(report, day_of, days_of(context.partition_time_window)).items():
+        context.add_asset_metadata(values, partition_key=day.isoformat())  # each day's partition: its own counts
+    run = load_metadata(report)  # the table's state after the run, for every day; the run's counts as run_<key>
+    return dg.MaterializeResult(metadata={(f"run_{key}" if key in OBJECT_COUNTS else key): value
+                                          for key, value in run.items()})
 
 
 @dg.asset(

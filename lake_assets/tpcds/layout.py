@@ -26,14 +26,14 @@ class FactLayout:
     refused: dict[str, str]  # object key -> why (with what to do)
 
 
-def fact_layout(storage: LakeStorage) -> FactLayout:
+def fact_layout(storage: LakeStorage, listed: list[RawObject] | None = None) -> FactLayout:
     """Every day's fact object (None: the rows without a sold date), and the objects the
     contract's layout refuses: outside a `ws_sold_date=YYYY-MM-DD` folder, in one dated
     outside the table's calendar, or one of several objects in one day folder (the day is
-    not loaded until one remains)."""
+    not loaded until one remains). `listed`: the objects under the fact prefix, if listed already."""
     by_day: dict[dt.date | None, list[RawObject]] = {}
     refused: dict[str, str] = {}
-    for obj in list_raw(storage, RAW.facts):
+    for obj in list_raw(storage, RAW.facts) if listed is None else listed:
         folder, _, name = obj.key[len(RAW.facts):].partition("/")
         value = folder.split("=", 1)[1] if folder.startswith(f"{FOLDER}=") and name and "/" not in name else None
         named, day = _folder_day(value)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from lake_assets.core.ledger import Ledger
@@ -15,6 +16,9 @@ from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.cli import lake
+from lake_assets.cli.session import dagster_instance
+from lake_assets.runs import TABLE_TAG
+from lake_assets.settings import LakeSettings
 
 
 def test_put_run_query_history_status(lake_env: LakeStorage) -> None:
@@ -26,6 +30,8 @@ def test_put_run_query_history_status(lake_env: LakeStorage) -> None:
     code, out = lake("run")
     assert code == 0, out
     assert "rows 0 -> 25" in out and "FAILED" not in out
+    runs = dagster_instance(LakeSettings.from_env()).get_runs(dg.RunsFilter(job_name="apply_insurance"))
+    assert [(r.tags.get(TABLE_TAG), r.tags.get("lake/launched_by")) for r in runs] == [("insurance", "lake run")]
 
     for file in sorted((DATA / "cdcload").glob("*.csv")):
         assert lake("put", str(file), "--to", "cdcload")[0] == 0

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from lake_assets.cli.dev_status import SOCKET_FILE
+
 from lake_assets.resources.embedded_s3 import free_port, running_server
 from lake_assets.core.processes import command_line, pid_alive
 from lake_assets_tests.conftest import DATA
@@ -37,7 +39,8 @@ def _wait(predicate, timeout: float, what: str):
 
 
 #: `lake dev`'s line for the sensor's run of the two files the test puts.
-RUN_LINE = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.* "
+RUN_LINE = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.*: "
+                      r"files [12] applied, 0 refused, 0 held; rows [1-9]\d* applied, \d+ superseded, 0 quarantined "
                       r"\(raw_insurance_sensor, \d files?\)$", re.MULTILINE)
 RUN_FILES = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS .*\(raw_insurance_sensor, (\d) files?\)$",
                        re.MULTILINE)
@@ -74,6 +77,7 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         print(f"put -> visible in lake query: {elapsed:.1f} s")
         status = json.loads(lake("status", "--format", "json").stdout)
         assert {row["status"] for row in status} == {"applied"}
+        assert (tmp_path / "home" / SOCKET_FILE).exists()  # that answer came from lake dev's process
         # one line per finished run (the row is visible before the run's checks end): wait until the
         # finished runs' lines name both files, so no run is still in flight when lake dev is stopped
         _wait(lambda: sum(map(int, RUN_FILES.findall((tmp_path / "dev.log").read_text()))) >= 2, 90,

@@ -9,6 +9,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from lake_assets.core.registry import declaration
 from lake_assets.core.tables import TPCDS_ITEM
 from lake_assets_tests.helpers.insurance_tables import INSURANCE
 from lake_assets.resources.catalog import LakeCatalog
@@ -51,7 +52,11 @@ def test_show_describe_and_history_of_a_delta_table(insurance: DeltaTable) -> No
 
     described = rows("DESCRIBE insurance")
     assert [r["col_name"] for r in described] == [f.name for f in insurance.schema().fields]
-    assert {"col_name": "policy_id", "data_type": "int", "comment": None} in described
+    assert {"col_name": "policy_id", "data_type": "int", "comment": "Policy number: the key, unique and never null"} \
+        in described
+    declared = {c.name: c.description for c in declaration("insurance").columns}
+    assert {r["col_name"]: r["comment"] for r in described if r["col_name"] in declared} == declared
+    assert all(r["comment"] for r in described), described  # the audit columns are described too
 
     details = {r["col_name"]: r["data_type"] for r in rows("DESCRIBE TABLE EXTENDED insurance")}
     assert details["Format"] == "delta" and details["Version"] == insurance.version() == 1

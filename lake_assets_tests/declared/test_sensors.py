@@ -43,7 +43,15 @@ def test_a_burst_of_new_objects_starts_one_run(storage: LakeStorage) -> None:
     assert request.tags["lake/objects"] == "6"
     assert (request.tags[FIRST_OBJECT_TAG], request.tags[LAST_OBJECT_TAG]) == \
         ("raw/cdcload/20240401-090000000.csv", "raw/fullload/full.csv")
-    assert _requests(_tick(storage, result.cursor)) == []  # seen: not requested again
+    observed = {e.asset_key.to_user_string(): {k: v.value for k, v in e.metadata.items()} for e in result.asset_events}
+    assert observed == {  # each raw source shows what landed in it
+        "raw/insurance_cdc": {"objects_landed": 5, "bytes_landed": 5 * len(CDC_ROW), "prefix": "raw/cdcload/",
+                              "newest_object": "raw/cdcload/20240401-090004000.csv"},
+        "raw/insurance_fullload": {"objects_landed": 1, "bytes_landed": len(b"policy_id\n"), "prefix": "raw/fullload/",
+                                   "newest_object": "raw/fullload/full.csv"}}
+    quiet = _tick(storage, result.cursor)
+    assert _requests(quiet) == [] and not quiet.asset_events  # seen: not requested again, nothing observed
+    assert quiet.skip_reason is not None  # a skip, shown as one
     again = _tick(storage, first.cursor)  # the same tick evaluated twice asks for the same run
     assert [r.run_key for r in _requests(again)] == [request.run_key]
 

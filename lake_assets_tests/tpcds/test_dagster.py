@@ -1,5 +1,6 @@
 """The TPC-DS assets, checks, sensor and schedule through Dagster, on the real S3 server and Sail."""
 
+import datetime as dt
 import time
 
 import dagster as dg
@@ -46,7 +47,10 @@ def test_definitions_hold_the_tpcds_domain() -> None:
     assert {WEB_SALES_KEY, CORRECTIONS_KEY, QUARANTINE_KEY, *(asset_key(d) for d in DIMENSIONS)} <= set(keys)
     web_sales = defs.resolve_assets_def(WEB_SALES_KEY)
     assert web_sales.backfill_policy == dg.BackfillPolicy.single_run()
-    assert web_sales.partitions_def.get_first_partition_key() == "1998-01-01"
+    days = [d for d in sold_dates(generated(0.01)) if d is not None]  # dsdgen's data, the oracle
+    first, last = web_sales.partitions_def.get_first_partition_key(), web_sales.partitions_def.get_last_partition_key()
+    assert first == "1998-01-02" and first <= days[0].isoformat()
+    assert last == days[-1].isoformat() == "2003-01-02"  # the calendar ends where the data ends
     assert defs.resolve_sensor_def("raw_tpcds_sensor").minimum_interval_seconds <= 5
     assert defs.resolve_schedule_def("tpcds_nightly").cron_schedule == "0 2 * * *"
 
@@ -93,7 +97,22 @@ def test_a_run_of_what_is_pending_loads_only_the_new_days_of_its_range(
     assert stale.run_config == {"ops": {k.to_python_identifier(): {"config": {"reapply": False, "pending_only": True}}
                                         for k in stale.asset_selection if k != QUARANTINE_KEY}}
     land_facts(storage, oracle, [days[2]])
-    assert _run(storage, instance, _tick(storage, None).run_requests[0]).success  # days 0, 2 and 4
+    first = _run(storage, instance, _tick(storage, None).run_requests[0])
+    assert first.success  # days 0, 2 and 4
+
+    # each day's partition shows its own object and rows, the run's totals are named as the run's
+    per_day = {e.partition: {k: v.value for k, v in e.materialization.metadata.items()}
+               for e in first.get_asset_materialization_events() if e.asset_key == WEB_SALES_KEY}
+    assert set(per_day) == {(days[0] + dt.timedelta(n)).isoformat() for n in range((days[4] - days[0]).days + 1)}
+    for day in (days[0], days[2], days[4]):
+        lines = len(storage.get_bytes(f"{RAW.fact_folder(day)}part-00000.dat")[0].decode().splitlines())
+        own = per_day[day.isoformat()]
+        assert (own["objects"], own["rows_in_objects"]) == (1, lines), own
+        assert own["rows_applied"] + own["rows_superseded"] + own["rows_quarantined"] == lines
+        assert own["source_objects"] == [f"{RAW.fact_folder(day)}part-00000.dat"]
+    empty = [m for d, m in per_day.items() if d not in {x.isoformat() for x in (days[0], days[2], days[4])}]
+    assert empty and all(m["objects"] == m["rows_in_objects"] == 0 for m in empty)
+    assert all(m["run_objects"] == 3 and "iceberg_snapshot" in m for m in per_day.values())
 
     def web_sales_entries() -> list[tuple]:
         return sorted((e["source_file"], e["table_version"]) for e in Ledger(storage).entries(WEB_SALES).to_pylist())

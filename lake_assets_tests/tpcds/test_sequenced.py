@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from lake_assets.cli.raw import _tpcds_rows
+from lake_assets.core.raw_status import file_statuses
 from lake_assets.core.ledger import Ledger
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.engine import SparkEngine
@@ -195,11 +195,11 @@ def test_odd_fact_objects_are_status_lines_and_block_nothing(storage: LakeStorag
     load_fact_days(storage, spark, list(fact_objects(storage)), "run-1")
     loaded = {r[0] for r in fact_rows(catalog)}
     assert loaded == {date_sk(d) for d in days[1:]}
-    rows = {r[0]: r for r in _tpcds_rows(storage, Ledger(storage).latest_by_table())}
+    rows = {s.file: s for s in file_statuses(storage, Ledger(storage).latest_by_table())}
     for key in layout.refused:
-        assert rows[key][2] == "ignored" and rows[key][8], rows[key]
-    assert "holds 2 objects" in rows[second_part][8] and "YYYY-MM-DD" in rows[bad_folder][8]
-    assert rows[fact_key(days[1])][2] == "applied"
+        assert rows[key].status == "ignored" and rows[key].detail, rows[key]
+    assert "holds 2 objects" in (rows[second_part].detail or "") and "YYYY-MM-DD" in (rows[bad_folder].detail or "")
+    assert rows[fact_key(days[1])].status == "applied"
 
     # once the layout is fixed the day loads as usual
     storage.get_client().delete_object(Bucket=storage.bucket, Key=second_part)

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from lake_assets.core.apply import bookkeeping, commit as committing, expectations, feed, history
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
     refused_by_older_contract
-from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, SEQUENCE, SOURCE_FILE, RowKind, \
+from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
     output_schema, reader, spark_schema
 from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Role, deletes, in_commit, resolve, \
     table_columns
@@ -95,6 +95,8 @@ class ApplyReport:
     derived: DerivedReport = field(default_factory=DerivedReport)
     #: failing rows per expectation among the rows the run read (core/apply/expectations.py)
     expectations: dict[str, int] = field(default_factory=dict)
+    #: rows the run quarantined, per refusal reason (counted on the engine)
+    quarantined_by_reason: dict[str, int] = field(default_factory=dict)
 
     def total(self, attribute: str) -> int:
         return sum(getattr(c, attribute) for c in self.commits)
@@ -234,6 +236,8 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
             refusals = refusals.unionByName(judged.dropped.select(*refusals.columns))
         if any(s["_refused"] for s in summaries.values()):
             bookkeeping.quarantine(storage, tables.quarantine, refusals, etags, run.run_id, applied_at)
+            run.report.quarantined_by_reason = {
+                str(r[0]): int(r[1]) for r in refusals.groupBy(REASON).count().collect()}  # a few rows
         retention = run.rules.tombstone_retention if run.rules.tombstone_retention is not None else \
             dt.timedelta(days=run.declaration.tombstone_retention_days)
         bookkeeping.prune_tombstones(spark, storage, tables.tombstones, applied_at - retention)
