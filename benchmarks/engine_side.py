@@ -155,7 +155,7 @@ def measure(quick: bool = False) -> list[Figure]:
             figures.append(Figure("orchestrator peak RSS, 20M rows / 1M rows", large / MIB, small / MIB, "1M-row peak (MiB)",
                                   target="<= 1.2x and < 600 MiB",
                                   met=large <= 1.2 * small and large < 600 * MIB,
-                                  note=f"{large / MIB:.0f} MiB against {small / MIB:.0f} MiB"))
+                                  note=f"{large / MIB:.0f} MiB against {small / MIB:.0f} MiB", unit="MiB"))
         finally:
             engine.stop()
 

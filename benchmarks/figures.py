@@ -20,6 +20,7 @@ class Figure:
     met: bool | None = None  # whether the target is met
     note: str = ""  # breakdown or anything a reader needs (p95, max, ...)
     rows: int | None = None  # the size of the work in rows (a CDC batch), for the plot
+    unit: str = "s"  # what `seconds` and `baseline_seconds` count, when not seconds (e.g. "MiB")
 
     @property
     def ratio(self) -> float | None:
@@ -34,9 +35,9 @@ def render(figures: list[Figure]) -> str:
     lines = ["| work | ours | baseline | ratio | peak GiB | target | met | note |",
              "|---|---|---|---|---|---|---|---|"]
     for f in figures:
-        base = f"{f.baseline_seconds:.2f} s ({f.baseline})" if f.baseline_seconds else ""
+        base = f"{f.baseline_seconds:.2f} {f.unit} ({f.baseline})" if f.baseline_seconds else ""
         ratio = f"{f.ratio:.2f}x" if f.ratio else ""
         peak = f"{f.peak_gib:.2f}" if f.peak_gib is not None else ""
         met = "" if f.met is None else ("yes" if f.met else "**no**")
-        lines.append(f"| {f.work} | {f.seconds:.2f} s | {base} | {ratio} | {peak} | {f.target} | {met} | {f.note} |")
+        lines.append(f"| {f.work} | {f.seconds:.2f} {f.unit} | {base} | {ratio} | {peak} | {f.target} | {met} | {f.note} |")
     return "\n".join(lines)

@@ -41,7 +41,8 @@ def _visible(storage, key: int) -> bool:  # LakeStorage
     import pyarrow.compute as pc
 
     from lake_assets.core.formats.delta import open_table
-    from lake_assets.core.tables import INSURANCE
+    from lake_assets.core.tables import table as lake_table
+    INSURANCE = lake_table("insurance")
 
     table = open_table(storage, INSURANCE)
     if table is None:

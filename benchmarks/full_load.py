@@ -52,11 +52,12 @@ def measure(rows: int = 10_000_000, quick: bool = False) -> list[Figure]:
 
 def _measure(rows: int, csv: bytes, home: Path, endpoint: str) -> list[Figure]:
     from lake_assets.core.formats.delta import open_table, row_count
-    from lake_assets.core.tables import INSURANCE
+    from lake_assets.core.tables import table as lake_table
     from lake_assets.definitions import build_definitions
     from lake_assets.resources.engine import SparkEngine
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.settings import LakeSettings
+    INSURANCE = lake_table("insurance")
 
     settings = LakeSettings.from_env()
     storage = LakeStorage.from_settings(settings).with_endpoint(endpoint)

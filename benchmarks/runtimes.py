@@ -81,9 +81,11 @@ def main() -> None:
 
     from deltalake import DeltaTable
 
-    from lake_assets.core.tables import INSURANCE, TABLES, Domain, TableFormat
+    from lake_assets.core.tables import TABLES, Domain, TableFormat
+    from lake_assets.core.tables import table as lake_table
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.tpcds.generate import generate
+    INSURANCE = lake_table("insurance")
 
     with private_lake("lake-runtimes-") as (home, server), tempfile.TemporaryDirectory() as no_delta:
         jvm_jars = args.jvm_jars or no_delta

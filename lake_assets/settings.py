@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -93,8 +94,10 @@ ENV_VARS: dict[str, str] = {
     "LAKE_DMS_CSV_NULL_VALUE": "DMS's CsvNullValue: a field holding exactly this is NULL (unset: an empty field, "
                                "DMS's default)",
     "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the table's rows, or a TPC-DS day "
-                                "object removing more than this fraction of its day's, is held for `lake approve`",
-    "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts",
+                                "object removing more than this fraction of its day's, is held for `lake approve` "
+                                "(unset: each table's declared guard.max_shrink, 0.5 for TPC-DS)",
+    "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (unset: each "
+                                     "table's declared tombstone_retention_days)",
     "LAKE_TIME_TRAVEL_HOURS": "how far back Delta time travel is guaranteed: vacuum keeps every file a version "
                               "inside this window needs",
     "LAKE_ICEBERG_URI": "Iceberg REST catalog URI; unset means the one the embedded S3 server serves",
@@ -276,8 +279,8 @@ class RulesSettings(BaseModel):
     cdc_folder_date_format: str = _setting("LAKE_CDC_FOLDER_DATE_FORMAT", DmsLayout.folder_date_format)
     dms_timestamp_column: str = _setting("LAKE_DMS_TIMESTAMP_COLUMN", DmsLayout.timestamp_column)
     dms_csv_null_value: str = _setting("LAKE_DMS_CSV_NULL_VALUE", DmsLayout.csv_null_value)
-    fullload_max_shrink: float = _setting("LAKE_FULLLOAD_MAX_SHRINK", 0.5)
-    tombstone_retention_days: float = _setting("LAKE_TOMBSTONE_RETENTION_DAYS", 7.0)
+    fullload_max_shrink: float | None = _setting("LAKE_FULLLOAD_MAX_SHRINK", None)
+    tombstone_retention_days: float | None = _setting("LAKE_TOMBSTONE_RETENTION_DAYS", None)
     time_travel_hours: int = _setting("LAKE_TIME_TRAVEL_HOURS", 168)
 
     @classmethod
@@ -287,9 +290,8 @@ class RulesSettings(BaseModel):
             cdc_folder_date_format=os.environ.get("LAKE_CDC_FOLDER_DATE_FORMAT") or default.cdc_folder_date_format,
             dms_timestamp_column=os.environ.get("LAKE_DMS_TIMESTAMP_COLUMN", "").strip(),
             dms_csv_null_value=os.environ.get("LAKE_DMS_CSV_NULL_VALUE", default.dms_csv_null_value),
-            fullload_max_shrink=_fraction("LAKE_FULLLOAD_MAX_SHRINK", default.fullload_max_shrink),
-            tombstone_retention_days=_positive_float("LAKE_TOMBSTONE_RETENTION_DAYS",
-                                                     default.tombstone_retention_days),
+            fullload_max_shrink=_unless_unset("LAKE_FULLLOAD_MAX_SHRINK", _fraction),
+            tombstone_retention_days=_unless_unset("LAKE_TOMBSTONE_RETENTION_DAYS", _positive_float),
             time_travel_hours=_positive_int("LAKE_TIME_TRAVEL_HOURS", default.time_travel_hours),
         )
 
@@ -409,6 +411,11 @@ def _prefix(name: str, default: str) -> str:
     """A key prefix in the lake's bucket: no leading slash, one trailing slash."""
     raw = os.environ.get(name, "").strip().strip("/")
     return f"{raw}/" if raw else default
+
+
+def _unless_unset(name: str, read: Callable[[str, float], float]) -> float | None:
+    """`read`'s value of `name`, or None when it is unset (each declaration's own value applies)."""
+    return read(name, 0.0) if os.environ.get(name, "").strip() else None
 
 
 def _fraction(name: str, default: float) -> float:

@@ -61,6 +61,15 @@ def pending_snapshot(storage: LakeStorage, reapply: bool = False) -> list[Pendin
     return [*declared, *(Pending(name, o) for name, o in tpcds_pending(storage, ledger, reapply))]
 
 
+def stopped_runs(storage: LakeStorage) -> set[str]:
+    """The declared tables whose earlier run stopped before it cleared its stage: the next run
+    finishes it (core/apply/stage.py), even with nothing pending."""
+    from lake_assets.core.apply.stage import STAGING
+    from lake_assets.core.registry import declarations
+
+    return {d.name for d in declarations() if storage.list_objects(f"{STAGING}{d.name}/")}
+
+
 def outcomes(storage: LakeStorage, snapshot: list[Pending], our_runs: set[str]) -> list[Outcome]:
     """The fate of each object of `snapshot`, from the ledger's latest entry of its (key, ETag)."""
     latest = Ledger(storage).latest_by_table()

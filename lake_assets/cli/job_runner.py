@@ -54,6 +54,10 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
     return result
 
 
+#: How long after a lost interrupt it is sent again (long enough for the hook to have returned).
+RESEND_SECONDS = 0.05
+
+
 @contextlib.contextmanager
 def _interrupts_kept() -> Iterator[None]:
     """Deliver again a Ctrl-C or SIGTERM whose exception was lost.
@@ -62,13 +66,14 @@ def _interrupts_kept() -> Iterator[None]:
     is. When that is a garbage-collection callback (SQLAlchemy's, which Dagster's event writes
     leave behind often), Python reports the exception as unraisable and the run goes on to
     its end, as if the signal never came. This hook sends SIGINT to the process again (Dagster
-    handles SIGTERM as SIGINT), so the interrupt lands in the step's own code.
+    handles SIGTERM as SIGINT) from another thread a moment later: sent from the hook itself, the
+    handler ran inside the hook, and its exception was lost the same way (seen in CI).
     """
     previous = sys.unraisablehook
 
     def hook(unraisable: "sys.UnraisableHookArgs") -> None:
         if isinstance(unraisable.exc_value, (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)):
-            os.kill(os.getpid(), signal.SIGINT)
+            threading.Timer(RESEND_SECONDS, os.kill, (os.getpid(), signal.SIGINT)).start()
         else:
             previous(unraisable)
 
@@ -206,7 +211,13 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
     exit code (fates.exit_code)."""
     from lake_assets.cli.tpcds_runs import run_tpcds_pending  # it imports this module
 
-    declared = [run_pending(lake, reapply, d) for d in declarations()]
+    waiting = {item.table_name for item in snapshot} | fates.stopped_runs(lake.storage)
+    declared = []
+    for table in declarations():
+        if table.name in waiting:
+            declared.append(run_pending(lake, reapply, table))
+        else:  # no run: nothing to apply, no stopped run to finish
+            console.print(f"{table.name}: nothing pending")
     declared_ok = all([report_run(result, list_refused=False) != EXIT_FAILED for result in declared])
     tpcds = run_tpcds_pending(lake, reapply)
     found = fates.outcomes(lake.storage, snapshot, {*(r.run_id for r in declared), *tpcds.run_ids})

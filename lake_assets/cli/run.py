@@ -40,11 +40,18 @@ def run(
     3: the runs succeeded but refused whole files (listed; see `lake status`). Every file
     pending when it starts is reported, and counts, whichever run applied it (the sensor's too).
     """
-    from lake_assets.cli.fates import pending_snapshot
-    from lake_assets.cli.job_runner import apply_everything
+    from lake_assets.cli.fates import pending_snapshot, stopped_runs
+    from lake_assets.core.registry import declarations
 
     with lake_session() as lake:
-        code = apply_everything(lake, pending_snapshot(lake.storage, reapply), reapply)
+        snapshot = pending_snapshot(lake.storage, reapply)
+        if not snapshot and not stopped_runs(lake.storage):  # no run to launch: Dagster stays unloaded
+            for name in [*(d.name for d in declarations()), "tpcds"]:
+                console.print(f"{name}: nothing pending")
+            return
+        from lake_assets.cli.job_runner import apply_everything
+
+        code = apply_everything(lake, snapshot, reapply)
     if code != EXIT_OK:
         raise typer.Exit(code)
 

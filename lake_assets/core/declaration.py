@@ -15,7 +15,6 @@ checked, and a mistake is one line naming the field and what it allows (`Declara
 
 import re
 from enum import StrEnum
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -136,8 +135,6 @@ class Source(_Model):
 
     prefix: str = Field(description="key prefix in the lake bucket, ending in /, e.g. raw/cdcload/")
     kind: SourceKind
-    #: `auto`: a snapshot's first record is a header when it names the columns; CDC files have none (DMS's default).
-    header: Literal["auto", "always", "never"] = "auto"
     #: The CDC operation values: inserts and updates are upserts; `delete` marks a delete.
     delete: str = "D"
     upserts: tuple[str, ...] = ("I", "U")
@@ -272,6 +269,12 @@ class TableDeclaration(_Model):
             if kind not in SEQUENCE_TYPES:
                 raise ValueError(f"sequence_by: {self.sequence_by} is {kind}; a sequence column is one of "
                                  f"{', '.join(SEQUENCE_TYPES)}")
+        kinds = [s.kind for s in self.sources]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError("sources: declare one source per kind (one snapshot prefix, one cdc prefix)")
+        if self.format is not TableFormat.DELTA:
+            raise ValueError(f"format: {self.format} is not yet a format of declared tables (the change core "
+                             "writes Delta; TPC-DS's Iceberg tables are the lake's own)")
         for source in self.sources:
             if source.operation_column is not None and source.operation_column not in names:
                 raise ValueError(f"sources: operation_column {source.operation_column} not among the columns "

@@ -4,7 +4,7 @@ One server per LAKE_HOME, shared by every command and run that needs it:
 
 - `embedded_s3(home, port, credentials)` is the only way in: under the server lock it
   attaches to the live server or starts one, takes a lease, and on exit releases it; the
-  last user out stops the server. A supervisor process (`s3_supervisor.py`) stops it when
+  last user out has the server stopped (its supervisor does it; the user does not wait). A supervisor process (`s3_supervisor.py`) stops it when
   every user died without releasing (SIGKILL). See that module for the protocol.
 - State lives under LAKE_HOME (0700, see core/private_home.py): `s3/` (object data, 0700), `s3-server.json` (PIDs, ports,
   sockets of the running server), `s3-server.log`, `s3-server.lock`, `s3-leases/`, and
@@ -39,6 +39,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -58,6 +59,8 @@ from lake_assets.resources.s3_supervisor import (
     LOG_FILE,
     Lease,
     STATE_FILE,
+    STOPPING_FILE,
+    STOP_TIMEOUT_SECONDS,
     command_line,
     live_leases,
     pid_alive,
@@ -176,7 +179,7 @@ def embedded_s3(home: Path, port: int, credentials: S3Credentials, *, fallback: 
         lease.release()
         with server_lock(home):
             if not live_leases(home):
-                stop(home, server)
+                stop_soon(home, server)
 
 
 def restart(home: Path, port: int, credentials: S3Credentials, *, fallback: bool = False) -> EmbeddedS3:
@@ -193,6 +196,40 @@ def stop(home: Path, server: EmbeddedS3) -> None:
     if pid_alive(server.pid) and "weed" in command_line(server.pid):
         terminate(server.pid)
     _forget(home, server)
+
+
+def stop_soon(home: Path, server: EmbeddedS3) -> None:
+    """Ask the server's supervisor to stop it, without waiting for weed's shutdown. Call under
+    the lock. The state file moves aside first, so nobody attaches meanwhile; the next start
+    waits for the supervisor to end (`_start`)."""
+    if not (pid_alive(server.supervisor_pid) and "s3_supervisor" in command_line(server.supervisor_pid)):
+        stop(home, server)  # no supervisor to do it: stop weed here
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(home / STATE_FILE, home / STOPPING_FILE)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(server.supervisor_pid, signal.SIGTERM)
+
+
+def _stopped(home: Path) -> None:
+    """Wait for a server `stop_soon` asked to stop to be gone (its supervisor stops weed and
+    cleans up; past the stop timeout, or with the supervisor dead, it is done here)."""
+    try:
+        stopping = EmbeddedS3.from_json((home / STOPPING_FILE).read_text())
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return
+    supervisor_alive = lambda: pid_alive(stopping.supervisor_pid) and "s3_supervisor" in command_line(  # noqa: E731
+        stopping.supervisor_pid)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while supervisor_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if supervisor_alive():
+        terminate(stopping.supervisor_pid)
+    if pid_alive(stopping.pid) and "weed" in command_line(stopping.pid):
+        terminate(stopping.pid)
+    remove_leftovers(json.loads(stopping.to_json()))
+    with contextlib.suppress(FileNotFoundError):
+        (home / STOPPING_FILE).unlink()
 
 
 def _forget(home: Path, server: EmbeddedS3) -> None:
@@ -216,6 +253,7 @@ def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) ->
     with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError):
         stale = EmbeddedS3.from_json((home / STATE_FILE).read_text())
         stop(home, stale)  # a dead or half-dead server: clear its processes, sockets and state
+    _stopped(home)
     for orphan in supervisors_of(home):  # a starter killed before it recorded its server (it stops its weed)
         terminate(orphan)
     data_dir = private_home(home) / "s3"
@@ -265,7 +303,7 @@ def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Cr
     args = [
         weed_binary(), "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.lance=0",
-        "-disableHttp", "-filer.disableDirListing", "-volume.max=10000",
+        "-disableHttp", "-filer.disableDirListing", "-volume.max=10000", "-volume.preStopSeconds=0",
         f"-filer.localSocket={sockets[0]}", f"-s3.localSocket={sockets[1]}", f"-s3.config={run_dir / IDENTITIES_FILE}",
         *(f"{flag}={ports[name]}" for name, flag in PORT_FLAGS.items()),
     ]

@@ -11,8 +11,10 @@ starts in tens of ms) is the parent of `weed mini` and stops it when nobody uses
   leases are taken and judged only under it, so a server is never stopped between a user
   finding it and taking its lease, and two commands never start two servers.
 - The supervisor checks the leases every `POLL_SECONDS`; with none live it stops weed.
-  The last user stops it at once the same way (SIGTERM to this supervisor); this loop is
-  what still stops it after a user was SIGKILLed.
+  The last user stops it at once the same way (SIGTERM to this supervisor), without waiting
+  for weed's shutdown (a second): it first moves the state file aside (`STOPPING_FILE`), so
+  nobody attaches to the stopping server, and the next start waits for this supervisor to
+  end. This loop is what still stops it after a user was SIGKILLed.
 - weed runs with `PR_SET_PDEATHSIG=SIGTERM`, so even a SIGKILLed supervisor takes weed
   with it, and with umask 077 so every file and unix socket it makes is owner-only; the few
   files weed chmods 0644 itself (volume `.vif` files) the supervisor tightens on each poll.
@@ -41,6 +43,8 @@ from lake_assets.core.processes import command_line, pid_alive
 LOCK_FILE = "s3-server.lock"
 LEASE_DIR = "s3-leases"
 STATE_FILE = "s3-server.json"
+#: The state of a server its last user asked to stop, until its supervisor has stopped it.
+STOPPING_FILE = "s3-server.stopping.json"
 LOG_FILE = "s3-server.log"
 POLL_SECONDS = 0.5
 STOP_TIMEOUT_SECONDS = 15.0
@@ -198,9 +202,10 @@ def supervise(home: Path, state: dict, weed_args: list[str]) -> int:
         terminate(weed.pid)
         tighten(Path(state["data_dir"]))
         remove_leftovers(state)
-        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
-            if json.loads((home / STATE_FILE).read_text())["supervisor_pid"] == os.getpid():
-                (home / STATE_FILE).unlink()
+        for name in (STATE_FILE, STOPPING_FILE):
+            with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+                if json.loads((home / name).read_text())["supervisor_pid"] == os.getpid():
+                    (home / name).unlink()
         if held is not None:
             os.close(held)
     return 0

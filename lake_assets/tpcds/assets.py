@@ -53,6 +53,8 @@ from lake_assets.tpcds.schema import (
 
 GROUP = "tpcds"
 OWNERS = ["team:data-engineering"]
+#: A day object keeping less than this share of its day's rows is held, unless LAKE_FULLLOAD_MAX_SHRINK says otherwise.
+TPCDS_MAX_SHRINK = 0.5
 RAW_TPCDS_KEY = dg.AssetKey(["raw", "tpcds"])
 #: One partition per day of web_sales' calendar (schema.FIRST_DAY .. LAST_DAY; Dagster's end is exclusive).
 DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat(),
@@ -184,7 +186,8 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
         if None in pending:
             days.append(None)
         report = load_fact_days(running, engine.session(running), days, context.run.run_id, layout,
-                                day_guard(rules.fullload_max_shrink))
+                                day_guard(TPCDS_MAX_SHRINK if rules.fullload_max_shrink is None
+                                                          else rules.fullload_max_shrink))
     for entry in report.files:
         if entry.status == HELD:
             context.log.warning(f"{entry.source_file}: held ({entry.detail}); publish it with `lake approve`")

@@ -56,6 +56,10 @@ def test_a_good_declaration_reads(tmp_path: Path) -> None:
      "expectations: pos: price not among the columns"),
     (("group: sales", "group: sales\npartition_by: [status]"), "partition_by: Extra inputs are not permitted"),
     (("name: orders", "name: Orders"), "must be lower-case"),
+    (("group: sales", "group: sales\nformat: iceberg"), "format: iceberg is not yet a format of declared tables"),
+    (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc}\n  - {prefix: raw/o2/, kind: cdc}"),
+     "sources: declare one source per kind"),
+    (("kind: cdc}", "kind: cdc, header: always}"), "sources.0.header: Extra inputs are not permitted"),
 ])
 def test_a_mistake_is_one_line_naming_the_field(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     assert expected in refused(GOOD.replace(*change), tmp_path)

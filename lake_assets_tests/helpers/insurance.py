@@ -5,6 +5,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.apply import holds
 from lake_assets.core.apply.plan import RawFile, pending, raw_files
+from lake_assets.core.apply.restore import RestoreReport, restore_declared
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending as apply_declared
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.snapshot_guard import Held, approve
@@ -24,6 +25,11 @@ STAGING = f"staging/{INSURANCE.name}/"
 def apply_pending(storage: LakeStorage, spark: SparkSession, run_id: str, rules: IngestRules | None = None,
                   reapply: bool = False) -> ApplyReport:
     return apply_declared(INSURANCE, storage, spark, run_id, rules, reapply)
+
+
+def restore_insurance(storage: LakeStorage, version: int, run_id: str) -> RestoreReport:
+    """`lake restore insurance --version N`."""
+    return restore_declared(storage, INSURANCE, version, run_id)
 
 
 def approve_held(storage: LakeStorage, keys: list[str] | None, run_id: str) -> list[Held]:

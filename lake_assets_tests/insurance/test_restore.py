@@ -11,8 +11,7 @@ from lake_assets.core.formats.delta import current_version, open_table, to_arrow
 from lake_assets.core.ledger import APPLIED, REVERTED, Ledger
 from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_TOMBSTONES
 from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
-from lake_assets_tests.helpers.insurance import IngestRules, apply_pending, approve_held
-from lake_assets.insurance.restore import restore_insurance
+from lake_assets_tests.helpers.insurance import IngestRules, apply_pending, approve_held, restore_insurance
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.changes import assert_history_invariants, history_versions
 
@@ -53,7 +52,7 @@ def test_a_reverted_full_load_stops_counting_and_reapplies_in_sequence(storage: 
     assert values(storage) == {1: 100}
     assert tombstones(storage) == {2: SNAPSHOT, 3: SNAPSHOT, 4: SNAPSHOT}
 
-    report = restore_insurance(storage, INSURANCE, good, "restore-1")
+    report = restore_insurance(storage, good, "restore-1")
     assert (report.restored_version, report.version_after, report.reverted) == (good, good + 2, [SNAPSHOT])
     assert (report.rows_before, report.rows_after) == (1, 3)
     assert values(storage) == {1: 10, 3: 3, 4: 4}
@@ -82,11 +81,11 @@ def test_restoring_twice_follows_the_lineage(storage: LakeStorage, spark: SparkS
     apply_pending(storage, spark, "run-1", RULES)  # version 0
     storage.put_bytes(C1, f"I,{row(2, 2)}\n".encode())
     apply_pending(storage, spark, "run-2", RULES)  # version 1
-    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2 = version 0
+    restore_insurance(storage, 0, "restore-1")  # version 2 = version 0
     assert statuses(storage)[C1] == REVERTED
-    report = restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 3 = version 1: C1 is back
+    report = restore_insurance(storage, 1, "restore-2")  # version 3 = version 1: C1 is back
     assert report.reinstated == [C1] and statuses(storage)[C1] == APPLIED and values(storage) == {1: 1, 2: 2}
-    report = restore_insurance(storage, INSURANCE, 2, "restore-3")  # version 2 is version 0's content
+    report = restore_insurance(storage, 2, "restore-3")  # version 2 is version 0's content
     assert report.reverted == [C1] and values(storage) == {1: 1}
     started = dt.datetime.now(dt.timezone.utc)
     apply_pending(storage, spark, "run-3", RULES, reapply=True)
@@ -108,9 +107,9 @@ def test_a_restore_that_fails_before_the_ledger_converges_on_rerun(storage: Lake
     with monkeypatch.context() as patch:
         patch.setattr(Ledger, "record", fail)
         with pytest.raises(OSError, match="S3 went away"):
-            restore_insurance(storage, INSURANCE, 0, "restore-1")
+            restore_insurance(storage, 0, "restore-1")
     assert values(storage) == {1: 1, 2: 2} and statuses(storage)[C1] == APPLIED  # committed, ledger not yet
-    report = restore_insurance(storage, INSURANCE, 0, "restore-2")
+    report = restore_insurance(storage, 0, "restore-2")
     assert report.reverted == [C1] and values(storage) == {1: 1, 2: 2} and tombstones(storage) == {}
     assert statuses(storage)[C1] == REVERTED
     apply_pending(storage, spark, "run-3", RULES, reapply=True)
@@ -129,13 +128,13 @@ def test_the_history_follows_the_files_a_restore_reverts_and_reinstates(storage:
     after = history_versions(storage)
     assert len(after) == len(before) + 5  # two versions of 1, the delete of 2, 3 inserted and deleted
 
-    report = restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2
+    report = restore_insurance(storage, 0, "restore-1")  # version 2
     assert (report.history_before, report.history_after) == (7, 2) and history_versions(storage) == before
     assert_history_invariants(storage)
-    restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 3: C1 reinstated
+    restore_insurance(storage, 1, "restore-2")  # version 3: C1 reinstated
     assert history_versions(storage) == after
     assert_history_invariants(storage)
-    restore_insurance(storage, INSURANCE, 2, "restore-3")  # version 0's content again
+    restore_insurance(storage, 2, "restore-3")  # version 0's content again
     assert history_versions(storage) == before
     apply_pending(storage, spark, "run-3", RULES, reapply=True)
     assert history_versions(storage) == after and statuses(storage)[C1] == APPLIED
@@ -156,7 +155,7 @@ def test_an_approved_snapshot_without_a_valid_row_is_applied_and_a_restore_rever
     assert values(storage) == {} and statuses(storage)[SNAPSHOT] == APPLIED
     assert_history_invariants(storage)
 
-    report = restore_insurance(storage, INSURANCE, 0, "restore-1")
+    report = restore_insurance(storage, 0, "restore-1")
     assert report.reverted == [SNAPSHOT] and statuses(storage)[SNAPSHOT] == REVERTED
     assert values(storage) == {1: 1, 2: 2} and tombstones(storage) == {}
     assert_history_invariants(storage)  # the snapshot's deletes left the history with it
@@ -173,9 +172,9 @@ def test_restoring_forward_brings_the_reinstated_runs_tombstones_back(storage: L
     apply_pending(storage, spark, "run-1", RULES)  # version 0
     storage.put_bytes(C1, f"D,{row(2, 0)}\n".encode())
     apply_pending(storage, spark, "run-2", RULES)  # version 1
-    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2: the delete is reverted
+    restore_insurance(storage, 0, "restore-1")  # version 2: the delete is reverted
     assert tombstones(storage) == {} and values(storage) == {1: 1, 2: 2}
-    report = restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 3: C1 is back
+    report = restore_insurance(storage, 1, "restore-2")  # version 3: C1 is back
     assert report.reinstated == [C1] and values(storage) == {1: 1}
     assert tombstones(storage) == {2: C1}
     storage.put_bytes(C_OLD, f"U,{row(2, 20)}\n".encode())  # older than C1's delete
@@ -193,7 +192,7 @@ def test_a_run_that_commits_nothing_after_a_restore_belongs_to_the_versions_afte
     apply_pending(storage, spark, "run-1", RULES)  # version 0
     storage.put_bytes(C1, f"I,{row(2, 2)}\n".encode())
     apply_pending(storage, spark, "run-2", RULES)  # version 1
-    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 2
+    restore_insurance(storage, 0, "restore-1")  # version 2
     storage.put_bytes(C_OLD, b"")  # an empty file: its run commits nothing
     report = apply_pending(storage, spark, "run-3", RULES)
     assert report.commits == [] and statuses(storage)[C_OLD] == APPLIED
@@ -201,7 +200,7 @@ def test_a_run_that_commits_nothing_after_a_restore_belongs_to_the_versions_afte
     apply_pending(storage, spark, "run-4", RULES)  # version 3
     storage.put_bytes("raw/cdcload/20240403-090000000.csv", f"I,{row(6, 6)}\n".encode())
     apply_pending(storage, spark, "run-5", RULES)  # version 4
-    report = restore_insurance(storage, INSURANCE, 3, "restore-2")
+    report = restore_insurance(storage, 3, "restore-2")
     assert report.reverted == ["raw/cdcload/20240403-090000000.csv"]
     assert statuses(storage)[C_OLD] == APPLIED and values(storage) == {1: 1, 5: 5}
 
@@ -217,11 +216,11 @@ def reapplied_superseded_then_restored(storage: LakeStorage, spark: SparkSession
     apply_pending(storage, spark, "run-2", RULES)  # version 1
     storage.put_bytes(second, f"{HEADER}\n{row(3, 3)}\n".encode())  # after it: 2 deleted
     apply_pending(storage, spark, "run-3", RULES)  # version 2
-    restore_insurance(storage, INSURANCE, 0, "restore-1")  # version 3: both reverted
+    restore_insurance(storage, 0, "restore-1")  # version 3: both reverted
     apply_pending(storage, spark, "run-4", RULES, reapply=True)  # version 4: the newer decides, FULL superseded
     assert values(storage) == {3: 3} and tombstones(storage) == {1: second}
     assert statuses(storage)[FULL] == APPLIED
-    restore_insurance(storage, INSURANCE, 1, "restore-2")  # version 5: FULL's first application
+    restore_insurance(storage, 1, "restore-2")  # version 5: FULL's first application
     assert values(storage) == {2: 2}
 
 

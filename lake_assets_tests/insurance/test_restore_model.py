@@ -37,8 +37,7 @@ from lake_assets.core import change_feed
 from lake_assets.core.apply import feed
 from lake_assets_tests.helpers.insurance_tables import INSURANCE_CHANGES
 from lake_assets_tests.helpers.insurance_tables import DATA_COLUMN_NAMES
-from lake_assets_tests.helpers.insurance import apply_pending, approve_held
-from lake_assets.insurance.restore import restore_insurance
+from lake_assets_tests.helpers.insurance import apply_pending, approve_held, restore_insurance
 from lake_assets_tests.helpers.insurance import STAGING
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import make_storage
@@ -117,7 +116,7 @@ def run_steps(storage: LakeStorage, spark: SparkSession, steps: list[tuple]) -> 
             if not targets:
                 continue
             target = targets[step[1] % len(targets)]
-            report = restore_insurance(storage, INSURANCE, target, f"restore-{number}")
+            report = restore_insurance(storage, target, f"restore-{number}")
             event(f"restore reverting {len(report.reverted)}, reinstating {len(report.reinstated)}")
             feed.catch_up(spark, storage, INSURANCE, INSURANCE_CHANGES, ["policy_id"])  # as the restore job does
             model = model.restored(at_version[target])

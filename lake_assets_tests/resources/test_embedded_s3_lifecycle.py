@@ -88,8 +88,8 @@ def test_the_first_user_leaving_does_not_stop_the_server_another_uses(tmp_path: 
     server = running_server(tmp_path)
     first.finish()  # the starter leaves while the second still uses the server
     assert pid_alive(pid) and _s3_works(endpoint, tmp_path)
-    second.finish()  # the last user out stops it, and cleans up
-    assert _server_gone(tmp_path, server)
+    second.finish()  # the last user out has it stopped (its supervisor stops weed and cleans up)
+    assert _wait_until(lambda: _server_gone(tmp_path, server)), "weed, its supervisor or its sockets outlived the users"
 
 
 def test_users_starting_together_share_one_server(tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ def test_users_starting_together_share_one_server(tmp_path: Path) -> None:
     assert len(_weed_processes(tmp_path / "s3")) == 1
     for user in users:
         user.finish()
-    assert _weed_processes(tmp_path / "s3") == []
+    assert _wait_until(lambda: _weed_processes(tmp_path / "s3") == [])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
@@ -111,6 +111,26 @@ def test_the_server_stops_when_its_only_user_is_killed(tmp_path: Path, sig: sign
     user.process.send_signal(sig)
     user.process.wait(timeout=30)
     assert _wait_until(lambda: _server_gone(tmp_path, server)), "weed, its supervisor or its sockets outlived the user"
+
+
+def test_a_user_right_after_the_last_one_waits_for_the_stopping_server_and_gets_a_fresh_one(tmp_path: Path) -> None:
+    """The last user out does not wait for weed's shutdown (about a second): it moves the state
+    file aside and signals the supervisor. Nobody may attach to the stopping server; the next
+    start waits until it is gone (same data directory, same S3 port), then starts its own."""
+    port = free_port()
+    first = User(tmp_path, port)
+    pid, _ = first.attached()
+    server = running_server(tmp_path)
+    first.finish()
+    assert running_server(tmp_path) is None  # the stopping server is not offered to anyone
+    again = User(tmp_path, port)
+    new_pid, endpoint = again.attached()
+    assert new_pid != pid and not pid_alive(pid) and not pid_alive(server.supervisor_pid)
+    assert _weed_processes(tmp_path / "s3") == [new_pid] and _s3_works(endpoint, tmp_path)
+    assert endpoint.endswith(f":{port}")  # the old server's port was free again: no fallback
+    fresh = running_server(tmp_path)
+    again.finish()
+    assert fresh is not None and _wait_until(lambda: _server_gone(tmp_path, fresh))
 
 
 def test_weed_dies_with_its_supervisor(tmp_path: Path) -> None:

@@ -45,6 +45,8 @@ VALIDITY = [VALID_TO_SEQUENCE, VALID_FROM, VALID_TO, IS_CURRENT, COMMIT_VERSION]
 #: Parts from this number up mark a snapshot stamped as of its arrival (core/sequence.py).
 ARRIVAL_PART = "900000"
 MICRO = Decimal("0.000001")
+#: A batch of at most this many changes is sent whole to every task of a history write.
+BROADCAST_ROWS = 100_000
 #: The column an earlier release's history (on the commit axis) had; such a history starts over.
 LEGACY_COLUMN = "valid_from_version"
 
@@ -149,9 +151,17 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
         stored = stored.withColumn(column, F.lit(None).cast(changes.schema[column].dataType))
     if where is not None:
         stored = stored.where(where)
+    # only the batch's keys get their versions computed again; the other rows of the files the
+    # write replaces pass through as stored (a small batch's keys go to every task: no shuffle)
+    touched = changes.select(*keys).distinct()
     again = changes.select(*keys, SEQUENCE)
-    kept = stored.select(*columns, COMMIT_VERSION).join(again, [*keys, SEQUENCE], "left_anti")
-    rows_out = versions(kept.unionByName(changes), keys, columns, tracking)
+    if count <= BROADCAST_ROWS:
+        touched, again = F.broadcast(touched), F.broadcast(again)
+    stored = stored.select(*columns, *VALIDITY)
+    untouched = stored.join(touched, keys, "left_anti")
+    kept = stored.join(touched, keys, "left_semi").select(*columns, COMMIT_VERSION) \
+        .join(again, [*keys, SEQUENCE], "left_anti")
+    rows_out = versions(kept.unionByName(changes), keys, columns, tracking).unionByName(untouched)
     if added:  # the history gains the columns first (one schema change), as the table did
         add_columns(found, [(f.name, f.dataType.simpleString()) for f in rows_out.schema])
     writer = _write(rows_out, keys, integer_key, rows).mode("overwrite")

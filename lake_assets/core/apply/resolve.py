@@ -20,7 +20,7 @@ history and the per-file counts all come from it.
 """
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pyspark.sql import Column as SparkColumn
@@ -51,6 +51,9 @@ class PublishedSnapshot:
     files: list[int]
     protected: DataFrame | None  # key columns; None: no row of it was refused
     source_file: str  # the object named in its implied deletes' tombstones and history rows
+    #: the run's changes are this snapshot's rows only (no CDC file with it): into a table with no
+    #: row and no tombstone it then deletes nothing
+    alone: bool = field(default=False, kw_only=True)
 
 
 def table_columns(declaration: TableDeclaration) -> list[str]:
@@ -91,7 +94,7 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     events = events.withColumn("_rank", F.row_number().over(newest))
     wins = (F.col("_rank") == 1) & (F.col(_EXISTING).isNull() | (F.col(SEQUENCE) >= F.col(_EXISTING)))
     implied = None
-    if snapshot is not None:
+    if snapshot is not None and not (existing is None and snapshot.alone):
         doomed = _implied(keys, existing, events, events.where(wins), snapshot)
         events = events.join(doomed.select(*keys, F.lit(True).alias("_doomed")), keys, "left")
         wins = wins & ~(F.coalesce(F.col("_doomed"), F.lit(False)) & (F.col(SEQUENCE) < F.lit(snapshot.base)))

@@ -59,7 +59,9 @@ class IngestRules:
 
     @classmethod
     def from_rules(cls, rules: "RulesSettings") -> "IngestRules":
-        return cls(rules.dms(), rules.fullload_max_shrink, dt.timedelta(days=rules.tombstone_retention_days))
+        retention = rules.tombstone_retention_days
+        return cls(rules.dms(), rules.fullload_max_shrink,
+                   dt.timedelta(days=retention) if retention is not None else None)
 
 
 @dataclass
@@ -260,8 +262,9 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
                 for key in run.keys:
                     protected = protected.where(F.col(key).isNotNull())
                 protected = protected.select(*run.keys)
-            published_snapshot = PublishedSnapshot(newest.floor, [p.index for p in newest.readable], protected,
-                                                   newest.parts[0].file.key)
+            readable = [p.index for p in newest.readable]
+            published_snapshot = PublishedSnapshot(newest.floor, readable, protected, newest.parts[0].file.key,
+                                                   alone=set(sources) <= set(readable))
         if truncated is not None and (newest is None or truncated.base > newest.floor):
             published_snapshot = truncated  # the newer: everything older than it goes
         tombstones = bookkeeping.tombstones(spark, storage, tables.tombstones)
@@ -315,7 +318,8 @@ def _truncate(changes: DataFrame) -> _Truncate | None:
     if not found:
         return None
     newest = max(found, key=lambda r: r["newest"])
-    return _Truncate(newest["newest"], [], None, newest[SOURCE_FILE], {int(r[FILE_INDEX]): int(r["n"]) for r in found})
+    return _Truncate(newest["newest"], [], None, newest[SOURCE_FILE],
+                     rows={int(r[FILE_INDEX]): int(r["n"]) for r in found})
 
 
 def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,
