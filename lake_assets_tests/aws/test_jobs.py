@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import dagster as dg
@@ -34,6 +35,7 @@ from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.settings import SailSettings
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.aws_fake import LocalJobRunner
+from lake_assets_tests.helpers.iam_policy import allowed_actions, iam_action
 from lake_assets_tests.helpers.insurance import INSURANCE
 from lake_assets_tests.helpers.lakes import Lake, assert_same_tables, drop, new_lake
 
@@ -85,9 +87,14 @@ def _runner(aws_endpoint: str, aws: Lake, workdir: Path, monkeypatch: pytest.Mon
     """The fake's workers on a fresh boto3 default session (the orchestrator's clients come from it)."""
     session = boto3.Session(region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)  # moto's key pair; the lake's S3 keeps its own
-    glue = boto3.client("glue", region_name=REGION, endpoint_url=aws_endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing")
+    glue = _test_client("glue", aws_endpoint)
     return LocalJobRunner(session, aws.storage, _sail_url(aws.storage, SailSettings()), workdir, glue)
+
+
+def _test_client(service: str, aws_endpoint: str) -> Any:
+    """A client for the test's own calls to moto (its own session: the runner does not record them)."""
+    session = boto3.Session(region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+    return session.client(service, endpoint_url=aws_endpoint)
 
 
 def _compare(embedded: Lake, aws: Lake, applied: dict[str, dict], reference: dict[str, dict]) -> None:
@@ -100,6 +107,18 @@ def _compare(embedded: Lake, aws: Lake, applied: dict[str, dict], reference: dic
     table, expected = applied[INSURANCE.name], reference[INSURANCE.name]
     assert table["rows_after"] > 0 and table["rows_quarantined"] > 0, table  # the job read the seed's rows
     assert table["source_files"] == expected["source_files"]
+
+
+def _assert_within_policies(runner: LocalJobRunner) -> None:
+    """Every AWS call the orchestrator's process made (its AWS clients, the lake's S3, and here also the engine's
+    reader, in this process) is allowed by deploy/aws/orchestrator-policy.json, every call of the job's process
+    by deploy/aws/job-policy.json. delta-rs and Sail reach S3 from Rust (not recorded): GetObject, PutObject,
+    ListBucket and DeleteObject, which both policies allow on the lake's bucket."""
+    assert runner.job_calls, "the job's calls were not recorded"
+    orchestrator = {iam_action(call) for call in runner.calls}
+    assert orchestrator - allowed_actions("orchestrator-policy.json") == set(), sorted(orchestrator)
+    job = {iam_action(call) for call in runner.job_calls}
+    assert job - allowed_actions("job-policy.json") == set(), sorted(job)
 
 
 def test_a_glue_job_applies_the_table_as_the_embedded_engine_does(
@@ -121,6 +140,7 @@ def test_a_glue_job_applies_the_table_as_the_embedded_engine_does(
     assert applied[INSURANCE.name]["AWS Glue Job Name"] == GLUE_JOB
     assert applied[INSURANCE.name]["AWS Glue Job Run ID"].startswith("jr_")
     assert {"glue:StartJobRun", "glue:GetJobRun"} <= set(runner.calls), runner.calls
+    _assert_within_policies(runner)
     # each run's Pipes context and messages are gone; the code stays for the next run
     assert aws.storage.list_objects("jobs/pipes/") == []
     assert {o["Key"].rsplit("/", 1)[-1].split("-")[0] for o in aws.storage.list_objects("jobs/code/")} == \
@@ -133,8 +153,7 @@ def test_an_emr_serverless_job_applies_the_table_as_the_embedded_engine_does(
     reference = _materialize(embedded, SparkEngine())
     assert reference.success
     runner = _runner(aws_endpoint, aws, workdir, monkeypatch)
-    emr = boto3.client("emr-serverless", region_name=REGION, endpoint_url=aws_endpoint,
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    emr = _test_client("emr-serverless", aws_endpoint)
     application = emr.create_application(name="lake", releaseLabel="emr-7.5.0", type="SPARK")["applicationId"]
 
     result = _materialize(aws, SparkEngine(engine="emr-serverless", aws_endpoint=aws_endpoint, aws_poll_seconds=0.5,
@@ -149,3 +168,4 @@ def test_an_emr_serverless_job_applies_the_table_as_the_embedded_engine_does(
     runs = emr.list_job_runs(applicationId=application)["jobRuns"]
     assert [r["id"] for r in runs] == [applied[INSURANCE.name]["AWS EMR Serverless Job Run ID"]]
     assert {"emr-serverless:StartJobRun", "emr-serverless:GetJobRun"} <= set(runner.calls), runner.calls
+    _assert_within_policies(runner)

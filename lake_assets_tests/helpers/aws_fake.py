@@ -12,6 +12,10 @@ StartJobRun call returns to the Pipes client. Its Spark is the `SPARK_REMOTE` se
 Delta Lake jar exists for a local JVM here), and its S3 credentials come from its environment, as a
 job's IAM role gives them.
 
+Every boto3 call the job's process makes is recorded (`job_calls`: a `sitecustomize` beside the job
+registers a botocore event handler on boto3's default session; it observes, it changes nothing),
+so the tests can check the calls against the job role's IAM policy.
+
 Real: the lake's code and script as uploaded, Dagster Pipes both ways (context and messages through
 the lake's bucket), the apply on a Spark engine, the AWS API calls and their parameters (as moto
 validates them). Faked: that Glue / EMR Serverless launch the job (this class), and the run's state
@@ -32,6 +36,19 @@ import boto3
 from lake_assets.resources.storage import LakeStorage
 
 
+#: The job process's `sitecustomize`: records each boto3 call (service:Operation) into JOB_CALLS_FILE at exit.
+CALL_RECORDER = """
+import atexit, json, os
+import boto3
+
+_calls = []
+boto3.setup_default_session()
+boto3.DEFAULT_SESSION.events.register(
+    "before-call", lambda model, **_: _calls.append(f"{model.service_model.signing_name}:{model.name}"))
+atexit.register(lambda: open(os.environ["JOB_CALLS_FILE"], "w").write(json.dumps(_calls)))
+"""
+
+
 @dataclass
 class LocalJobRunner:
     """Runs the jobs started through `session`'s clients as local processes (see the module)."""
@@ -43,6 +60,7 @@ class LocalJobRunner:
     glue: Any  # a Glue client on moto, to read the job's definition as Glue does
     runs: list[subprocess.CompletedProcess] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)  # every AWS API call made through `session`: service:Operation
+    job_calls: list[str] = field(default_factory=list)  # every boto3 call the jobs' processes made: service:Operation
 
     def __post_init__(self) -> None:
         events = self.session.events
@@ -92,7 +110,13 @@ class LocalJobRunner:
         key, secret = self.storage.credentials()
         environment = {name: value for name, value in os.environ.items()
                        if not name.startswith(("AWS_", "LAKE_", "DAGSTER_", "SPARK_"))}
-        environment.update(env, PYTHONPATH=str(package), SPARK_REMOTE=self.spark_remote,
+        environment.update(env, SPARK_REMOTE=self.spark_remote,
                            AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)  # the job's role, here
+        recorder, calls = self.workdir / "recorder", self.workdir / "calls.json"
+        recorder.mkdir(exist_ok=True)
+        (recorder / "sitecustomize.py").write_text(CALL_RECORDER)
+        environment.update(PYTHONPATH=f"{package}{os.pathsep}{recorder}", JOB_CALLS_FILE=str(calls))
         self.runs.append(subprocess.run([sys.executable, str(script), *argv], env=environment, cwd=self.workdir,
                                         capture_output=True, text=True, timeout=600))
+        if calls.exists():
+            self.job_calls.extend(json.loads(calls.read_text()))
