@@ -101,9 +101,9 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
         with storage.running() as running, table_lock(running, name, owner=LockOwner.current(run_id)) as lease:
             job_run: dict = {}
             if engine.on_aws:  # the apply step as an AWS Glue / EMR Serverless job (lake_assets/aws/)
-                from lake_assets.aws.launch import run_apply_job
+                from lake_assets.aws import apply_job_launcher
 
-                outcome = run_apply_job(context, engine.engine, engine.aws, declaration, running,
+                outcome = apply_job_launcher()(context, engine.engine, engine.aws, declaration, running,
                                         RulesSettings(**rules.model_dump()), config.reapply)
                 report, job_run = outcome.report, dict(outcome.run_metadata)
             else:

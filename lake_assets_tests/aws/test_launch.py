@@ -2,9 +2,11 @@
 messages, the settings it needs, and the StartJobRun parameters it builds."""
 
 import shlex
+import sys
 
 import pytest
 
+from lake_assets.aws import apply_job_launcher
 from lake_assets.aws.code import UploadedCode, package_zip
 from lake_assets.aws.launch import emr_run, glue_run, job_report, run_apply_job
 from lake_assets.core.apply.report_json import report_to_json
@@ -70,3 +72,14 @@ def test_the_emr_run_submits_the_script_with_the_code_and_the_packed_environment
 
 def test_the_code_zip_is_the_same_bytes_for_the_same_files() -> None:
     assert package_zip() == package_zip()
+
+
+def test_the_aws_engines_without_dagster_aws_say_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "lake_assets.aws.launch")
+    monkeypatch.setitem(sys.modules, "dagster_aws.pipes", None)  # as if the `aws` extra were not installed
+    with pytest.raises(UsageError, match=r"need the `aws` extra: uv sync --extra aws$"):
+        apply_job_launcher()
+
+
+def test_the_launcher_is_the_launch_modules_where_dagster_aws_is_installed() -> None:
+    assert apply_job_launcher() is run_apply_job
