@@ -24,6 +24,7 @@ import dagster as dg
 import pytest
 from moto.server import ThreadedMotoServer
 
+from lake_assets.aws.code import requirements
 from lake_assets.core.tables import LEDGER, table_set
 from lake_assets.declared.assets import table_assets
 from lake_assets.resources.embedded_s3 import EmbeddedS3
@@ -36,6 +37,7 @@ from lake_assets.settings import SailSettings
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.aws_fake import LocalJobRunner
 from lake_assets_tests.helpers.iam_policy import allowed_actions, iam_action
+from lake_assets_tests.helpers.job_packages import PLATFORM, allowed_distributions, unprovided
 from lake_assets_tests.helpers.insurance import INSURANCE
 from lake_assets_tests.helpers.lakes import Lake, assert_same_tables, drop, new_lake
 
@@ -121,6 +123,14 @@ def _assert_within_policies(runner: LocalJobRunner) -> None:
     assert job - allowed_actions("job-policy.json") == set(), sorted(job)
 
 
+def _assert_job_imports_only_what_it_is_given(runner: LocalJobRunner) -> None:
+    """The job imported no installed package beyond the platform's, the ones the lake passes it, and their
+    requirements (the lake's own code comes in the uploaded zip, though the venv also has it installed)."""
+    assert {"pyspark", "deltalake", "dagster_pipes"} <= runner.job_modules, runner.job_modules
+    allowed = allowed_distributions([*PLATFORM, *requirements()]) | {"lake"}
+    assert unprovided(runner.job_modules, allowed) == set(), sorted(runner.job_modules)
+
+
 def test_a_glue_job_applies_the_table_as_the_embedded_engine_does(
         lakes: tuple[Lake, Lake], aws_endpoint: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     embedded, aws = lakes
@@ -141,6 +151,7 @@ def test_a_glue_job_applies_the_table_as_the_embedded_engine_does(
     assert applied[INSURANCE.name]["AWS Glue Job Run ID"].startswith("jr_")
     assert {"glue:StartJobRun", "glue:GetJobRun"} <= set(runner.calls), runner.calls
     _assert_within_policies(runner)
+    _assert_job_imports_only_what_it_is_given(runner)
     # each run's Pipes context and messages are gone; the code stays for the next run
     assert aws.storage.list_objects("jobs/pipes/") == []
     assert {o["Key"].rsplit("/", 1)[-1].split("-")[0] for o in aws.storage.list_objects("jobs/code/")} == \
@@ -169,3 +180,4 @@ def test_an_emr_serverless_job_applies_the_table_as_the_embedded_engine_does(
     assert [r["id"] for r in runs] == [applied[INSURANCE.name]["AWS EMR Serverless Job Run ID"]]
     assert {"emr-serverless:StartJobRun", "emr-serverless:GetJobRun"} <= set(runner.calls), runner.calls
     _assert_within_policies(runner)
+    _assert_job_imports_only_what_it_is_given(runner)

@@ -14,7 +14,8 @@ job's IAM role gives them.
 
 Every boto3 call the job's process makes is recorded (`job_calls`: a `sitecustomize` beside the job
 registers a botocore event handler on boto3's default session; it observes, it changes nothing),
-so the tests can check the calls against the job role's IAM policy.
+so the tests can check the calls against the job role's IAM policy, and so are the modules it imported
+(to check that the job needs no package beyond those it is given).
 
 Real: the lake's code and script as uploaded, Dagster Pipes both ways (context and messages through
 the lake's bucket), the apply on a Spark engine, the AWS API calls and their parameters (as moto
@@ -36,8 +37,11 @@ import boto3
 from lake_assets.resources.storage import LakeStorage
 
 
-#: The job process's `sitecustomize`: records each boto3 call (service:Operation) into JOB_CALLS_FILE at exit.
+#: The job process's `sitecustomize`: records each boto3 call (service:Operation), and the top-level modules
+#: the job imported (beyond those its interpreter had loaded at start), into JOB_CALLS_FILE at exit.
 CALL_RECORDER = """
+import sys
+_started = set(sys.modules)
 import atexit, json, os
 import boto3
 
@@ -45,7 +49,15 @@ _calls = []
 boto3.setup_default_session()
 boto3.DEFAULT_SESSION.events.register(
     "before-call", lambda model, **_: _calls.append(f"{model.service_model.signing_name}:{model.name}"))
-atexit.register(lambda: open(os.environ["JOB_CALLS_FILE"], "w").write(json.dumps(_calls)))
+
+
+def _write():
+    modules = sorted({name.split(".")[0] for name in set(sys.modules) - _started})
+    with open(os.environ["JOB_CALLS_FILE"], "w") as out:
+        json.dump({"calls": _calls, "modules": modules}, out)
+
+
+atexit.register(_write)
 """
 
 
@@ -61,6 +73,7 @@ class LocalJobRunner:
     runs: list[subprocess.CompletedProcess] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)  # every AWS API call made through `session`: service:Operation
     job_calls: list[str] = field(default_factory=list)  # every boto3 call the jobs' processes made: service:Operation
+    job_modules: set[str] = field(default_factory=set)  # the top-level modules the jobs imported
 
     def __post_init__(self) -> None:
         events = self.session.events
@@ -119,4 +132,6 @@ class LocalJobRunner:
         self.runs.append(subprocess.run([sys.executable, str(script), *argv], env=environment, cwd=self.workdir,
                                         capture_output=True, text=True, timeout=600))
         if calls.exists():
-            self.job_calls.extend(json.loads(calls.read_text()))
+            recorded = json.loads(calls.read_text())
+            self.job_calls.extend(recorded["calls"])
+            self.job_modules.update(recorded["modules"])
