@@ -12,6 +12,7 @@ from lake_assets.aws.launch import emr_run, glue_run, job_report, run_apply_job
 from lake_assets.core.apply.report_json import report_to_json
 from lake_assets.core.apply.run import ApplyReport
 from lake_assets.core.errors import JobFailed, UsageError
+from lake_assets.resources.spark import SparkConfig
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import AwsJobSettings, EngineSettings, RulesSettings
 from lake_assets_tests.helpers.insurance import INSURANCE
@@ -83,3 +84,9 @@ def test_the_aws_engines_without_dagster_aws_say_which_extra_to_install(monkeypa
 
 def test_the_launcher_is_the_launch_modules_where_dagster_aws_is_installed() -> None:
     assert apply_job_launcher() is run_apply_job
+
+
+def test_with_an_aws_engine_the_checks_and_queries_get_spark_connect_sessions() -> None:
+    assert SparkConfig(engine="glue").session_engine == "sail"
+    assert SparkConfig(engine="emr-serverless", remote="sc://spark:15002").session_engine == "remote"
+    assert SparkConfig(engine="local").session_engine == "local"
