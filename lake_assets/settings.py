@@ -29,8 +29,10 @@ from lake_assets.core.dms import DmsLayout
 from lake_assets.core.errors import UsageError
 from lake_assets.core.private_home import private_home
 
-#: The Spark engines LAKE_ENGINE names (resources/spark.py builds each).
-ENGINES = ("sail", "remote", "local")
+#: The engines LAKE_ENGINE names: Spark sessions resources/spark.py builds, and AWS job services that run
+#: each declared table's apply step as a Spark job (lake_assets/aws/).
+AWS_ENGINES = ("glue", "emr-serverless")
+ENGINES = ("sail", "remote", "local", *AWS_ENGINES)
 
 #: Sail's run modes the lake's own Sail server (embedded, or `lake engine serve`) runs in. Sail's third,
 #: `kubernetes-cluster`, runs in Sail's own pods (the Kubernetes manifests), reached as LAKE_ENGINE=remote.
@@ -50,7 +52,9 @@ ENV_VARS: dict[str, str] = {
                     "a port set here is used or the start fails)",
     "AWS_ACCESS_KEY_ID": "S3 access key (embedded server: generated per lake unless set)",
     "AWS_SECRET_ACCESS_KEY": "S3 secret key (embedded server: generated per lake unless set)",
-    "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL) or local (JVM Spark)",
+    "LAKE_ENGINE": "sail (embedded, default), remote (Spark Connect URL), local (JVM Spark), or glue / emr-serverless "
+                   "(each declared table's apply step runs as an AWS Glue / EMR Serverless job; the checks and "
+                   "queries on Spark Connect: LAKE_SPARK_REMOTE, else embedded Sail)",
     "LAKE_SPARK_REMOTE": "Spark Connect URL sc://host:port; setting it selects the remote engine",
     "LAKE_SPARK_JARS": "directory of jars for the local JVM engine: Delta's (none: no Delta), and any that win over the jvm extra's Iceberg/S3A jars",
     "LAKE_SPARK_PACKAGES": "Maven coordinates for the local JVM engine on an online machine",
@@ -61,6 +65,23 @@ ENV_VARS: dict[str, str] = {
     "SAIL_CLUSTER__WORKER_TASK_SLOTS": "local-cluster: tasks one worker runs at once (0: Sail's default 8)",
     "SAIL_EXECUTION__DEFAULT_PARALLELISM": "partitions a plan is split into (0: Sail's default, the CPU count); set it "
                                            "in cluster mode, where the driver's cores are not the workers'",
+    "LAKE_S3_CREDENTIAL_CHAIN": "1: S3 clients (boto3, delta-rs) take their credentials from the AWS default chain "
+                                "(an IAM role, environment variables), not a key pair; the AWS jobs run so",
+    "LAKE_AWS_REGION": "region of the AWS Glue / EMR Serverless jobs (unset: LAKE_S3_REGION)",
+    "LAKE_AWS_ENDPOINT": "endpoint of the Glue and EMR Serverless APIs (unset: AWS's own; set it for an AWS API "
+                         "emulator)",
+    "LAKE_AWS_CODE_PREFIX": "where in the lake's bucket the orchestrator uploads the job script and the lake's "
+                            "code for the AWS jobs",
+    "LAKE_AWS_PIPES_PREFIX": "where in the lake's bucket the Dagster Pipes context and messages of the AWS jobs go "
+                             "(each run's removed when it ends)",
+    "LAKE_AWS_POLL_SECONDS": "how often the orchestrator polls an AWS job run and its Pipes messages",
+    "LAKE_GLUE_JOB_NAME": "the AWS Glue job (Spark, Glue 5) that runs the apply step with LAKE_ENGINE=glue; its "
+                          "script location is LAKE_AWS_CODE_PREFIX's lake_apply_job.py",
+    "LAKE_EMR_APPLICATION_ID": "the EMR Serverless Spark application (EMR 7) that runs the apply step with "
+                               "LAKE_ENGINE=emr-serverless",
+    "LAKE_EMR_JOB_ROLE_ARN": "the IAM role the EMR Serverless job runs as",
+    "LAKE_EMR_PYTHON_ARCHIVE": "s3:// URI of a packed virtual environment (venv-pack) holding the job's Python "
+                               "packages, for EMR Serverless (unset: the application's image has them)",
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors list the raw zone while they wait (default 1)",
     "LAKE_SENSOR_WAIT_SECONDS": "how long one raw-zone sensor tick keeps listing before it reports nothing new "
                                 "(default 4; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
@@ -116,6 +137,7 @@ class StorageSettings(BaseModel):
     warehouse: str = _setting("LAKE_ICEBERG_WAREHOUSE", "warehouse")
     catalog_warehouse: str = _setting("LAKE_ICEBERG_CATALOG_WAREHOUSE", "")
     catalog_scope: str = _setting("LAKE_ICEBERG_SCOPE", "")
+    credential_chain: bool = _setting("LAKE_S3_CREDENTIAL_CHAIN", False)
 
     @classmethod
     def from_env(cls) -> "StorageSettings":
@@ -131,6 +153,7 @@ class StorageSettings(BaseModel):
             warehouse=env.get("LAKE_ICEBERG_WAREHOUSE") or default.warehouse,
             catalog_warehouse=env.get("LAKE_ICEBERG_CATALOG_WAREHOUSE", default.catalog_warehouse),
             catalog_scope=env.get("LAKE_ICEBERG_SCOPE", default.catalog_scope),
+            credential_chain=_flag("LAKE_S3_CREDENTIAL_CHAIN", default.credential_chain),
         )
 
     @property
@@ -182,10 +205,48 @@ class SailSettings(BaseModel):
         return env
 
 
-class EngineSettings(SailSettings):
-    """Where Spark work runs: the engine and, for the embedded Sail server, Sail's settings.
-    `SparkConfig` (resources/spark.py) builds sessions from these fields, and the `engine`
-    resource (resources/engine.py) shows them in the UI."""
+class AwsJobSettings(BaseModel):
+    """The AWS jobs that run each declared table's apply step with LAKE_ENGINE=glue or emr-serverless
+    (lake_assets/aws/; docs/operations/aws.md). No secret here: the orchestrator's AWS calls take
+    the AWS default credential chain, and the jobs their IAM role."""
+
+    model_config = ConfigDict(frozen=True)
+
+    aws_region: str = _setting("LAKE_AWS_REGION", "")
+    aws_endpoint: str = _setting("LAKE_AWS_ENDPOINT", "")
+    aws_code_prefix: str = _setting("LAKE_AWS_CODE_PREFIX", "jobs/code/")
+    aws_pipes_prefix: str = _setting("LAKE_AWS_PIPES_PREFIX", "jobs/pipes/")
+    aws_poll_seconds: float = _setting("LAKE_AWS_POLL_SECONDS", 5.0)
+    glue_job_name: str = _setting("LAKE_GLUE_JOB_NAME", "lake-apply")
+    emr_application_id: str = _setting("LAKE_EMR_APPLICATION_ID", "")
+    emr_job_role_arn: str = _setting("LAKE_EMR_JOB_ROLE_ARN", "")
+    emr_python_archive: str = _setting("LAKE_EMR_PYTHON_ARCHIVE", "")
+
+    @classmethod
+    def from_env(cls) -> "AwsJobSettings":
+        env, default = os.environ, cls()
+        return cls(
+            aws_region=env.get("LAKE_AWS_REGION", "").strip(),
+            aws_endpoint=env.get("LAKE_AWS_ENDPOINT", "").strip(),
+            aws_code_prefix=_prefix("LAKE_AWS_CODE_PREFIX", default.aws_code_prefix),
+            aws_pipes_prefix=_prefix("LAKE_AWS_PIPES_PREFIX", default.aws_pipes_prefix),
+            aws_poll_seconds=_positive_float("LAKE_AWS_POLL_SECONDS", default.aws_poll_seconds),
+            glue_job_name=env.get("LAKE_GLUE_JOB_NAME", "").strip() or default.glue_job_name,
+            emr_application_id=env.get("LAKE_EMR_APPLICATION_ID", "").strip(),
+            emr_job_role_arn=env.get("LAKE_EMR_JOB_ROLE_ARN", "").strip(),
+            emr_python_archive=env.get("LAKE_EMR_PYTHON_ARCHIVE", "").strip(),
+        )
+
+    @property
+    def aws(self) -> "AwsJobSettings":
+        """Only the AWS jobs' settings (an `EngineSettings` without the others)."""
+        return AwsJobSettings(**{name: getattr(self, name) for name in AwsJobSettings.model_fields})
+
+
+class EngineSettings(SailSettings, AwsJobSettings):
+    """Where Spark work runs: the engine and, for the embedded Sail server, Sail's settings, and for
+    the AWS engines their jobs' settings. `SparkConfig` (resources/spark.py) builds sessions from
+    these fields, and the `engine` resource (resources/engine.py) shows them in the UI."""
 
     engine: str = _setting("LAKE_ENGINE", "sail")
     remote: str = _setting("LAKE_SPARK_REMOTE", "")
@@ -201,7 +262,13 @@ class EngineSettings(SailSettings):
             jars_dir=os.environ.get("LAKE_SPARK_JARS", ""),
             packages=os.environ.get("LAKE_SPARK_PACKAGES", ""),
             **SailSettings.from_env().model_dump(),
+            **AwsJobSettings.from_env().model_dump(),
         )
+
+    @property
+    def on_aws(self) -> bool:
+        """The declared tables' apply step runs as an AWS job (LAKE_ENGINE=glue or emr-serverless)."""
+        return self.engine in AWS_ENGINES
 
 
 class RulesSettings(BaseModel):
@@ -338,6 +405,12 @@ def _sensor_wait(name: str, default: float) -> float:
         raise UsageError(f"{name}={value!r} must be at least 0 and below Dagster's {DAGSTER_SENSOR_LOOP_SECONDS:g}-s "
                          "sensor loop")
     return value
+
+
+def _prefix(name: str, default: str) -> str:
+    """A key prefix in the lake's bucket: no leading slash, one trailing slash."""
+    raw = os.environ.get(name, "").strip().strip("/")
+    return f"{raw}/" if raw else default
 
 
 def _unless_unset(name: str, read: Callable[[str, float], float]) -> float | None:

@@ -39,6 +39,7 @@ def _site_copy(tmp_path: Path) -> Path:
     copy = tmp_path / "checkout"
     shutil.copytree(REPO / "docs", copy / "docs")
     shutil.copytree(REPO / "benchmarks" / "results", copy / "benchmarks" / "results")
+    shutil.copytree(REPO / "deploy" / "aws", copy / "deploy" / "aws")  # the IAM policies operations/aws.md includes
     for name in ("mkdocs.yml", "README.md", "benchmarks/README.md"):
         shutil.copy(REPO / name, copy / name)
     return copy

@@ -26,5 +26,9 @@ class EngineUnavailable(LakeError):
     """The configured engine cannot be started or reached."""
 
 
+class JobFailed(LakeError):
+    """A Spark job the lake started on another service (AWS Glue, EMR Serverless) failed or reported nothing."""
+
+
 class EmbeddedS3Error(LakeError):
     """The embedded S3 server could not be started."""

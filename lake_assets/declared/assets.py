@@ -24,6 +24,7 @@ from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
+from lake_assets.settings import RulesSettings
 
 #: A source's name in its raw asset's key (`raw/insurance_fullload`): what users call these drops.
 SOURCE_NAMES = {SourceKind.SNAPSHOT: "fullload", SourceKind.CDC: "cdc"}
@@ -108,10 +109,19 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
         run_id = context.run.run_id
         record_process(context.instance, run_id)  # so reap_dead_runs can fail the run if we are killed
         with storage.running() as running, table_lock(running, name, owner=LockOwner.current(run_id)) as lease:
-            report = apply_pending(declaration, running, engine.session(running), run_id,
-                                   IngestRules.from_rules(rules), reapply=config.reapply)
+            job_run: dict = {}
+            if engine.on_aws:  # the apply step as an AWS Glue / EMR Serverless job (lake_assets/aws/)
+                from lake_assets.aws import apply_job_launcher
+
+                outcome = apply_job_launcher()(context, engine.engine, engine.aws, declaration, running,
+                                        RulesSettings(**rules.model_dump()), config.reapply)
+                report, job_run = outcome.report, dict(outcome.run_metadata)
+            else:
+                report = apply_pending(declaration, running, engine.session(running), run_id,
+                                       IngestRules.from_rules(rules), reapply=config.reapply)
             lease.check()
             metadata = table_metadata(declaration, report, running)
+            metadata[name].update(job_run)
         for held in report.held:
             context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
         context.log.info(f"applied {len(report.files)} file(s): version {report.version_before} -> "

@@ -80,6 +80,15 @@ class SparkConfig(EngineSettings):
     def from_settings(cls, settings: LakeSettings) -> "SparkConfig":
         return cls(**settings.spark.model_dump())
 
+    @property
+    def session_engine(self) -> str:
+        """The engine sessions are built on. The AWS engines run only the declared tables' apply step
+        on AWS (lake_assets/aws/); the checks, queries and the TPC-DS domain run on Spark Connect
+        (LAKE_SPARK_REMOTE, else the embedded Sail server)."""
+        if self.on_aws:
+            return "remote" if self.remote else "sail"
+        return self.engine
+
     def session(self, storage: LakeStorage) -> SparkSession:
         """The process's session for this engine, able to read and write `storage`."""
         self._check_engine()
@@ -101,7 +110,7 @@ class SparkConfig(EngineSettings):
         that releases executions, which disturbed the process's other sessions (failed
         releases, an abort at exit, a hang when garbage collection did it).
         """
-        if self.engine == "local":
+        if self.session_engine == "local":
             return with_catalog_credential(self.session(storage).newSession(), storage)
         self._check_engine()
         return self._build(storage)  # the embedded Sail server is started once per process (`_sail_url`)
@@ -114,14 +123,14 @@ class SparkConfig(EngineSettings):
     def _build(self, storage: LakeStorage) -> SparkSession:
         # Spark Connect: `create()`, not `getOrCreate()`, which returns the process's default
         # session whatever server it is on (another endpoint's, or one that was dropped).
-        if self.engine == "local":
+        if self.session_engine == "local":
             return self._build_local_jvm(storage)
         _finish_releases_at_exit()
-        if self.engine == "remote":
+        if self.session_engine == "remote":
             if not self.remote.startswith("sc://"):
                 raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")
             _check_reachable(self.remote)
-        url = self.remote if self.engine == "remote" else _sail_url(storage, self.sail)
+        url = self.remote if self.session_engine == "remote" else _sail_url(storage, self.sail)
         # Iceberg TIMESTAMP columns need exactly `UTC` on the client (`Etc/UTC` fails).
         session = SparkSession.builder.remote(url).config("spark.sql.session.timeZone", "UTC").create()
         _built.append(session)

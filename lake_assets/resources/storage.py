@@ -26,7 +26,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import PrivateAttr
 
-from lake_assets.core.errors import StorageUnavailable
+from lake_assets.core.errors import StorageUnavailable, UsageError
 from lake_assets.resources.embedded_s3 import embedded_s3, running_server
 from lake_assets.settings import (
     LakeSettings,
@@ -126,8 +126,13 @@ class LakeStorage(StorageSettings):
         """The lake's S3 key pair (environment, or this lake's generated pair for the embedded server),
         read once per storage.
 
-        A `reading_only()` storage on the embedded server gets its read-only pair instead.
+        A `reading_only()` storage on the embedded server gets its read-only pair instead. A storage
+        on the AWS default credential chain (`credential_chain`) has no pair to give: its boto3 and
+        delta-rs clients find their own (an AWS job's role).
         """
+        if self.credential_chain:
+            raise UsageError("LAKE_S3_CREDENTIAL_CHAIN=1 serves S3 through boto3 and delta-rs only; this needs "
+                             "a key pair (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)")
         if self._credentials is None:
             home = Path(self.home)
             self._credentials = (embedded_reader_credentials(home) if self._read_only and self.embedded
@@ -147,7 +152,7 @@ class LakeStorage(StorageSettings):
         with self._lock:
             self._check_open()
             if self._client is None:
-                key, secret = self.credentials()
+                key, secret = (None, None) if self.credential_chain else self.credentials()
                 self._client = boto3_client(
                     "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,
                     region_name=self.region,
@@ -178,16 +183,17 @@ class LakeStorage(StorageSettings):
         """Options for delta-rs (object_store) to read and commit to tables in this bucket (made once;
         callers must not change them)."""
         if self._delta_options is None:
-            key, secret = self.credentials()
-            self._delta_options = {
+            options = {
                 "AWS_ENDPOINT_URL": self.endpoint_url,
                 "AWS_ALLOW_HTTP": "true",
-                "AWS_ACCESS_KEY_ID": key,
-                "AWS_SECRET_ACCESS_KEY": secret,
                 "AWS_REGION": self.region,
                 "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
                 "conditional_put": "etag",
             }
+            if not self.credential_chain:  # on the chain, delta-rs's own finds them (environment, IAM role)
+                key, secret = self.credentials()
+                options.update(AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
+            self._delta_options = options
         return self._delta_options
 
     def engine_environment(self) -> dict[str, str]:

@@ -1,0 +1,1 @@
+"""The lake's resources: storage, engines, rules, and the servers they start."""
