@@ -50,6 +50,8 @@ SHOTS = (
     Shot("insurance_checks", "/assets/insurance?view=checks", ("insurance_schema_matches_contract",)),
     Shot("reports", "/locations/__repository__@lake/asset-groups/tpcds_reports", ("report_q12",),
          click="List", then_shows=("report_top_customers",)),
+    Shot("quarantine", "/assets/insurance_quarantine", ("quarantined_bad_date", "refused_files")),
+    Shot("ledger", "/assets/lake_ledger", ("insurance_rows_applied", "insurance_rows_quarantined")),
     Shot("runs", "/runs", ("apply_insurance", "load_tpcds", "lake/table")),
     Shot("run", "run:apply_insurance", ("apply_insurance", "RUN_SUCCESS")),
 )
@@ -72,6 +74,7 @@ def main() -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             # Dagster asks new visitors to join its community once; a user would click Skip.
             page.add_init_script("window.localStorage.setItem('communityNux', '1')")
+            page.goto(dev.login_url)  # the address lake dev printed: its token sets the cookie
             for shot in SHOTS:
                 if not names or shot.name in names:
                     take(page, dev, shot)

@@ -100,6 +100,13 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             assert "report_sales_by_hour" in reports and "Never materialized" not in reports
             assert reports.count("Materialized") >= 6, reports  # one status per report
 
+            # the ledger in the UI: every run's rows per outcome, the quarantine per reason
+            quarantine = _open(page, dev, "/assets/insurance_quarantine", ["quarantined_bad_date", "refused_files"],
+                               shots / "quarantine.png")
+            assert "quarantined_no_sequence" in quarantine, quarantine
+            ledger = _open(page, dev, "/assets/lake_ledger", ["insurance_rows_applied"], shots / "ledger.png")
+            assert "insurance_rows_quarantined" in ledger and "insurance_files_applied" in ledger, ledger
+
             runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], shots / "runs.png")
             assert "Success" in runs and "lake/table: tpcds" in runs
             assert not [key for key in BOOKKEEPING if key in runs], runs

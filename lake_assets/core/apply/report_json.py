@@ -27,4 +27,4 @@ def report_from_json(data: dict[str, Any]) -> ApplyReport:
                for entry in data["files"]],
         duration_seconds=data["duration_seconds"],
         derived=DerivedReport(FeedReport(**derived["feed"]), derived["history_version"], derived["history_changes"]),
-        expectations=dict(data["expectations"]))
+        expectations=dict(data["expectations"]), quarantined_by_reason=dict(data["quarantined_by_reason"]))

@@ -19,7 +19,7 @@ def _report() -> ApplyReport:
                        commits=[Commit(0, "full load", 26, 0, 0, 26, "create"), Commit(1, "cdc", 0, 2, 1, 25)],
                        files=files, duration_seconds=1.5,
                        derived=DerivedReport(FeedReport([0, 1], {"insert": 26, "delete": 1}, 1), 1, 32),
-                       expectations={"positive_value": 2})
+                       expectations={"positive_value": 2}, quarantined_by_reason={"bad_date": 1})
 
 
 def test_a_report_comes_back_from_json_as_it_was_sent() -> None:
