@@ -47,7 +47,7 @@ SHOTS = (
     Shot("lineage", "/asset-groups", ("insurance", "raw", "tpcds", "tpcds_reports")),
     Shot("web_sales_partitions", "/assets/tpcds/web_sales?view=partitions", ("Partitions Selected",)),
     Shot("web_sales_checks", "/assets/tpcds/web_sales?view=checks", ("web_sales_rows_match_raw",)),
-    Shot("insurance_checks", "/assets/insurance?view=checks", ("insurance_schema_matches_contract",)),
+    Shot("insurance_checks", "/assets/insurance?view=checks", ("schema_matches_contract",)),
     Shot("reports", "/locations/__repository__@lake/asset-groups/tpcds_reports", ("report_q12",),
          click="List", then_shows=("report_top_customers",)),
     Shot("quarantine", "/assets/insurance_quarantine", ("quarantined_bad_date", "refused_files")),

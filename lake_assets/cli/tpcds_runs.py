@@ -10,7 +10,7 @@ from lake_assets.cli.job_runner import execute, report_checks
 from lake_assets.cli.output import console
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.errors import UsageError
-from lake_assets.tpcds.assets import DAILY, QUARANTINE_KEY, WEB_SALES_KEY
+from lake_assets.tpcds.assets import DAILY, OBJECT_COUNTS, QUARANTINE_KEY, WEB_SALES_KEY
 from lake_assets.jobs.tpcds import TPCDS_TAGS, load_config, range_tags, selection_for
 from lake_assets.tpcds.pending import pending_work
 
@@ -36,6 +36,8 @@ def report_tpcds_run(result: dg.ExecuteInProcessResult) -> bool:
         if "table" not in meta or materialization.asset_key in seen:
             continue
         seen.add(materialization.asset_key)
+        # web_sales: each day's partition carries its own counts, and the run's as run_<key>
+        meta |= {key: meta[f"run_{key}"] for key in OBJECT_COUNTS if f"run_{key}" in meta}
         console.print(
             f"{materialization.asset_key.to_user_string()}: {meta['objects']} object(s), "
             f"rows {meta['rows_before']} -> {meta['rows_after']} ({meta['rows_applied']} applied, "

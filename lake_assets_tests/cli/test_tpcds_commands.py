@@ -37,6 +37,8 @@ def test_run_status_backfill_history_time_travel(lake_env: LakeStorage, catalog:
     # history and the run agree: the snapshot's rows applied (ledger) are what `lake run` said of its files
     assert json.loads(out)[0]["rows_applied"] == expected
     assert f"-> tpcds.web_sales snapshot {first_snapshot} ({expected} rows)" in run_out, run_out
+    # the table's line counts the run's objects and rows, not one day's partition
+    assert f"tpcds/web_sales: 5 object(s), rows 0 -> {expected} ({expected} applied" in run_out, run_out
 
     # the second day's object is re-delivered with one row less; backfill that one day
     lines = lake_env.get_bytes(fact_key(days[1]))[0].decode().splitlines()

@@ -86,7 +86,7 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             assert "Failed" not in star_checks
 
             checks = _open(page, dev, "/assets/insurance?view=checks",
-                           ["insurance_schema_matches_contract", "insurance_rows_conserved"], shots / "insurance_checks.png")
+                           ["schema_matches_contract", "rows_conserved"], shots / "insurance_checks.png")
             assert "Checks (4)" in checks and "Failed" not in checks
 
             _open(page, dev, "/locations/__repository__@lake/asset-groups/tpcds_reports", ["report_q12"], shots / "reports.png")
