@@ -27,10 +27,12 @@ def test_put_run_query_history_status(lake_env: LakeStorage) -> None:
     code, out = lake("status", "--format", "json")
     assert code == 0 and json.loads(out)[0]["status"] == "pending"
 
+    instance = dagster_instance(LakeSettings.from_env())  # the session's: other tests' runs are there too
+    earlier = {r.run_id for r in instance.get_runs(dg.RunsFilter(job_name="apply_insurance"))}
     code, out = lake("run")
     assert code == 0, out
     assert "rows 0 -> 25" in out and "FAILED" not in out
-    runs = dagster_instance(LakeSettings.from_env()).get_runs(dg.RunsFilter(job_name="apply_insurance"))
+    runs = [r for r in instance.get_runs(dg.RunsFilter(job_name="apply_insurance")) if r.run_id not in earlier]
     assert [(r.tags.get(TABLE_TAG), r.tags.get("lake/launched_by")) for r in runs] == [("insurance", "lake run")]
 
     for file in sorted((DATA / "cdcload").glob("*.csv")):
