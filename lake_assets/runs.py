@@ -47,6 +47,20 @@ HOST_TAG = bookkeeping_tag("host")
 PROCESS_STARTED_TAG = bookkeeping_tag("process_started")
 
 
+#: The code location of workspace.yaml and the repository Dagster makes of `Definitions`.
+CODE_LOCATION = "lake"
+REPOSITORY = "__repository__"
+#: Dagster tags a run launched from a code location with its label; a job's page in the UI lists
+#: the runs of that job carrying it. A run the CLI executes in its own process has no such origin,
+#: so `lake run`, `lake restore`, `lake backfill` and `lake demo` put the tag on theirs.
+REPOSITORY_TAG = f"{HIDDEN_TAG_PREFIX}repository"
+
+
+def location_tags() -> dict[str, str]:
+    """Tags that place a run the CLI executes on its job's page, as if launched from the UI."""
+    return {REPOSITORY_TAG: f"{REPOSITORY}@{CODE_LOCATION}"}
+
+
 def process_tags() -> dict[str, str]:
     """Tags naming this process: put them on a run this process executes."""
     pid = os.getpid()

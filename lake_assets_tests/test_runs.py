@@ -16,7 +16,8 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from lake_assets.runs import TABLE_TAG
-from lake_assets.runs import HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, process_tags, reap_dead_runs
+from lake_assets.runs import (CODE_LOCATION, HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, location_tags, process_tags,
+                              reap_dead_runs)
 from lake_assets.declared.sensors import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,3 +120,23 @@ def test_bookkeeping_tags_are_hidden_and_still_select_runs(instance: dg.DagsterI
     run = instance.create_run_for_job(queued_job, status=dg.DagsterRunStatus.STARTED, tags=process_tags())
     found = instance.get_run_records(filters=dg.RunsFilter(tags={PID_TAG: str(os.getpid())}))
     assert [record.dagster_run.run_id for record in found] == [run.run_id]
+
+
+def test_the_cli_runs_location_tag_names_the_workspaces_code_location() -> None:
+    """`location_tags()` must name the location every workspace loads the lake as, or the CLI's
+    runs vanish from the job pages again."""
+    import tomllib
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    (location,) = yaml.safe_load((root / "workspace.yaml").read_text())["load_from"]
+    configured = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["dagster"]["code_location_name"]
+    assert location["python_module"]["location_name"] == configured == CODE_LOCATION
+    # the label Dagster gives a run launched from that location (dagster_run.py `tags_for_storage`)
+    origin = RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name="lake_assets.definitions"), location_name=CODE_LOCATION), "__repository__")
+    stored = create_run_for_test(dg.DagsterInstance.ephemeral(), job_name="apply_insurance",
+                                 remote_job_origin=RemoteJobOrigin(origin, "apply_insurance"))
+    assert location_tags() == {key: value for key, value in stored.tags_for_storage().items()
+                               if key == ".dagster/repository"}

@@ -22,7 +22,7 @@ from lake_assets.core.ledger import REJECTED
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.registry import declaration, declarations
 from lake_assets.declared.jobs import job_name
-from lake_assets.runs import process_tags, reap_dead_runs
+from lake_assets.runs import location_tags, process_tags, reap_dead_runs
 from lake_assets.settings import LakeSettings
 from lake_assets.core.progress import Progress
 
@@ -48,7 +48,8 @@ def execute(lake: LakeSession, job_name: str, launched_by: str, tags: dict[str, 
         reap_dead_runs(lake.instance())  # runs killed earlier must not hold the table's slot
         result = job.execute_in_process(run_config={**quiet, **(config or {})}, instance=lake.instance(),
                                         raise_on_error=False, run_id=run_id, **options,
-                                        tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags()})
+                                        tags={**(tags or {}), "lake/launched_by": launched_by, **process_tags(),
+                                              **location_tags()})
     if _interrupted(result):
         raise KeyboardInterrupt
     return result

@@ -17,7 +17,7 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.cli import lake
 from lake_assets.cli.session import dagster_instance
-from lake_assets.runs import TABLE_TAG
+from lake_assets.runs import REPOSITORY_TAG, TABLE_TAG
 from lake_assets.settings import LakeSettings
 
 
@@ -34,6 +34,8 @@ def test_put_run_query_history_status(lake_env: LakeStorage) -> None:
     assert "rows 0 -> 25" in out and "FAILED" not in out
     runs = [r for r in instance.get_runs(dg.RunsFilter(job_name="apply_insurance")) if r.run_id not in earlier]
     assert [(r.tags.get(TABLE_TAG), r.tags.get("lake/launched_by")) for r in runs] == [("insurance", "lake run")]
+    # the job's page in the UI lists the runs of its code location: this one too (test_dagster_ui opens it)
+    assert runs[0].tags.get(REPOSITORY_TAG) == "__repository__@lake"
 
     for file in sorted((DATA / "cdcload").glob("*.csv")):
         assert lake("put", str(file), "--to", "cdcload")[0] == 0

@@ -107,6 +107,11 @@ def test_ui_shows_assets_checks_and_runs(tmp_path: Path) -> None:
             ledger = _open(page, dev, "/assets/lake_ledger", ["insurance_rows_applied"], shots / "ledger.png")
             assert "insurance_rows_quarantined" in ledger and "insurance_files_applied" in ledger, ledger
 
+            # a run the CLI executed (`lake backfill` above) is on its job's page, as the UI's own are
+            job_runs = _open(page, dev, "/locations/__repository__@lake/jobs/load_tpcds/runs",
+                             ["lake/launched_by: lake backfill"], shots / "job_runs.png")
+            assert "load_tpcds" in job_runs
+
             runs = _open(page, dev, "/runs", ["apply_insurance", "load_tpcds", "lake/table"], shots / "runs.png")
             assert "Success" in runs and "lake/table: tpcds" in runs
             assert not [key for key in BOOKKEEPING if key in runs], runs
