@@ -632,7 +632,7 @@ def test_instance_config_uses_postgres_s3_logs_and_no_telemetry(instance_config:
         assert variable in env, f"{variable} is not set in the Dagster services"
     assert postgres_db["port"] == 5432
     coordinator = instance_config["run_coordinator"]
-    assert (coordinator["module"], coordinator["class"]) == ("dagster", "QueuedRunCoordinator")
+    assert (coordinator["module"], coordinator["class"]) == ("lake_assets.run_coordinator", "TableTaggingRunCoordinator")
     assert {"key": "lake/table", "limit": 1} in coordinator["config"]["tag_concurrency_limits"]
     launcher = instance_config["run_launcher"]
     assert (launcher["module"], launcher["class"]) == ("dagster", "DefaultRunLauncher")
