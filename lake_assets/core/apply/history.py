@@ -35,6 +35,7 @@ from deltalake import DeltaTable
 from lake_assets.core.apply.cluster import clustered
 from lake_assets.core.apply.commit import predicate, rows_within, touched_ranges
 from lake_assets.core.apply.resolve import DELETE
+from lake_assets.core.apply.unique import keys_unique
 from lake_assets.core.apply.reader import SEQUENCE
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.formats.delta import add_columns, file_ranges, row_count
@@ -93,7 +94,17 @@ def versions(rows: DataFrame, keys: list[str], columns: list[str], tracking: Tra
     if tracking.tracked is not None:
         rows = _collapsed(rows, keys, columns, list(tracking.tracked))
     order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE))
-    following = F.lead(F.col(SEQUENCE)).over(order)
+    return _validity(rows, columns, F.lead(F.col(SEQUENCE)).over(order), tracking)
+
+
+def single_versions(rows: DataFrame, columns: list[str], tracking: Tracking = Tracking()) -> DataFrame:
+    """`versions` of `rows` holding one change per key, without its window: each row is its key's
+    only version, current unless it is a delete (valid at no point)."""
+    return _validity(rows, columns, F.lit(None).cast("string"), tracking)
+
+
+def _validity(rows: DataFrame, columns: list[str], following: SparkColumn, tracking: Tracking) -> DataFrame:
+    """`rows` with their validity, given each one's `following` change of its key (NULL: none)."""
     deleted = F.col(OPERATION) == DELETE
     ended = F.when(deleted, F.col(SEQUENCE)).otherwise(following)
     with_end = rows.select(*columns, COMMIT_VERSION, ended.alias(VALID_TO_SEQUENCE),
@@ -137,7 +148,9 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
     if not count:
         return 0
     if found is None:
-        _write(versions(changes, keys, columns, tracking), keys, integer_key, count).mode("append").save(uri)
+        first = single_versions(changes, columns, tracking) if keys_unique(changes.select(*keys), keys) else \
+            versions(changes, keys, columns, tracking)
+        _write(first, keys, integer_key, count).mode("append").save(uri)
         return count
     where, rows = None, count + row_count(found)
     if integer_key:  # the files holding the batch's keys, by their key ranges

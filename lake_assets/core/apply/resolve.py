@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from lake_assets.core.apply.reader import FILE_INDEX, SEQUENCE, SOURCE_FILE, SOURCE_LINE
+from lake_assets.core.apply.unique import keys_unique
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.declaration import TableDeclaration
 
@@ -90,8 +91,11 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
         events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         events = events.where(~(F.col(_EXISTING).isNull() & (F.col(SEQUENCE) < F.lit(floor))))
-    newest = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE).desc())
-    events = events.withColumn("_rank", F.row_number().over(newest))
+    if keys_unique(changes.select(*keys), keys):  # one change per key: each is its key's newest
+        events = events.withColumn("_rank", F.lit(1))
+    else:
+        newest = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE).desc())
+        events = events.withColumn("_rank", F.row_number().over(newest))
     wins = (F.col("_rank") == 1) & (F.col(_EXISTING).isNull() | (F.col(SEQUENCE) >= F.col(_EXISTING)))
     implied = None
     if snapshot is not None and not (existing is None and snapshot.alone):

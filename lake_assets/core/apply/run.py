@@ -285,7 +285,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
         operation = "full load" if newest is not None else "merge"
         version_before = before.version() if before is not None else None
-        committed = None
+        committed, within = None, None
         batch = resolved.where(in_commit())
         if sum(counts) or _any(batch):
             how = committing.choose(spark, _target(run), before, batch, counts[0], counts[2])
@@ -293,11 +293,12 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
             stage.record(Manifest(run.run_id, applied_at, version_before, label, entries,
                                   [planned.files[i].file.key for i in sources]))
             committing.commit(spark, _target(run), batch, how, label)
+            within = how.where
             after = open_table(storage, tables.table)
             assert after is not None  # just committed
             committed = after.version()
             run.report.commits.append(Commit(committed, operation, *counts, row_count(after), how.strategy.value))
-        _after_commit(run, resolved, version_before, committed, applied_at)
+        _after_commit(run, resolved, version_before, committed, applied_at, within, replaced=counts[1] + counts[2])
         recorded = _versioned(entries, sources, committed)
         ledger.record(recorded)
         run.report.files += recorded
@@ -378,8 +379,13 @@ def _target(run: _Run) -> committing.DeltaTarget:
 
 
 def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,
-                  applied_at: dt.datetime) -> None:
-    """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes."""
+                  applied_at: dt.datetime, within: str | None = None, replaced: int | None = None) -> None:
+    """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes.
+
+    `within`: a predicate on the key that holds every key the commit touched (a narrow commit's),
+    so the rows it replaced are read from the files holding those keys, not the whole table;
+    `replaced`: how many rows it replaced (updated or deleted), when known: a few of them are sent
+    to every task that reads the table, which then needs no shuffle."""
     spark, storage, tables = run.spark, run.storage, run.tables
     if committed is not None and run.declaration.change_feed:
         commit_rows = resolved.where(in_commit())
@@ -387,9 +393,11 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         if version_before is None:
             removed = spark.createDataFrame([], added.schema)
         else:
-            removed = (spark.read.format("delta").option("versionAsOf", version_before)
-                       .load(tables.table.uri(storage))
-                       .join(commit_rows.where(F.col(PRESENT)).select(*run.keys), run.keys, "left_semi"))
+            found = spark.read.format("delta").option("versionAsOf", version_before).load(tables.table.uri(storage))
+            present = commit_rows.where(F.col(PRESENT)).select(*run.keys)
+            if replaced is not None and replaced <= history.BROADCAST_ROWS:
+                present = F.broadcast(present)
+            removed = (found if within is None else found.where(within)).join(present, run.keys, "left_semi")
         written = feed.write_version(spark, storage, tables.table, tables.changes, run.keys, run.columns,
                                      removed, added, committed, first_commit=version_before is None)
         run.report.derived.feed = run.report.derived.feed.add(written)
