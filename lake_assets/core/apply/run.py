@@ -393,11 +393,11 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         if version_before is None:
             removed = spark.createDataFrame([], added.schema)
         else:
-            found = spark.read.format("delta").option("versionAsOf", version_before).load(tables.table.uri(storage))
+            as_found = spark.read.format("delta").option("versionAsOf", version_before).load(tables.table.uri(storage))
             present = commit_rows.where(F.col(PRESENT)).select(*run.keys)
             if replaced is not None and replaced <= history.BROADCAST_ROWS:
                 present = F.broadcast(present)
-            removed = (found if within is None else found.where(within)).join(present, run.keys, "left_semi")
+            removed = (as_found if within is None else as_found.where(within)).join(present, run.keys, "left_semi")
         written = feed.write_version(spark, storage, tables.table, tables.changes, run.keys, run.columns,
                                      removed, added, committed, first_commit=version_before is None)
         run.report.derived.feed = run.report.derived.feed.add(written)
