@@ -298,7 +298,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
             assert after is not None  # just committed
             committed = after.version()
             run.report.commits.append(Commit(committed, operation, *counts, row_count(after), how.strategy.value))
-        _after_commit(run, resolved, version_before, committed, applied_at, within, replaced=counts[1] + counts[2])
+        _after_commit(run, resolved, version_before, committed, applied_at, within)
         recorded = _versioned(entries, sources, committed)
         ledger.record(recorded)
         run.report.files += recorded
@@ -379,13 +379,11 @@ def _target(run: _Run) -> committing.DeltaTarget:
 
 
 def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,
-                  applied_at: dt.datetime, within: str | None = None, replaced: int | None = None) -> None:
+                  applied_at: dt.datetime, within: str | None = None) -> None:
     """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes.
 
     `within`: a predicate on the key that holds every key the commit touched (a narrow commit's),
-    so the rows it replaced are read from the files holding those keys, not the whole table;
-    `replaced`: how many rows it replaced (updated or deleted), when known: a few of them are sent
-    to every task that reads the table, which then needs no shuffle."""
+    so the rows it replaced are read from the files holding those keys, not the whole table."""
     spark, storage, tables = run.spark, run.storage, run.tables
     if committed is not None and run.declaration.change_feed:
         commit_rows = resolved.where(in_commit())
@@ -395,8 +393,6 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         else:
             as_found = spark.read.format("delta").option("versionAsOf", version_before).load(tables.table.uri(storage))
             present = commit_rows.where(F.col(PRESENT)).select(*run.keys)
-            if replaced is not None and replaced <= history.BROADCAST_ROWS:
-                present = F.broadcast(present)
             removed = (as_found if within is None else as_found.where(within)).join(present, run.keys, "left_semi")
         written = feed.write_version(spark, storage, tables.table, tables.changes, run.keys, run.columns,
                                      removed, added, committed, first_commit=version_before is None)
