@@ -33,10 +33,15 @@ def clustered(frame: DataFrame, key: str, rows: int) -> DataFrame:
         return frame.coalesce(1).sortWithinPartitions(key)
     cuts = frame.agg(*[F.percentile_approx(F.col(key), i / files).alias(f"q{i}") for i in range(1, files)]).collect()[0]
     bounds = sorted({value for value in cuts if value is not None})
+    if not bounds:  # no key (or no row) to cut at: one file
+        return frame.coalesce(1).sortWithinPartitions(key)
     labels = partition_labels(frame.sparkSession, len(bounds) + 1)
-    bucket = F.lit(labels[len(bounds)])
-    for bound, label in reversed(list(zip(bounds, labels))):
-        bucket = F.when(F.col(key) < F.lit(bound), F.lit(label)).otherwise(bucket)
+    # one flat CASE (the first bound above the key): a CASE nested per file is a plan message as
+    # deep as the file count, which Spark Connect's protobuf refuses past ~45 (a 14M-row load)
+    bucket = F.when(F.col(key) < F.lit(bounds[0]), F.lit(labels[0]))
+    for bound, label in zip(bounds[1:], labels[1:]):
+        bucket = bucket.when(F.col(key) < F.lit(bound), F.lit(label))
+    bucket = bucket.otherwise(F.lit(labels[len(bounds)]))
     return (frame.withColumn(_BUCKET, bucket.cast("bigint")).repartition(len(bounds) + 1, _BUCKET)
             .drop(_BUCKET).sortWithinPartitions(key))
 

@@ -49,9 +49,13 @@ def judge(declaration: TableDeclaration, parsed: DataFrame) -> Judged:
     drops = [(e, f) for e, f in zip(expectations, fails) if e.action is Action.DROP and failed[e.name]]
     if not drops:
         return Judged(failed, None, {})
-    why = F.lit(None).cast("string")
-    for expectation, fail in reversed(drops):  # the first failing one names the reason
-        why = F.when(fail, F.lit(f"{expectation.name}: {expectation.condition}")).otherwise(why)
+    # the first failing one names the reason: one flat CASE (a CASE nested per expectation is a
+    # plan message as deep as their number, which Spark Connect's protobuf refuses past ~45)
+    why = None
+    for expectation, fail in drops:
+        reason = F.lit(f"{expectation.name}: {expectation.condition}")
+        why = F.when(fail, reason) if why is None else why.when(fail, reason)
+    assert why is not None  # drops is not empty
     columns = [c for c in declaration.contract.names]
     dropped = rows.where(why.isNotNull()).select(
         "*", F.lit(RefusalReason.EXPECTATION.value).alias(f"{REASON}_x"), why.alias(f"{DETAIL}_x"),

@@ -122,9 +122,10 @@ def _collapsed(rows: DataFrame, keys: list[str], columns: list[str], tracked: li
     order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE))
     deleted = F.col(OPERATION) == DELETE
     before_deleted = F.coalesce(F.lag(F.col(OPERATION)).over(order) == DELETE, F.lit(True))
-    changed = F.lit(False)
-    for column in tracked:
-        changed = changed | ~F.col(column).eqNullSafe(F.lag(F.col(column)).over(order))
+    # one flat GREATEST, not an OR per column: a plan message as deep as the table is wide is
+    # refused by Spark Connect's protobuf past ~45 levels
+    differs = [(~F.col(c).eqNullSafe(F.lag(F.col(c)).over(order))).cast("int") for c in tracked]
+    changed = F.lit(False) if not differs else (differs[0] if len(differs) == 1 else F.greatest(*differs)) == 1
     starts = rows.withColumn("_starts", F.when(deleted | before_deleted | changed, 1).otherwise(0))
     grouped = starts.withColumn("_version", F.sum("_starts").over(order.rowsBetween(Window.unboundedPreceding,
                                                                                      Window.currentRow)))
