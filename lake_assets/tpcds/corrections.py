@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from lake_assets.core.cdc import OPERATION
 from lake_assets.core.formats import iceberg
+from lake_assets.core.frames import union_all
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.tables import table
@@ -63,10 +64,7 @@ def apply_corrections(storage: LakeStorage, spark: SparkSession, run_id: str, re
         return finish_report(storage, report, started)
     sequences = object_sequences(ledger.entries(WEB_SALES).to_pylist(), objects, named=True)
 
-    lines = None
-    for obj in objects:
-        one = spark.read.text(storage.uri(obj.key)).withColumn(SOURCE, F.lit(obj.key))
-        lines = one if lines is None else lines.unionByName(one)
+    lines = union_all([spark.read.text(storage.uri(obj.key)).withColumn(SOURCE, F.lit(obj.key)) for obj in objects])
     keys = KEYS[TpcdsTable.WEB_SALES]
     parsed = parse(numbered(lines), COLUMNS[TpcdsTable.WEB_SALES], keys, with_operation=True)
     parsed = with_sequences(parsed, {o.key: sequences[o.key].prefix for o in objects}, SOURCE, LINE, SEQUENCE)

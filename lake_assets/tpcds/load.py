@@ -53,7 +53,6 @@ commits them again, with the same sequences, and quarantines what is absent).
 
 import contextlib
 import datetime as dt
-import functools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -65,6 +64,7 @@ from pyspark.sql.window import Window
 
 from lake_assets.core.cdc import OPERATION, merge_sql
 from lake_assets.core.formats import iceberg
+from lake_assets.core.frames import union_all
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
@@ -448,7 +448,7 @@ def _valid_facts(storage: LakeStorage, spark: SparkSession, folders: dict[str, R
     if len(plain) < len(folders):
         rest = {folder: obj for folder, obj in folders.items() if folder not in plain}
         frames.append(valid_rows(parsed_facts(rest)).select(SOURCE, *RAW_COLUMNS))
-    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+    return union_all(frames)
 
 
 def _all_plain(counts: tuple[int, int]) -> bool:
@@ -494,7 +494,7 @@ def _read_facts(spark: SparkSession, storage: LakeStorage, folders: dict[str, Ra
                 .withColumn(_FOLDER, folder).withColumn(SOURCE, F.col(_FOLDER)))
     reads = [read(storage.uri(obj.key), False).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
              for folder, obj in folders.items()]
-    return functools.reduce(lambda a, b: a.unionByName(b), reads)
+    return union_all(reads)
 
 
 def _day_order(day: dt.date | None) -> tuple[int, dt.date]:

@@ -4,8 +4,9 @@ Spark Connect sends a plan as one protobuf message, and the client refuses to pa
 deeper than ~45 expression levels (`DecodeError: Error parsing message with type
 'spark.connect.Expression'`, measured on Sail). A 20M-row load is 67 files of
 `TARGET_FILE_ROWS`, and `clustered`'s bucket was a CASE nested per file: the run failed. A
-history tracking a wide table's columns was an OR nested per column. Both, on the session's
-Sail engine, well past that depth.
+history tracking a wide table's columns was an OR nested per column. A union folded one part at
+a time (a TPC-DS load reading its day objects one by one, pending corrections) stopped the client
+at 400 parts with Python's `RecursionError`. Each, on the session's Sail engine, well past that.
 """
 
 from pyspark.sql import SparkSession
@@ -15,6 +16,8 @@ from lake_assets.core.apply.cluster import TARGET_FILE_ROWS, clustered
 from lake_assets.core.apply.history import COMMIT_VERSION, IS_CURRENT, Tracking, versions
 from lake_assets.core.apply.reader import SEQUENCE
 from lake_assets.core.apply.validate import OPERATION
+from lake_assets.core.frames import union_all
+from lake_assets.resources.storage import LakeStorage
 
 
 def test_a_load_of_many_files_is_cut_into_disjoint_key_ranges(spark: SparkSession) -> None:
@@ -43,3 +46,10 @@ def test_a_history_tracking_80_columns_makes_a_version_per_tracked_change(spark:
     found = versions(rows, ["id"], columns, Tracking(tracked=tuple(tracked), timed=False)).collect()
     got = sorted((r["id"], r[SEQUENCE], r["c79"], r["note"], r[IS_CURRENT]) for r in found)
     assert got == [(1, "s1", 1, "a", False), (1, "s2", 2, "b", True), (2, "s1", 1, "x", True)]
+
+
+def test_a_union_of_400_reads_is_one_plan(storage: LakeStorage, spark: SparkSession) -> None:
+    storage.put_bytes("raw/parts/one.txt", b"1\n2\n")
+    reads = [spark.read.text(storage.uri("raw/parts/one.txt")).withColumn("part", F.lit(i)) for i in range(400)]
+    counted = union_all(reads).groupBy("part").count().collect()
+    assert len(counted) == 400 and {r["count"] for r in counted} == {2}
