@@ -13,6 +13,9 @@ so no two buckets share one. JVM Spark runs the same code.
 """
 
 import math
+from collections.abc import Sequence
+
+import numpy as np
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,14 +28,22 @@ TARGET_FILE_BYTES = 4 << 20
 _BUCKET = "_lake_bucket"
 
 
-def clustered(frame: DataFrame, key: str, rows: int) -> DataFrame:
+def clustered(frame: DataFrame, key: str, rows: int, cuts: Sequence[int] = ()) -> DataFrame:
     """`frame` (about `rows` rows) in ceil(rows / TARGET_FILE_ROWS) partitions of contiguous `key`
-    ranges, each sorted by `key` (write it without a target file size: one file per partition)."""
+    ranges, each sorted by `key` (write it without a target file size: one file per partition).
+
+    `cuts`: where the files it replaces began (`file_cuts`): a rewrite of a clustered table keeps
+    its files' ranges, and the frame is not read once more for its quantiles, unless its files
+    would be more than twice the target (inserts grew them: quantiles then)."""
     files = max(1, math.ceil(rows / TARGET_FILE_ROWS))
     if files == 1:
         return frame.coalesce(1).sortWithinPartitions(key)
-    cuts = frame.agg(*[F.percentile_approx(F.col(key), i / files).alias(f"q{i}") for i in range(1, files)]).collect()[0]
-    bounds = sorted({value for value in cuts if value is not None})
+    if cuts and rows <= 2 * TARGET_FILE_ROWS * (len(cuts) + 1):
+        bounds = sorted(set(cuts))
+    else:
+        quantiles = frame.agg(*[F.percentile_approx(F.col(key), i / files).alias(f"q{i}")
+                                for i in range(1, files)]).collect()[0]
+        bounds = sorted({value for value in quantiles if value is not None})
     if not bounds:  # no key (or no row) to cut at: one file
         return frame.coalesce(1).sortWithinPartitions(key)
     labels = partition_labels(frame.sparkSession, len(bounds) + 1)
@@ -55,3 +66,22 @@ def partition_labels(spark: SparkSession, partitions: int) -> list[int]:
     if len(found) < partitions:  # a partition no probe reached: plain values (buckets may then share one)
         return list(range(partitions))
     return [found[p] for p in range(partitions)]
+
+
+def file_cuts(mins: np.ndarray, maxs: np.ndarray, ranges: Sequence[tuple[int, int]] | None = None) -> list[int]:
+    """Where the files (their key `mins`/`maxs`, from the log) begin, but the first: the cuts that
+    keep their ranges (`ranges`: only the files meeting one of them, the ones a narrow replace
+    rewrites). A file without statistics (an unbounded range) gives none: quantiles then."""
+    info = np.iinfo(np.int64)
+    if (mins == info.min).any() or (maxs == info.max).any():
+        return []
+    chosen = np.ones(len(mins), bool) if ranges is None else files_meeting(ranges, mins, maxs)
+    return sorted(int(v) for v in mins[chosen])[1:]
+
+
+def files_meeting(ranges: Sequence[tuple[int, int]], mins: np.ndarray, maxs: np.ndarray) -> np.ndarray:
+    """Which files (their key `mins`/`maxs`) meet one of `ranges` (sorted, disjoint closed ranges)."""
+    if not ranges:
+        return np.zeros(len(mins), bool)
+    lows, highs = np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges])
+    return np.searchsorted(lows, maxs, "right") > np.searchsorted(highs, mins, "left")

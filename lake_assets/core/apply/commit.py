@@ -31,7 +31,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake_assets.core.apply.cluster import clustered
+from lake_assets.core.apply.cluster import clustered, file_cuts, files_meeting
 from lake_assets.core.apply.resolve import DELETE
 from lake_assets.core.apply.reader import SEQUENCE
 from lake_assets.core.apply.validate import OPERATION
@@ -69,6 +69,7 @@ class CommitPlan:
     strategy: Strategy
     where: str | None = None
     rows: int = 0
+    cuts: tuple[int, ...] = ()  # where the files it replaces began: the rewrite keeps their ranges
 
 
 def choose(spark: SparkSession, target: DeltaTarget, found: DeltaTable | None, batch: DataFrame,
@@ -83,8 +84,10 @@ def choose(spark: SparkSession, target: DeltaTarget, found: DeltaTable | None, b
     ranges = touched_ranges(spark, batch.select(target.keys[0]), mins, maxs)
     touched = rows_within(ranges, mins, maxs, rows)
     if touched >= REWRITE_FRACTION * int(rows.sum()):
-        return CommitPlan(Strategy.REWRITE, rows=int(rows.sum()) + inserted - deleted)
-    return CommitPlan(Strategy.NARROW, predicate(target.keys[0], ranges, target.key_type), touched + inserted - deleted)
+        return CommitPlan(Strategy.REWRITE, rows=int(rows.sum()) + inserted - deleted,
+                          cuts=tuple(file_cuts(mins, maxs)))
+    return CommitPlan(Strategy.NARROW, predicate(target.keys[0], ranges, target.key_type), touched + inserted - deleted,
+                      tuple(file_cuts(mins, maxs, ranges)))
 
 
 def commit(spark: SparkSession, target: DeltaTarget, batch: DataFrame, plan: CommitPlan, label: str) -> None:
@@ -169,11 +172,7 @@ def merge_ranges(lows: list[int], highs: list[int], max_ranges: int) -> list[tup
 
 def rows_within(ranges: list[tuple[int, int]], mins: np.ndarray, maxs: np.ndarray, rows: np.ndarray) -> int:
     """Rows of the files whose key range meets one of `ranges` (the rows a replace rewrites)."""
-    if not ranges:
-        return 0
-    lows, highs = np.array([r[0] for r in ranges]), np.array([r[1] for r in ranges])
-    meets = np.searchsorted(lows, maxs, "right") > np.searchsorted(highs, mins, "left")
-    return int(rows[meets].sum())
+    return int(rows[files_meeting(ranges, mins, maxs)].sum())
 
 
 _BOUNDS = {"int": (-(2**31), 2**31 - 1), "bigint": (-(2**63) + 1, 2**63 - 1)}
@@ -203,7 +202,8 @@ def _overwrite(spark: SparkSession, target: DeltaTarget, batch: DataFrame, plan:
     changes = batch.join(rows, target.keys, "left").where(newer).drop("_row_sequence")
     kept = current.join(changes.select(*target.keys), target.keys, "left_anti").select(*target.columns)
     upserts = changes.where(F.col(OPERATION) != DELETE).select(*target.columns)
-    writer = clustered(kept.unionByName(upserts), target.keys[0], plan.rows).write.format("delta").mode("overwrite")
+    writer = clustered(kept.unionByName(upserts), target.keys[0], plan.rows, plan.cuts).write.format("delta") \
+        .mode("overwrite")
     if where is not None:
         writer = writer.option("replaceWhere", where)
     _labelled(writer, text).save(target.uri)

@@ -32,7 +32,7 @@ from pyspark.sql.window import Window
 
 from deltalake import DeltaTable
 
-from lake_assets.core.apply.cluster import clustered
+from lake_assets.core.apply.cluster import clustered, file_cuts
 from lake_assets.core.apply.commit import predicate, rows_within, touched_ranges
 from lake_assets.core.apply.resolve import DELETE
 from lake_assets.core.apply.unique import keys_unique
@@ -153,12 +153,13 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
             versions(changes, keys, columns, tracking)
         _write(first, keys, integer_key, count).mode("append").save(uri)
         return count
-    where, rows = None, count + row_count(found)
+    where, rows, cuts = None, count + row_count(found), []
     if integer_key:  # the files holding the batch's keys, by their key ranges
         mins, maxs, files_rows = file_ranges(found, keys[0])
         ranges = touched_ranges(spark, changes.select(keys[0]), mins, maxs)
         where = predicate(keys[0], ranges, key_type)
         rows = count + rows_within(ranges, mins, maxs, files_rows)
+        cuts = file_cuts(mins, maxs, ranges)
     stored = spark.read.format("delta").load(uri)
     added = [c for c in columns if c not in stored.columns]  # a contract version declared since: NULL before
     for column in added:
@@ -178,7 +179,7 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
     rows_out = versions(kept.unionByName(changes), keys, columns, tracking).unionByName(untouched)
     if added:  # the history gains the columns first (one schema change), as the table did
         add_columns(found, [(f.name, f.dataType.simpleString()) for f in rows_out.schema])
-    writer = _write(rows_out, keys, integer_key, rows).mode("overwrite")
+    writer = _write(rows_out, keys, integer_key, rows, cuts).mode("overwrite")
     if where is not None:
         writer = writer.option("replaceWhere", where)
     writer.save(uri)
@@ -198,8 +199,8 @@ def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[
     return True
 
 
-def _write(rows: DataFrame, keys: list[str], integer_key: bool, count: int):
+def _write(rows: DataFrame, keys: list[str], integer_key: bool, count: int, cuts: list[int] | None = None):
     """A Delta writer of `rows` in files of disjoint key ranges (cluster.py), as the table's are:
-    a small batch rewrites the few files holding its keys."""
-    frame = clustered(rows, keys[0], count) if integer_key else rows.sortWithinPartitions(*keys)
+    a small batch rewrites the few files holding its keys (`cuts`: where the files it replaces began)."""
+    frame = clustered(rows, keys[0], count, cuts or ()) if integer_key else rows.sortWithinPartitions(*keys)
     return frame.write.format("delta")
