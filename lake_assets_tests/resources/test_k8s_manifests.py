@@ -351,11 +351,20 @@ def test_the_lake_is_the_user_code_deployment(values: dict) -> None:
 
 
 def test_the_instance_runs_as_the_embedded_one(values: dict) -> None:
-    """Run queue, per-table limits, sensors and run monitoring as in the repository's dagster.yaml."""
+    """Run queue, per-table limits, sensors and run monitoring as in the repository's dagster.yaml.
+
+    The chart's daemon runs Dagster's image, without the lake's code, so its queue is Dagster's
+    `QueuedRunCoordinator`, the class the embedded instance's coordinator extends."""
+    import dagster as dg
+
+    from lake_assets.run_coordinator import TableTaggingRunCoordinator
+
     embedded = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     daemon = values["dagsterDaemon"]
     coordinator = daemon["runCoordinator"]
-    assert coordinator["enabled"] and coordinator["type"] == embedded["run_coordinator"]["class"]
+    assert embedded["run_coordinator"]["class"] == TableTaggingRunCoordinator.__name__
+    assert issubclass(TableTaggingRunCoordinator, dg.QueuedRunCoordinator)
+    assert coordinator["enabled"] and coordinator["type"] == dg.QueuedRunCoordinator.__name__
     queued = coordinator["config"]["queuedRunCoordinator"]
     config = embedded["run_coordinator"]["config"]
     assert queued == {"maxConcurrentRuns": config["max_concurrent_runs"],
