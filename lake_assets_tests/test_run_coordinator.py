@@ -13,12 +13,11 @@ import pytest
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.test_utils import create_run_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from lake_assets.run_coordinator import TableTaggingRunCoordinator, written_table
 from lake_assets.runs import TABLE_TAG
+from lake_assets_tests.helpers.run_queue import dequeued, repo_instance
 
-REPO = Path(__file__).resolve().parent.parent
 ASSET_JOB = "__ASSET_JOB"
 INSURANCE = {dg.AssetKey(name) for name in ("insurance", "insurance_quarantine", "insurance_tombstones",
                                             "insurance_changes", "insurance_history")}
@@ -28,11 +27,7 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    home = tmp_path / "dagster"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with dg.DagsterInstance.get() as instance:
+    for instance in repo_instance(tmp_path, monkeypatch):
         assert isinstance(instance.run_coordinator, TableTaggingRunCoordinator)
         yield instance
 
@@ -50,11 +45,6 @@ def _submitted(instance: dg.DagsterInstance, keys: set[dg.AssetKey], tags: dict[
     return stored
 
 
-def _dequeued(instance: dg.DagsterInstance) -> list[str]:
-    """The runs the daemon's queued run coordinator would launch now."""
-    daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
-    return [run.run_id for run in daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None)]
-
 
 def test_a_run_of_a_declared_tables_assets_carries_its_table_and_waits_for_its_slot(
         instance: dg.DagsterInstance) -> None:
@@ -62,9 +52,9 @@ def test_a_run_of_a_declared_tables_assets_carries_its_table_and_waits_for_its_s
                                   tags={TABLE_TAG: "insurance"})
     launched = _submitted(instance, INSURANCE)
     assert launched.tags[TABLE_TAG] == "insurance"
-    assert _dequeued(instance) == []  # one writer per table: it waits for the apply run
+    assert dequeued(instance) == []  # one writer per table: it waits for the apply run
     instance.report_run_failed(writing)
-    assert _dequeued(instance) == [launched.run_id]
+    assert dequeued(instance) == [launched.run_id]
 
 
 def test_a_report_refresh_carries_the_star(instance: dg.DagsterInstance) -> None:

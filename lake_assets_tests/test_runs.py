@@ -13,9 +13,9 @@ from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOr
 from dagster._core.storage.tags import TagType, get_tag_type
 from dagster._core.test_utils import create_run_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from lake_assets.runs import TABLE_TAG
+from lake_assets_tests.helpers.run_queue import dequeued, repo_instance
 from lake_assets.runs import (CODE_LOCATION, HOST_TAG, PID_TAG, PROCESS_STARTED_TAG, location_tags, process_tags,
                               reap_dead_runs)
 from lake_assets.declared.sensors import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, OBJECTS_TAG
@@ -43,12 +43,7 @@ HANGING_RUN = textwrap.dedent("""
 
 @pytest.fixture
 def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    home = tmp_path / "dagster"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with dg.DagsterInstance.get() as instance:
-        yield instance
+    yield from repo_instance(tmp_path, monkeypatch)
 
 
 @dg.op
@@ -60,11 +55,6 @@ def noop() -> None:
 def queued_job() -> None:
     noop()
 
-
-def _dequeued(instance: dg.DagsterInstance) -> list[str]:
-    """The runs the daemon's queued run coordinator would launch now."""
-    daemon = QueuedRunCoordinatorDaemon(interval_seconds=1)
-    return [run.run_id for run in daemon._get_runs_to_dequeue(instance, instance.get_concurrency_config(), None)]
 
 
 @pytest.mark.integration
@@ -86,12 +76,12 @@ def test_a_killed_run_is_failed_and_the_queued_run_proceeds(instance: dg.Dagster
     queued = create_run_for_test(instance, job_name="queued_job", status=dg.DagsterRunStatus.QUEUED,
                                  tags={TABLE_TAG: "insurance"}, remote_job_origin=origin)  # as a sensor's request
     assert instance.get_run_by_id(queued.run_id).status == dg.DagsterRunStatus.QUEUED
-    assert _dequeued(instance) == []  # the dead run holds the insurance slot: the queue is stuck
+    assert dequeued(instance) == []  # the dead run holds the insurance slot: the queue is stuck
 
     assert reap_dead_runs(instance) == [killed.dagster_run.run_id]
     failed = instance.get_run_by_id(killed.dagster_run.run_id)
     assert failed.status == dg.DagsterRunStatus.FAILURE
-    assert _dequeued(instance) == [queued.run_id]  # work resumes
+    assert dequeued(instance) == [queued.run_id]  # work resumes
     assert reap_dead_runs(instance) == []
 
 
