@@ -8,7 +8,7 @@ import typer
 from lake_assets.cli.app import app, friendly
 from lake_assets.cli.history import show_history
 from lake_assets.cli.output import Format, render
-from lake_assets.cli.session import LakeSession, lake_session
+from lake_assets.cli.session import LakeSession, importing, lake_session
 from lake_assets.core.errors import UsageError
 
 
@@ -74,7 +74,9 @@ def query(
     from lake_assets.cli.sql_statements import answer, lake_statement
 
     statement = lake_statement(sql)
-    with lake_session() as lake:
+    readers = ("lake_assets.cli.sql_statements",) if statement is not None else (
+        ("lake_assets.resources.duckdb_sandbox",) if engine is QueryEngine.duckdb else ("lake_assets.resources.spark",))
+    with lake_session(while_starting=importing(*readers)) as lake:
         if statement is not None:  # SHOW / DESCRIBE: answered from the tables' metadata, on any engine
             if version is not None or as_of:
                 raise UsageError("--version/--as-of time-travel a query; DESCRIBE HISTORY lists the versions")
@@ -94,5 +96,5 @@ def history(
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
 ) -> None:
     """A table's history, newest first: Delta versions or Iceberg snapshots (first column the id)."""
-    with lake_session() as lake:
+    with lake_session(while_starting=importing("lake_assets.core.history")) as lake:
         show_history(lake, name, fmt)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,13 +91,28 @@ def dagster_instance(settings: LakeSettings) -> dg.DagsterInstance:
     return instance
 
 
+def importing(*modules: str) -> Callable[[], None]:
+    """Work for `lake_session(while_starting=...)`: import `modules`, the ones the command
+    uses next (a cold `lake status` imports delta-rs and pyarrow while weed boots)."""
+    import importlib
+
+    def run() -> None:
+        for module in modules:
+            importlib.import_module(module)
+
+    return run
+
+
 @contextlib.contextmanager
-def lake_session() -> Iterator[LakeSession]:
-    """Settings from the environment and a running object store for the command's duration."""
+def lake_session(while_starting: Callable[[], object] | None = None) -> Iterator[LakeSession]:
+    """Settings from the environment and a running object store for the command's duration.
+
+    `while_starting`: the command's imports, run while an embedded server it starts boots.
+    """
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.settings import LakeSettings
 
     settings = LakeSettings.from_env()
     prepare_dagster_home(settings)
-    with LakeStorage.from_settings(settings).running() as storage:  # running() ensures the bucket
+    with LakeStorage.from_settings(settings).running(while_starting) as storage:  # running() ensures the bucket
         yield LakeSession(settings, storage)

@@ -74,11 +74,12 @@ def _statuses() -> list:  # list[FileStatus]
         served = ask(_home(storage.home), lake_identity(storage.bucket))
         if served is not None:
             return [FileStatus.from_dict(values) for values in served]
-    from lake_assets.cli.session import lake_session
-    from lake_assets.core.ledger import Ledger
-    from lake_assets.core.raw_status import file_statuses
+    from lake_assets.cli.session import importing, lake_session
 
-    with lake_session() as lake:
+    with lake_session(while_starting=importing("lake_assets.core.ledger", "lake_assets.core.raw_status")) as lake:
+        from lake_assets.core.ledger import Ledger
+        from lake_assets.core.raw_status import file_statuses
+
         return file_statuses(lake.storage, Ledger(lake.storage).latest_by_table())
 
 

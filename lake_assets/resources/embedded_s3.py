@@ -45,12 +45,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import boto3
-from botocore.config import Config
 
 from lake_assets.core.errors import EmbeddedS3Error
 from lake_assets.core.private_home import private_home
@@ -72,6 +69,8 @@ from lake_assets.resources.s3_supervisor import (
 from lake_assets.settings import S3Credentials, StorageSettings, embedded_reader_credentials
 
 START_TIMEOUT_SECONDS = 30.0
+#: How often a start looks whether weed answers (weed readies its parts in 0.2-s steps).
+START_POLL_SECONDS = 0.05
 #: Starts tried when weed finds one of its ports taken (by a program that bound it after we chose it).
 START_ATTEMPTS = 5
 #: What weed logs when a port it was given is taken: its own check of a port (fatal for an HTTP
@@ -156,16 +155,19 @@ def running_server(home: Path) -> EmbeddedS3 | None:
 
 
 @contextlib.contextmanager
-def embedded_s3(home: Path, port: int, credentials: S3Credentials, *, fallback: bool = False) -> Iterator[EmbeddedS3]:
+def embedded_s3(home: Path, port: int, credentials: S3Credentials, *, fallback: bool = False,
+                while_starting: Callable[[], object] | None = None) -> Iterator[EmbeddedS3]:
     """The embedded server under `home`, leased for the block.
 
     Attaches to the live server or starts one (on `port`, with `credentials`; if `port` is
     taken, on a free port when `fallback`, else it fails naming the holder); on exit releases
     the lease and, if it was the last one, stops the server by its PID. Clients read the
     endpoint from the returned server (recorded in the state file), never from `port`.
+    `while_starting` is work the caller would do next anyway (its imports): a start runs it
+    while weed boots (most of a second), not after.
     """
     with server_lock(home):
-        server = running_server(home) or _start(home, port, credentials, fallback)
+        server = running_server(home) or _start(home, port, credentials, fallback, while_starting)
         if server.access_key_id != credentials.access_key_id:
             raise EmbeddedS3Error(
                 f"the embedded S3 server under {home} accepts the key {server.access_key_id!r}, not "
@@ -243,7 +245,8 @@ class _PortTaken(Exception):
     """weed reported at start that a port it was given was taken by the time it bound it."""
 
 
-def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) -> EmbeddedS3:
+def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool,
+           while_starting: Callable[[], object] | None = None) -> EmbeddedS3:
     """Start `weed mini` locked down, under a supervisor, and wait until S3 answers. Call under the lock.
 
     Ports are checked, then bound by weed a second later: another program (another lake
@@ -262,7 +265,8 @@ def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool) ->
     for _ in range(START_ATTEMPTS):
         s3_port, taken_by = _s3_port(port, fallback)
         try:
-            server = _launch(home, data_dir, _choose_ports(s3_port), credentials)
+            server = _launch(home, data_dir, _choose_ports(s3_port), credentials, while_starting)
+            while_starting = None  # done once, on the first attempt
         except _PortTaken:
             continue
         if taken_by:
@@ -293,8 +297,10 @@ def _choose_ports(s3_port: int) -> dict[str, int]:
     return {"s3": s3_port, "admin": admin, "admin_grpc": admin + 10000, **dict(zip(others, chosen))}
 
 
-def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Credentials) -> EmbeddedS3:
-    """One start of weed on `ports`; raises `_PortTaken` if weed exits because one was taken."""
+def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Credentials,
+            while_starting: Callable[[], object] | None = None) -> EmbeddedS3:
+    """One start of weed on `ports`, running `while_starting` while it boots; raises `_PortTaken`
+    if weed exits because one was taken."""
     run_dir = _fresh_run_dir(home)
     sockets = (str(run_dir / "filer.sock"), str(run_dir / "s3.sock"),
                *(f"/tmp/seaweedfs-{name}-grpc-{ports[key]}.sock" for key, name in GRPC_SOCKET_NAMES.items()))
@@ -325,6 +331,9 @@ def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Cr
     server = EmbeddedS3(pid=int(weed_pid), supervisor_pid=supervisor.pid, endpoint=f"http://127.0.0.1:{ports['s3']}",
                         ports=ports, run_dir=str(run_dir), sockets=sockets,
                         access_key_id=credentials.access_key_id)
+    if while_starting is not None:
+        while_starting()
+    answers = _s3_probe(server.endpoint, credentials)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         exited = supervisor.poll() is not None or not pid_alive(server.pid)
@@ -334,11 +343,10 @@ def _launch(home: Path, data_dir: Path, ports: dict[str, int], credentials: S3Cr
                 raise _PortTaken
             raise EmbeddedS3Error(f"the embedded S3 server exited at start; see {home / LOG_FILE}")
         # S3 and the catalog answer, on sockets of this weed (not of a program that took the port)
-        if {ports["s3"], ports["iceberg"]} <= set(listening_ports(server.pid)) and _s3_answers(server.endpoint,
-                                                                                            credentials):
+        if {ports["s3"], ports["iceberg"]} <= set(listening_ports(server.pid)) and answers():
             _write_private(home / STATE_FILE, server.to_json())
             return server
-        time.sleep(0.2)
+        time.sleep(START_POLL_SECONDS)
     stop(home, server)
     raise EmbeddedS3Error(f"the embedded S3 server did not answer within {START_TIMEOUT_SECONDS:.0f} s; "
                           f"see {home / LOG_FILE}")
@@ -450,17 +458,27 @@ def _write_security(run_dir: Path) -> None:
     _write_private(run_dir / "security.toml", "\n".join(lines))
 
 
-def _s3_answers(endpoint: str, credentials: S3Credentials) -> bool:
-    client = boto3.client(
+def _s3_probe(endpoint: str, credentials: S3Credentials) -> Callable[[], bool]:
+    """A check that S3 at `endpoint` answers a request signed with `credentials` (one client,
+    made while weed boots, for every poll)."""
+    from botocore.config import Config
+
+    from lake_assets.resources.storage import boto3_client
+
+    client = boto3_client(
         "s3", endpoint_url=endpoint, aws_access_key_id=credentials.access_key_id,
         aws_secret_access_key=credentials.secret_access_key, region_name=StorageSettings().region,  # SeaweedFS accepts any region
         config=Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 0}),
     )
-    try:
-        client.list_buckets()
-    except Exception:  # noqa: BLE001 - any failure means "not ready yet"
-        return False
-    return True
+
+    def answers() -> bool:
+        try:
+            client.list_buckets()
+        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+            return False
+        return True
+
+    return answers
 
 
 def _port_open(endpoint: str) -> bool:

@@ -17,12 +17,10 @@ command), a sensor tick (one per tick). Nothing is cached per process.
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import PrivateAttr
 
@@ -45,6 +43,8 @@ _boto3_lock = threading.Lock()
 
 def boto3_client(service: str, **options: Any) -> Any:  # boto3's client types are generated at run time
     """A new boto3 client of `service`, built under the lock boto3's default session needs."""
+    import boto3  # here, not at import: a command's embedded S3 server starts while boto3 loads
+
     with _boto3_lock:
         return boto3.client(service, **options)
 
@@ -68,12 +68,12 @@ class LakeStorage(StorageSettings):
         return cls(**settings.storage.model_dump())
 
     @contextlib.contextmanager
-    def running(self) -> Iterator["LakeStorage"]:
+    def running(self, while_starting: Callable[[], object] | None = None) -> Iterator["LakeStorage"]:
         """This storage with a reachable endpoint and bucket, and clients of its own, closed after the block.
 
         The embedded server is leased for the block: reused if one is up (e.g. `lake dev`'s),
-        else started; it stops once its last user is done. Sensors use `attached()` instead,
-        which never starts anything.
+        else started, running `while_starting` (the caller's imports) while it boots; it stops
+        once its last user is done. Sensors use `attached()` instead, which never starts anything.
         """
         if not self.embedded:
             with contextlib.closing(self.with_endpoint(self.endpoint)) as resolved:
@@ -81,7 +81,7 @@ class LakeStorage(StorageSettings):
                 yield resolved
             return
         with embedded_s3(Path(self.home), self.embedded_port, self.credentials(),
-                         fallback=self.embedded_port_fallback) as server, \
+                         fallback=self.embedded_port_fallback, while_starting=while_starting) as server, \
                 contextlib.closing(self.with_endpoint(server.endpoint)) as resolved:
             resolved.ensure_bucket()
             yield resolved
@@ -152,6 +152,8 @@ class LakeStorage(StorageSettings):
         with self._lock:
             self._check_open()
             if self._client is None:
+                from botocore.config import Config
+
                 key, secret = (None, None) if self.credential_chain else self.credentials()
                 self._client = boto3_client(
                     "s3", endpoint_url=self.endpoint_url, aws_access_key_id=key, aws_secret_access_key=secret,

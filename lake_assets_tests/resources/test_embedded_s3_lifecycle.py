@@ -183,3 +183,20 @@ def test_a_server_whose_starter_was_killed_before_recording_it_is_stopped_by_the
         assert server.pid != orphan.pid
         assert not pid_alive(orphan.pid) and not pid_alive(orphan.supervisor_pid)
         assert _s3_works(server.endpoint, tmp_path)
+
+
+def test_a_start_runs_the_callers_work_while_weed_boots_and_an_attach_does_not(tmp_path: Path) -> None:
+    """`while_starting` (a command's imports) runs once weed is launched and before it answers, so
+    a cold command overlaps the two; a command attaching to a live server has nothing to wait for."""
+    credentials = embedded_credentials(tmp_path)
+    seen: list[tuple[bool, bool]] = []  # (weed launched, recorded as answering) when the work ran
+
+    def work() -> None:
+        seen.append((bool(_weed_processes(tmp_path / "s3")), running_server(tmp_path) is not None))
+
+    with embedded_s3(tmp_path, free_port(), credentials, while_starting=work) as server:
+        assert seen == [(True, False)]
+        with embedded_s3(tmp_path, free_port(), credentials, while_starting=work) as attached:
+            assert attached.pid == server.pid
+        assert seen == [(True, False)] and _s3_works(server.endpoint, tmp_path)
+    assert _wait_until(lambda: _server_gone(tmp_path, server))
