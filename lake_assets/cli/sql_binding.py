@@ -3,7 +3,8 @@
 Each reference to a lake table, with its own time travel (`t VERSION AS OF n`,
 `t TIMESTAMP AS OF 'ts'`, or the `--version/--as-of` flags), is bound to one view per
 (table, version): the same table may be read at two versions in one query. Delta versions
-pass the time-travel window check (`ensure_readable`) and are read with `versionAsOf`;
+pass the time-travel window check (`ensure_readable`) and are read as of that version
+(`core/formats/delta_as_of.py`: from its data files, where Sail cannot time-travel);
 Iceberg versions are snapshot ids (a timestamp resolves to the snapshot current then,
 through pyiceberg). `table_changes('t', from[, to])` is bound to the rows `lake changes`
 reads. The rewrite replaces only the table name and its time-travel clause: aliases and
@@ -150,13 +151,14 @@ class Binder:
 
         if open_table(self.lake.storage, entry) is None:
             raise sql_errors.missing_table(name)
-        reader = self.spark.read.format(entry.format)
-        if travel is not None:  # inside the time-travel window, or a clear refusal
-            version = ensure_readable(self.lake.storage, entry, travel.version,
-                                      travel.when() if travel.timestamp else None,
-                                      self.lake.settings.rules.time_travel_hours)
-            reader = reader.option("versionAsOf", version)
-        return self._view((name, travel), reader.load(entry.uri(self.lake.storage)))
+        if travel is None:
+            return self._view((name, travel), self.spark.read.format(entry.format).load(entry.uri(self.lake.storage)))
+        from lake_assets.core.formats.delta_as_of import read_as_of
+
+        # inside the time-travel window, or a clear refusal
+        version = ensure_readable(self.lake.storage, entry, travel.version, travel.when() if travel.timestamp else None,
+                                  self.lake.settings.rules.time_travel_hours)
+        return self._view((name, travel), read_as_of(self.spark, self.lake.storage, entry, version))
 
     def _iceberg(self, name: str, travel: TimeTravel | None) -> DataFrame:
         """The table at a snapshot: one that exists, named by id or by the time it was current."""

@@ -36,7 +36,7 @@ from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Rol
     table_columns
 from lake_assets.core.apply.stage import Manifest, Stage
 from lake_assets.core.apply.validate import OPERATION, TRUNCATE
-from lake_assets.core.change_feed import FeedReport
+from lake_assets.core.change_feed import FeedReport, read_commit
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import add_columns, open_table, row_count
@@ -285,7 +285,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
         operation = "full load" if newest is not None else "merge"
         version_before = before.version() if before is not None else None
-        committed, within = None, None
+        committed = None
         batch = resolved.where(in_commit())
         if sum(counts) or _any(batch):
             how = committing.choose(spark, _target(run), before, batch, counts[0], counts[2])
@@ -293,12 +293,11 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
             stage.record(Manifest(run.run_id, applied_at, version_before, label, entries,
                                   [planned.files[i].file.key for i in sources]))
             committing.commit(spark, _target(run), batch, how, label)
-            within = how.where
             after = open_table(storage, tables.table)
             assert after is not None  # just committed
             committed = after.version()
             run.report.commits.append(Commit(committed, operation, *counts, row_count(after), how.strategy.value))
-        _after_commit(run, resolved, version_before, committed, applied_at, within)
+        _after_commit(run, resolved, version_before, committed, applied_at)
         recorded = _versioned(entries, sources, committed)
         ledger.record(recorded)
         run.report.files += recorded
@@ -379,11 +378,13 @@ def _target(run: _Run) -> committing.DeltaTarget:
 
 
 def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,
-                  applied_at: dt.datetime, within: str | None = None) -> None:
+                  applied_at: dt.datetime) -> None:
     """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes.
 
-    `within`: a predicate on the key that holds every key the commit touched (a narrow commit's),
-    so the rows it replaced are read from the files holding those keys, not the whole table."""
+    The rows the commit replaced are read from the data files it removed (its log entry names
+    them), not from the table as of `version_before`: those files hold every row of a key it
+    touched, and Sail 0.7.2 cannot time-travel to most versions older than a checkpoint it wrote
+    (one every 10 commits: `versionAsOf` 9 fails once version 10 exists)."""
     spark, storage, tables = run.spark, run.storage, run.tables
     if committed is not None and run.declaration.change_feed:
         commit_rows = resolved.where(in_commit())
@@ -391,9 +392,11 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         if version_before is None:
             removed = spark.createDataFrame([], added.schema)
         else:
-            as_found = spark.read.format("delta").option("versionAsOf", version_before).load(tables.table.uri(storage))
+            schema = spark.read.format("delta").load(tables.table.uri(storage)).schema
+            replaced = feed.table_files(spark, storage, tables.table, schema,
+                                        read_commit(storage, tables.table, committed).removed)
             present = commit_rows.where(F.col(PRESENT)).select(*run.keys)
-            removed = (as_found if within is None else as_found.where(within)).join(present, run.keys, "left_semi")
+            removed = replaced.join(present, run.keys, "left_semi")
         written = feed.write_version(spark, storage, tables.table, tables.changes, run.keys, run.columns,
                                      removed, added, committed, first_commit=version_before is None)
         run.report.derived.feed = run.report.derived.feed.add(written)

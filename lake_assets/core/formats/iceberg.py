@@ -2,18 +2,25 @@
 
 The Iceberg counterpart of formats/delta.py. pyiceberg reads the catalog independently of
 the engine that wrote the table, so these facts double as a second reader's view.
+pyiceberg is imported on first use, not with this module: the code location imports it for the
+TPC-DS assets, and every run of it (a new process) would pay ~0.3 s for it.
 """
 
-import datetime as dt
+from __future__ import annotations
 
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.table import Table
+import datetime as dt
+from typing import TYPE_CHECKING
 
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
 
 def open_table(storage: LakeStorage, table: LakeTable) -> Table | None:
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
     try:
         return storage.catalog().pyiceberg().load_table(table.identifier)
     except (NoSuchTableError, NoSuchNamespaceError):
