@@ -5,8 +5,9 @@ before it: with checkpoints at 10 and 20, `versionAsOf` fails for versions 2-9 a
 ("Missing commit file: expected version 0, found 8"); the newest version always reads. So an
 older version is read the way Delta defines it: delta-rs lists the data files (and the columns)
 of that version from the log, and the engine reads those Parquet files with the table's schema.
-The lake's Delta tables have no partition columns and no deletion vectors (Sail writes neither),
-so the files alone are the version's rows.
+The lake's Delta tables have no partition columns, and Sail writes no deletion vectors, so the
+files alone are the version's rows; a table whose protocol has deletion vectors (a JVM engine
+configured to write them) is read with the engine's own time travel.
 """
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,11 +20,13 @@ from lake_assets.resources.storage import LakeStorage
 def read_as_of(spark: SparkSession, storage: LakeStorage, table: LakeTable, version: int) -> DataFrame:
     """`table` as of `version` (which must exist: see `delta.ensure_readable`), with that version's columns."""
     newest = spark.read.format("delta").load(table.uri(storage))
-    delta = open_table(storage, table, version)
-    assert delta is not None, f"{table.name} has no version {version}"
     latest = open_table(storage, table)
     if latest is not None and latest.version() == version:
         return newest
+    delta = open_table(storage, table, version)
+    assert delta is not None, f"{table.name} has no version {version}"
+    if "deletionVectors" in (delta.protocol().reader_features or []):
+        return spark.read.format("delta").option("versionAsOf", version).load(table.uri(storage))
     columns = [field.name for field in delta.schema().fields]  # a column added later is not there yet
     paths = delta.file_uris()
     if not paths:
