@@ -51,19 +51,6 @@ def _visible(storage, key: int) -> bool:  # LakeStorage
     return found.num_rows == 1
 
 
-def _idle(dagster_home: Path) -> bool:
-    """No run is queued, starting or running."""
-    import os
-
-    import dagster as dg
-
-    os.environ["DAGSTER_HOME"] = str(dagster_home)
-    with dg.DagsterInstance.get() as instance:
-        return instance.get_runs_count(dg.RunsFilter(statuses=[
-            dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-            dg.DagsterRunStatus.STARTED])) == 0
-
-
 def _breakdown(dagster_home: Path, since: float) -> list[dict]:
     """Per sensor run of apply_insurance created after `since`: its phase timestamps."""
     import os
@@ -95,7 +82,7 @@ def latencies_under_lake_dev(files: int, wait: bool) -> tuple[list[float], dict[
         storage.put_bytes("raw/fullload/full-load.csv", ("\n".join([HEADER, *(_row(k) for k in range(1, 101))]) + "\n")
                           .encode())
         wait_for(lambda: _visible(storage, 100), 300, "the full load")
-        wait_for(lambda: _idle(dev.home / "dagster"), 300, "the full load's checks", interval=0.2)
+        wait_for(dev.idle, 300, "the full load's checks", interval=0.2)
         started = time.time()
         latencies, puts = [], []
         for n in range(files):
@@ -106,7 +93,7 @@ def latencies_under_lake_dev(files: int, wait: bool) -> tuple[list[float], dict[
             latencies.append(time.time() - put_at)
             puts.append(put_at)
             # each file meets an idle lake (a file landing while the previous run checks queues behind it)
-            wait_for(lambda: _idle(dev.home / "dagster"), 120, "the run's checks", interval=0.2)
+            wait_for(dev.idle, 120, "the run's checks", interval=0.2)
         runs = _breakdown(dev.home / "dagster", started)
     phases = {"sensor wait": [], "queue + launch": [], "apply": [], "checks + derived": []}
     for put_at in puts:

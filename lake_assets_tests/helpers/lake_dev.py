@@ -60,6 +60,23 @@ class LakeDev:
     def web_up(self) -> bool:
         return web_up(self.web_port, self.home)
 
+    def idle(self) -> bool:
+        """No run of this lake is queued, starting or running (its Dagster instance says)."""
+        import dagster as dg
+
+        active = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                  dg.DagsterRunStatus.STARTED]
+        previous = os.environ.get("DAGSTER_HOME")
+        os.environ["DAGSTER_HOME"] = str(self.home / "dagster")  # its dagster.yaml reads it
+        try:
+            with dg.DagsterInstance.get() as instance:
+                return instance.get_runs_count(dg.RunsFilter(statuses=active)) == 0
+        finally:
+            if previous is None:
+                del os.environ["DAGSTER_HOME"]
+            else:
+                os.environ["DAGSTER_HOME"] = previous
+
 
 def web_up(port: int, home: Path) -> bool:
     """True once `lake dev`'s webserver answers a request carrying its token."""

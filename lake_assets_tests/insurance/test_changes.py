@@ -13,7 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core import change_feed
-from lake_assets.core.apply import cluster, commit as merge, feed as engine_feed, history as scd2
+from lake_assets.core.apply import cluster, commit as merge, feed as engine_feed, history as scd2, run as apply_run
 from lake_assets.core.apply.resolve import table_columns
 from lake_assets.core.formats.delta import file_ranges, open_table, to_arrow
 from lake_assets.core.sequence import origin
@@ -58,12 +58,22 @@ def strategy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
         storage: LakeStorage, spark: SparkSession, strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine_feed, "table_files", _fail)  # a run reads none of its commits' files back for the feed
+    # a run derives no feed from its commits' files: it reads back none of the files it wrote, and of
+    # the files a commit replaced only those rows (the pre-images), once per commit
+    monkeypatch.setattr(engine_feed, "table_files", _fail)
+    replaced: list[int] = []
+
+    def replaced_rows(spark, storage, table, version):  # the core's, recorded
+        replaced.append(version)
+        return _replaced_rows(spark, storage, table, version)
+
+    monkeypatch.setattr(apply_run, "replaced_rows", replaced_rows)
     put(storage, FULL, full_load(row(1, 100), row(2, 200), row(3, 300)))
     run(storage, spark)
     put(storage, CDC_1, cdc(f"I,{row(4, 400)}", f"U,{row(2, 222, flood='Y')}", "D,3,,,,,,,,"))
     report = run(storage, spark)
     monkeypatch.setattr(engine_feed, "table_files", _table_files)
+    assert replaced == [1]  # the first commit replaced nothing
 
     assert feed(storage) == [
         ("insert", 0, 1, 100, "N"), ("insert", 0, 2, 200, "N"), ("insert", 0, 3, 300, "N"),
@@ -160,6 +170,7 @@ def _fail(*args, **kwargs) -> None:
 
 
 _table_files = engine_feed.table_files
+_replaced_rows = apply_run.replaced_rows
 
 
 def test_a_version_written_again_replaces_its_feed_rows(storage: LakeStorage, spark: SparkSession) -> None:

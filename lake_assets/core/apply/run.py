@@ -36,10 +36,11 @@ from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Rol
     table_columns
 from lake_assets.core.apply.stage import Manifest, Stage
 from lake_assets.core.apply.validate import OPERATION, TRUNCATE
-from lake_assets.core.change_feed import FeedReport, read_commit
+from lake_assets.core.change_feed import FeedReport
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import add_columns, open_table, row_count
+from lake_assets.core.formats.delta_as_of import replaced_rows
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
 from lake_assets.core.tables import TableSet, table_set
@@ -392,9 +393,7 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         if version_before is None:
             removed = spark.createDataFrame([], added.schema)
         else:
-            schema = spark.read.format("delta").load(tables.table.uri(storage)).schema
-            replaced = feed.table_files(spark, storage, tables.table, schema,
-                                        read_commit(storage, tables.table, committed).removed)
+            replaced = replaced_rows(spark, storage, tables.table, committed)
             present = commit_rows.where(F.col(PRESENT)).select(*run.keys)
             removed = replaced.join(present, run.keys, "left_semi")
         written = feed.write_version(spark, storage, tables.table, tables.changes, run.keys, run.columns,

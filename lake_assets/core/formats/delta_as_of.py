@@ -1,4 +1,5 @@
-"""A Delta table as of an older version, read on the engine from the data files of that version.
+"""A Delta table as of an older version, and the rows a commit replaced, read on the engine from
+data files the log names.
 
 Sail 0.7.2 writes a checkpoint every 10 commits and then cannot time-travel to most versions
 before it: with checkpoints at 10 and 20, `versionAsOf` fails for versions 2-9 and 12-19
@@ -12,6 +13,7 @@ configured to write them) is read with the engine's own time travel.
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lake_assets.core.change_feed import read_commit
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
@@ -32,3 +34,13 @@ def read_as_of(spark: SparkSession, storage: LakeStorage, table: LakeTable, vers
     if not paths:
         return spark.createDataFrame([], newest.schema).select(*columns)
     return spark.read.schema(newest.schema).parquet(*paths).select(*columns)
+
+
+def replaced_rows(spark: SparkSession, storage: LakeStorage, table: LakeTable, version: int) -> DataFrame:
+    """The rows of the data files commit `version` removed (every row of each file it rewrote), with
+    the table's newest schema (a column added since reads NULL): the pre-images of the rows it changed."""
+    newest = spark.read.format("delta").load(table.uri(storage))
+    paths = read_commit(storage, table, version).removed
+    if not paths:
+        return spark.createDataFrame([], newest.schema)
+    return spark.read.schema(newest.schema).parquet(*[f"{table.uri(storage)}/{path}" for path in paths])
