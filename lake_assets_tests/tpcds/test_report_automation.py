@@ -59,3 +59,24 @@ def test_the_automation_sensor_runs_by_default_and_tags_runs_with_the_tpcds_tabl
     assert set(sensor.asset_selection.resolve(defs.resolve_asset_graph())) == REPORT_KEYS
     assert defs.resolve_job_def("refresh_tpcds_reports").tags[TABLE_TAG] == "tpcds"
     assert len(REPORT_ASSETS) == len(REPORT_KEYS)
+
+
+def test_a_star_change_between_two_ticks_that_also_saw_the_refresh_finish_refreshes_again() -> None:
+    """The refresh a tick requested finishes, and a backfill changes web_sales, before the next
+    tick: that tick sees both. The change must not be taken as handled by the refresh that
+    started before it (Dagster's `since_last_handled()` resets on the asset's own update and loses
+    it: dagster-io/dagster#33586; one CI run in three hit it after `lake backfill`)."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        empty = dg.evaluate_automation_conditions(defs, instance, SELECTION)
+        _load_star(instance)
+        loaded = dg.evaluate_automation_conditions(defs, instance, SELECTION, cursor=empty.cursor)
+        assert _requested(loaded) == REPORT_KEYS
+        quiet = dg.evaluate_automation_conditions(defs, instance, SELECTION, cursor=loaded.cursor)
+        assert _requested(quiet) == set()
+
+        for key in REPORT_KEYS:  # the requested refresh finishes ...
+            instance.report_runless_asset_event(dg.AssetMaterialization(key))
+        instance.report_runless_asset_event(dg.AssetMaterialization(WEB_SALES_KEY, partition="1999-02-01"))  # ... then the backfill
+        both = dg.evaluate_automation_conditions(defs, instance, SELECTION, cursor=quiet.cursor)
+        assert _requested(both) == {key for key in REPORT_KEYS
+                                    if WEB_SALES_KEY in defs.resolve_assets_def(key).dependency_keys}
