@@ -265,8 +265,8 @@ def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool,
     for _ in range(START_ATTEMPTS):
         s3_port, taken_by = _s3_port(port, fallback)
         try:
-            server = _launch(home, data_dir, _choose_ports(s3_port), credentials, while_starting)
-            while_starting = None  # done once, on the first attempt
+            work, while_starting = while_starting, None  # once: a retry after a taken port has it done
+            server = _launch(home, data_dir, _choose_ports(s3_port), credentials, work)
         except _PortTaken:
             continue
         if taken_by:
