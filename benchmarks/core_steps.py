@@ -1,6 +1,6 @@
 """Benchmark: where a run of the change core spends its time, step by step.
 
-    uv run --group bench python benchmarks/core_steps.py [--rows N]
+    uv run --group bench python benchmarks/core_steps.py [--rows N] [--partition-by COLUMN]
 
 On a private lake (temporary LAKE_HOME, its embedded S3 server and Sail), `apply_pending` of
 the `insurance` declaration applies a full load of N rows (default 1M), then a 1,000-row CDC
@@ -8,6 +8,9 @@ file whose keys are spread over the table. Each step of the core (`STEPS`) is ti
 its function; the script prints each run's wall time and the steps that took more than 50 ms.
 The whole run is the baseline the steps add up to (the rest is planning, the ledger and S3
 listing). `engine_side.py` measures the same work as a user runs it (`lake run`, checks included).
+
+With `--partition-by state_code`, the same two runs follow on a copy of the declaration
+partitioned by that column (`partition_by`), and the ratios to the unpartitioned runs are printed.
 """
 
 import argparse
@@ -75,9 +78,12 @@ def cdc_batch(rows: int) -> bytes:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    rows = parser.parse_args().rows
+    parser.add_argument("--partition-by", help="also run a copy of the table partitioned by this column")
+    args = parser.parse_args()
+    rows = args.rows
     with private_lake("core-steps-") as (_home, server):
         from lake_assets.core.apply.run import apply_pending
+        from lake_assets.core.declaration import load_declaration
         from lake_assets.core.registry import declaration
         from lake_assets.resources.engine import SparkEngine
         from lake_assets.resources.storage import LakeStorage
@@ -90,18 +96,33 @@ def main() -> None:
         spark.sql("SELECT 1").collect()  # the engine started before anything is timed
         spent: dict[str, float] = defaultdict(float)
         wrap_steps(spent)
-        insurance = declaration("insurance")
-        storage.put_bytes("raw/fullload/LOAD00000001.csv", full_load_csv(rows))
-        for label, raw in ((f"full load of {rows:,} rows", None), (f"{CDC_ROWS:,} CDC rows into {rows:,}", True)):
-            if raw:
-                storage.put_bytes("raw/cdcload/20260101-000000000.csv", cdc_batch(rows))
-            spent.clear()
-            started = time.perf_counter()
-            report = apply_pending(insurance, storage, spark, f"core-steps-{len(label)}")
-            print(f"{label}: {time.perf_counter() - started:.2f} s (rows after: {report.rows_after:,})")
-            for step, seconds in sorted(spent.items(), key=lambda item: -item[1]):
-                if seconds > 0.05:
-                    print(f"  {step:40s} {seconds:6.2f} s")
+        tables = [declaration("insurance")]
+        if args.partition_by:
+            declared = tables[0].model_dump(mode="json")
+            tables.append(load_declaration({
+                **declared, "name": "insurance_partitioned", "partition_by": [args.partition_by],
+                "sources": [{**s, "prefix": f"raw/partitioned/{s['prefix'].removeprefix('raw/')}"}
+                            for s in declared["sources"]]}, "--partition-by"))
+        times: list[list[float]] = []
+        for table in tables:
+            print(f"{table.name} (partition_by: {list(table.partition_by) or 'none'})")
+            times.append([])
+            snapshot, changes = (next(s.prefix for s in table.sources if s.kind == kind) for kind in ("snapshot", "cdc"))
+            storage.put_bytes(f"{snapshot}LOAD00000001.csv", full_load_csv(rows))
+            for label, raw in ((f"full load of {rows:,} rows", None), (f"{CDC_ROWS:,} CDC rows into {rows:,}", True)):
+                if raw:
+                    storage.put_bytes(f"{changes}20260101-000000000.csv", cdc_batch(rows))
+                spent.clear()
+                started = time.perf_counter()
+                report = apply_pending(table, storage, spark, f"core-steps-{table.name}-{len(label)}")
+                times[-1].append(time.perf_counter() - started)
+                print(f"  {label}: {times[-1][-1]:.2f} s (rows after: {report.rows_after:,})")
+                for step, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+                    if seconds > 0.05:
+                        print(f"    {step:40s} {seconds:6.2f} s")
+        if len(times) == 2:
+            print(f"partitioned / unpartitioned: full load {times[1][0] / times[0][0]:.2f}x, "
+                  f"CDC batch {times[1][1] / times[0][1]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,8 @@ class Commit:
     added: list[str]
     removed: list[str]
     records_added: int | None = None  # rows in the added files (their statistics), None if a file has none
+    #: The partition values of each added or removed file of a partitioned table (none: not partitioned).
+    partitions: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,6 +106,7 @@ def read_commit(storage: LakeStorage, table: LakeTable, version: int) -> Commit:
     added: list[str] = []
     removed: list[str] = []
     records: int | None = 0
+    partitions: dict[str, dict[str, str | None]] = {}
     timestamp: dt.datetime | None = None
     for line in data.decode().splitlines():
         if not line.strip():
@@ -115,6 +118,8 @@ def read_commit(storage: LakeStorage, table: LakeTable, version: int) -> Commit:
                     raise FeedUnavailable(f"{table.name} v{version} uses deletion vectors, which the derived "
                                           "feed does not read")
                 paths.append(_relative(action[kind]["path"], table.uri(storage)))
+                if action[kind].get("partitionValues"):
+                    partitions[paths[-1]] = action[kind]["partitionValues"]
                 if kind == "add":
                     records = _plus_records(records, action[kind].get("stats"))
         if "commitInfo" in action and action["commitInfo"].get("timestamp") is not None:
@@ -122,7 +127,7 @@ def read_commit(storage: LakeStorage, table: LakeTable, version: int) -> Commit:
     if timestamp is None:  # Delta's rule without a commitInfo timestamp: the log file's modification time
         head = storage.get_client().head_object(Bucket=storage.bucket, Key=key)
         timestamp = head["LastModified"].astimezone(dt.timezone.utc)
-    return Commit(version, timestamp, added, removed, records)
+    return Commit(version, timestamp, added, removed, records, partitions)
 
 
 def _plus_records(total: int | None, stats: str | None) -> int | None:
@@ -149,7 +154,7 @@ def derive(storage: LakeStorage, table: LakeTable, key: str, version: int,
     commit = read_commit(storage, table, version)
     if not commit.added and not commit.removed:
         return _feed_schema(dataset.schema).empty_table()
-    removed, added = (_rows(dataset, paths, version, table) for paths in (commit.removed, commit.added))
+    removed, added = (_rows(dataset, paths, commit, table) for paths in (commit.removed, commit.added))
     return _ordered(_change_rows(removed, added, key, commit, dataset.schema), [key])
 
 
@@ -175,16 +180,29 @@ def _change_rows(removed: pa.Table, added: pa.Table, key: str, commit: Commit, s
     return pa.concat_tables(parts)
 
 
-def _rows(dataset: ds.Dataset, paths: list[str], version: int, table: LakeTable) -> pa.Table:
+def _rows(dataset: ds.Dataset, paths: list[str], commit: Commit, table: LakeTable) -> pa.Table:
+    """The rows of `commit`'s data files `paths`, partition columns from its log entry."""
     if not paths:
         return dataset.schema.empty_table()
     files = ds.FileSystemDataset.from_paths(paths, schema=dataset.schema, format=ds.ParquetFileFormat(),
-                                           filesystem=dataset.filesystem)
+                                           filesystem=dataset.filesystem,
+                                           partitions=[_partition(dataset.schema, commit.partitions.get(path, {}))
+                                                       for path in paths])
     try:
         return files.to_table()
     except OSError as error:
-        raise FeedUnavailable(f"{table.name} v{version}: a file it added or replaced cannot be read "
+        raise FeedUnavailable(f"{table.name} v{commit.version}: a file it added or replaced cannot be read "
                               f"(vacuumed, or S3 unreachable): {error}") from error
+
+
+def _partition(schema: pa.Schema, values: dict[str, str | None]) -> pc.Expression:
+    """A file's partition as a dataset expression (its columns read as these values), from the
+    log's strings."""
+    condition = pc.scalar(True)
+    for name, value in values.items():
+        kind = schema.field(name).type
+        condition &= pc.field(name).is_null() if value is None else pc.field(name) == pa.scalar(value).cast(kind)
+    return condition
 
 
 def _changed(removed: pa.Table, added: pa.Table, columns: list[str], key: str) -> tuple[pa.Table, pa.Table]:

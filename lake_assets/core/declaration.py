@@ -31,6 +31,8 @@ _DECIMAL = re.compile(r"DECIMAL\((\d{1,2}),\s*(\d{1,2})\)")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 #: The types a `sequence_by` column may have.
 SEQUENCE_TYPES = ("INT", "BIGINT", "DATE", "TIMESTAMP")
+#: The types a `partition_by` column may have (exact values that name a folder).
+PARTITION_TYPES = ("INT", "BIGINT", "STRING", "DATE", "BOOLEAN")
 
 
 class DeclarationError(UsageError):
@@ -218,6 +220,9 @@ class TableDeclaration(_Model):
     track_history_except: tuple[str, ...] = ()
     expectations: tuple[Expectation, ...] = ()
     freshness: Freshness | None = None
+    #: The table's Delta partition columns (`PARTITIONED BY`): a folder per value, and a query
+    #: filtering on them reads only those folders. The history and feed are not partitioned.
+    partition_by: tuple[str, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -265,6 +270,7 @@ class TableDeclaration(_Model):
             if kind not in SEQUENCE_TYPES:
                 raise ValueError(f"sequence_by: {self.sequence_by} is {kind}; a sequence column is one of "
                                  f"{', '.join(SEQUENCE_TYPES)}")
+        self._check_partitioning(names)
         kinds = [s.kind for s in self.sources]
         if len(set(kinds)) != len(kinds):
             raise ValueError("sources: declare one source per kind (one snapshot prefix, one cdc prefix)")
@@ -288,6 +294,22 @@ class TableDeclaration(_Model):
             raise ValueError("columns: a later contract version's columns come after the earlier ones' "
                              "(a new version appends columns, as DMS appends a column added at the source)")
         return self
+
+    def _check_partitioning(self, names: list[str]) -> None:
+        unknown = [c for c in self.partition_by if c not in names]
+        if unknown:
+            raise ValueError(f"partition_by: {', '.join(unknown)} not among the columns ({', '.join(names)})")
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise ValueError("partition_by: a column is named twice")
+        for name in self.partition_by:
+            column = self.column(name)
+            if column.type not in PARTITION_TYPES:
+                raise ValueError(f"partition_by: {name} is {column.type}; a partition column is one of "
+                                 f"{', '.join(PARTITION_TYPES)}")
+            if name in self.except_columns:
+                raise ValueError(f"partition_by: {name} is in except_columns (it is not written)")
+            if column.since != 1:
+                raise ValueError(f"partition_by: {name} must be in the first contract version (since: 1)")
 
     # --- what the core derives from it ---------------------------------------------------
 

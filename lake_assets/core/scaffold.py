@@ -114,6 +114,7 @@ def render(name: str, found: Guess, sample: str) -> str:
         "change_feed: true",
         "# sequence_by: a_column  # order changes by a column instead of the file's DMS time",
         "# ignore_null_updates: true",
+        "# partition_by: [a_column]  # a folder per value: a date or region that queries filter on",
         "# track_history_except: [a_column]",
         "# expectations:",
         "#   - {name: positive_amount, condition: \"amount >= 0\", action: drop}",

@@ -72,7 +72,9 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                      description=f"{declaration.description}: snapshots and CDC changes applied per key in "
                                  "sequence order, with audit columns; a suspicious snapshot is held for "
                                  "`lake approve`.",
-                     metadata={"dagster/column_schema": column_schema(declaration)}),
+                     metadata={"dagster/column_schema": column_schema(declaration),
+                               **({"partition_by": ", ".join(declaration.partition_by)}
+                                  if declaration.partition_by else {})}),
         dg.AssetSpec(tables.quarantine.name, deps=raw, group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
                      description="Every raw row that could not be applied: reason, source file, line number, raw "

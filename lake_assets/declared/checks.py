@@ -280,8 +280,7 @@ def _has_changes(declaration: TableDeclaration, storage: LakeStorage, spark: Spa
         return False
     columns, keys = table_columns(declaration), list(declaration.keys)
     schema = spark.read.format("delta").load(tables.table.uri(storage)).schema
-    removed, added = (feed.table_files(spark, storage, tables.table, schema, paths)
-                      for paths in (commit.removed, commit.added))
+    removed, added = feed.commit_files(spark, storage, tables.table, schema, commit)
     return bool(feed.change_rows(removed, added, keys, columns, version, commit.timestamp).limit(1).count())
 
 

@@ -50,9 +50,10 @@ SNAPSHOT_RETENTION_HOURS = 168
 
 def cluster_by() -> dict[str, tuple[str, int]]:
     """Tables kept clustered by a key (every declared table's, and its history, with an integer
-    first key), and the size of the files their writers aim at."""
+    first key), and the size of the files their writers aim at. A partitioned table is not: its
+    files of one key range span its partitions, so it is compacted within each partition."""
     return {table.name: (d.keys[0], TARGET_FILE_BYTES) for d in declarations() if d.column(d.keys[0]).is_integer
-            for table in (table_set(d).table, table_set(d).history)}
+            for table in ((table_set(d).table,) if not d.partition_by else ()) + (table_set(d).history,)}
 
 
 class MaintenanceConfig(dg.Config):

@@ -39,6 +39,8 @@ def test_a_good_declaration_reads(tmp_path: Path) -> None:
     table = registry.read_file(declared(GOOD, tmp_path))
     assert (table.name, table.keys, table.column("amount").type) == ("orders", ("order_id",), "DECIMAL(10,2)")
     assert table.written == ["order_id", "amount", "status"]
+    assert registry.read_file(declared(GOOD.replace("group: sales", "group: sales\npartition_by: [status]"),
+                                       tmp_path)).partition_by == ("status",)
 
 
 @pytest.mark.parametrize(("change", "expected"), [
@@ -54,7 +56,14 @@ def test_a_good_declaration_reads(tmp_path: Path) -> None:
      "expectations: pos: 'amount >=' is not a SQL condition"),
     (("group: sales", "group: sales\nexpectations: [{name: pos, condition: \"price > 0\"}]"),
      "expectations: pos: price not among the columns"),
-    (("group: sales", "group: sales\npartition_by: [status]"), "partition_by: Extra inputs are not permitted"),
+    (("group: sales", "group: sales\npartition_by: [colour]"), "partition_by: colour not among the columns"),
+    (("group: sales", "group: sales\npartition_by: [amount]"),
+     "partition_by: amount is DECIMAL(10,2); a partition column is one of INT, BIGINT, STRING, DATE, BOOLEAN"),
+    (("group: sales", "group: sales\npartition_by: [status]\nexcept_columns: [status]"),
+     "partition_by: status is in except_columns"),
+    (("- {name: status, type: STRING, allowed: [NEW, PAID]}",
+      "- {name: status, type: STRING, allowed: [NEW, PAID]}\n  - {name: region, type: STRING, since: 2}\n"
+      "partition_by: [region]"), "partition_by: region must be in the first contract version"),
     (("name: orders", "name: Orders"), "must be lower-case"),
     (("group: sales", "group: sales\nformat: iceberg"), "format: iceberg is not yet a format of declared tables"),
     (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc}\n  - {prefix: raw/o2/, kind: cdc}"),

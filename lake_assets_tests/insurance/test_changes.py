@@ -60,7 +60,7 @@ def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
         storage: LakeStorage, spark: SparkSession, strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # a run derives no feed from its commits' files: it reads back none of the files it wrote, and of
     # the files a commit replaced only those rows (the pre-images), once per commit
-    monkeypatch.setattr(engine_feed, "table_files", _fail)
+    monkeypatch.setattr(engine_feed, "commit_files", _fail)
     replaced: list[int] = []
 
     def replaced_rows(spark, storage, table, version):  # the core's, recorded
@@ -72,7 +72,7 @@ def test_a_batch_of_inserts_updates_and_deletes_gives_exact_feed_rows(
     run(storage, spark)
     put(storage, CDC_1, cdc(f"I,{row(4, 400)}", f"U,{row(2, 222, flood='Y')}", "D,3,,,,,,,,"))
     report = run(storage, spark)
-    monkeypatch.setattr(engine_feed, "table_files", _table_files)
+    monkeypatch.setattr(engine_feed, "commit_files", _commit_files)
     assert replaced == [1]  # the first commit replaced nothing
 
     assert feed(storage) == [
@@ -169,7 +169,7 @@ def _fail(*args, **kwargs) -> None:
     raise RuntimeError("killed before the history write")
 
 
-_table_files = engine_feed.table_files
+_commit_files = engine_feed.commit_files
 _replaced_rows = apply_run.replaced_rows
 
 

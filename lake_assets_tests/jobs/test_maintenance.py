@@ -19,7 +19,8 @@ from lake_assets.core.formats.delta import file_ranges, open_table
 from lake_assets.core.lock import LockOwner, TableLocked, table_lock
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
-from lake_assets.jobs.maintenance import compact_and_vacuum, needs_clustering
+from lake_assets.core import registry
+from lake_assets.jobs.maintenance import cluster_by, compact_and_vacuum, needs_clustering
 from lake_assets_tests.helpers.insurance_tables import INSURANCE
 
 
@@ -130,6 +131,31 @@ def test_compaction_sorts_a_clustered_table_by_its_key_only_when_needed(storage:
     with dg.build_op_context(resources={"storage": resource, "rules": LakeRules()}) as again:
         compact_and_vacuum(again)  # clustered and compact already: nothing to do
     assert [h for h in open_table(storage, INSURANCE).history() if h["operation"] == "OPTIMIZE"] == optimized
+
+
+def test_a_partitioned_table_is_compacted_not_clustered(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its files of one key range span its partitions (they always overlap), so sorting it by key
+    every night would rewrite it every night; its history is not partitioned and stays clustered."""
+    (tmp_path / "visits.yaml").write_text("""
+name: visits
+group: web
+keys: [visit_id]
+partition_by: [day]
+columns:
+  - {name: visit_id, type: BIGINT, nullable: false}
+  - {name: day, type: DATE}
+sources:
+  - {prefix: raw/visits/, kind: cdc}
+""")
+    monkeypatch.setenv(registry.TABLES_DIR_VARIABLE, str(tmp_path))
+    registry.declarations.cache_clear()
+    try:
+        clustered = cluster_by()
+    finally:
+        monkeypatch.undo()
+        registry.declarations.cache_clear()
+    assert "visits" not in clustered and clustered["visits_history"][0] == "visit_id"
+    assert clustered["insurance"][0] == "policy_id"
 
 
 def test_needs_clustering() -> None:

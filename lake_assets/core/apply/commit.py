@@ -59,6 +59,7 @@ class DeltaTarget:
     keys: list[str]
     integer_key: bool  # the first key is an integer: narrow replaces by key ranges
     key_type: str = "bigint"  # the first key's Spark SQL type (its range bounds a predicate)
+    partition_by: tuple[str, ...] = ()  # the table's partition columns (a folder per value)
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,8 @@ def commit(spark: SparkSession, target: DeltaTarget, batch: DataFrame, plan: Com
     (its commitInfo's `userMetadata`)."""
     if plan.strategy is Strategy.CREATE:
         rows = batch.where(F.col(OPERATION) != DELETE).select(*target.columns)
-        _labelled(clustered(rows, target.keys[0], plan.rows).write.format("delta").mode("append"), label) \
-            .save(target.uri)
+        writer = clustered(rows, target.keys[0], plan.rows).write.format("delta").mode("append")
+        _labelled(writer.partitionBy(*target.partition_by) if target.partition_by else writer, label).save(target.uri)
     elif plan.strategy is Strategy.MERGE:
         _merge(spark, target, batch)
     else:

@@ -26,11 +26,13 @@ from lake_assets.core.change_feed import (
     COMMIT_VERSION,
     FROM_FILES,
     ChangeType,
+    Commit,
     FeedReport,
     covered_through,
     read_commit,
 )
 from lake_assets.core.formats.delta import add_columns, open_table
+from lake_assets.core.formats.delta_files import read_files
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
@@ -100,19 +102,20 @@ def catch_up(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: 
         commit = read_commit(storage, table, version)
         if not commit.added and not commit.removed:
             continue
-        removed, added = (table_files(spark, storage, table, schema, paths) for paths in (commit.removed, commit.added))
+        removed, added = commit_files(spark, storage, table, schema, commit)
         rows = change_rows(removed, added, keys, columns, version, commit.timestamp)
         report = report.add(_write(spark, storage, table, feed, columns, rows, version, version))
     report.covered_through = newest
     return report
 
 
-def table_files(spark: SparkSession, storage: LakeStorage, table: LakeTable, schema, paths: list[str]) -> DataFrame:
-    """The rows of the table's data files `paths` (relative to its root), read with its current
-    schema (a column added later reads NULL)."""
-    if not paths:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*[f"{table.uri(storage)}/{p}" for p in paths])
+def commit_files(spark: SparkSession, storage: LakeStorage, table: LakeTable, schema,
+                 commit: Commit) -> tuple[DataFrame, DataFrame]:
+    """(the rows of the data files `commit` removed, the rows of those it added), read with the
+    table's current schema (a column added later reads NULL; partition columns from the log)."""
+    root = table.uri(storage)
+    return (read_files(spark, root, schema, commit.removed, commit.partitions),
+            read_files(spark, root, schema, commit.added, commit.partitions))
 
 
 def _ensure(spark: SparkSession, storage: LakeStorage, feed: LakeTable, columns: list[str], table: LakeTable) -> None:

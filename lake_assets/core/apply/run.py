@@ -375,7 +375,7 @@ def _any(frame: DataFrame) -> bool:
 def _target(run: _Run) -> committing.DeltaTarget:
     key_type = run.declaration.column(run.keys[0]).type
     return committing.DeltaTarget(run.tables.table.uri(run.storage), run.columns, run.keys, run.integer_key,
-                                  "int" if key_type == "INT" else "bigint")
+                                  "int" if key_type == "INT" else "bigint", run.declaration.partition_by)
 
 
 def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,

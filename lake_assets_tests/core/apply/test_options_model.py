@@ -2,8 +2,9 @@
 
 A table keyed on `k`, sequenced by a column (`SEQUENCE BY seq`), its operation in a column
 (`APPLY AS DELETE WHEN op = 'DELETE'`, `APPLY AS TRUNCATE WHEN op = 'TRUNCATE'`, both left out
-of the table: `COLUMNS * EXCEPT (op, seq)`), with `ignore_null_updates` and `track_history_except`
-drawn per example. Random changes (upserts with NULLs, deletes, truncates) arrive in random order,
+of the table: `COLUMNS * EXCEPT (op, seq)`), with `ignore_null_updates`, `track_history_except`
+and `partition_by: [a]` (a key's update may move it to another partition, or to NULL's) drawn
+per example. Random changes (upserts with NULLs, deletes, truncates) arrive in random order,
 grouped into one to three runs. The model applies each run as the lake documents it: per key the
 newest change wins if it is at least as new as the key's row and tombstone; a truncate deletes
 every key whose newest change is not newer; an update's NULLs keep the values before it (in
@@ -138,10 +139,10 @@ class Model:
         return out
 
 
-def declared(ignore_nulls: bool, track_except: bool):
+def declared(ignore_nulls: bool, track_except: bool, partitioned: bool):
     name = f"opts_{uuid.uuid4().hex[:8]}"
     options = ("ignore_null_updates: true\n" if ignore_nulls else "") + \
-        ("track_history_except: [b]\n" if track_except else "")
+        ("track_history_except: [b]\n" if track_except else "") + ("partition_by: [a]\n" if partitioned else "")
     return parse(f"""
 name: {name}
 group: options
@@ -167,10 +168,11 @@ def _line(change: Change) -> str:
 
 @SETTINGS
 @given(drawn=changes(), cuts=st.lists(st.integers(0, 12), max_size=2), ignore_nulls=st.booleans(),
-       track_except=st.booleans())
+       track_except=st.booleans(), partitioned=st.booleans())
 def test_the_options_match_the_model(storage: LakeStorage, spark: SparkSession, drawn: list[Change],
-                                     cuts: list[int], ignore_nulls: bool, track_except: bool) -> None:
-    table = declared(ignore_nulls, track_except)
+                                     cuts: list[int], ignore_nulls: bool, track_except: bool,
+                                     partitioned: bool) -> None:
+    table = declared(ignore_nulls, track_except, partitioned)
     model = Model(ignore_nulls, ("a",) if track_except else None)
     bounds = sorted({0, len(drawn), *(min(c, len(drawn)) for c in cuts)})
     for number, (start, end) in enumerate(zip(bounds, bounds[1:])):
