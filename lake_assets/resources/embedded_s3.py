@@ -8,7 +8,8 @@ One server per LAKE_HOME, shared by every command and run that needs it:
   every user died without releasing (SIGKILL). See that module for the protocol.
 - State lives under LAKE_HOME (0700, see core/private_home.py): `s3/` (object data, 0700), `s3-server.json` (PIDs, ports,
   sockets of the running server), `s3-server.log`, `s3-server.lock`, `s3-leases/`, and
-  `s3-run/` (0700: weed's security.toml, TLS material and unix sockets).
+  `s3-run/` (0700), with a directory of each start's own (0700: weed's security.toml, TLS
+  material and unix sockets), so a stopping server's supervisor removes only its own.
 
 Locked down: no port answers a request without the lake's credentials, beyond the S3
 gateway's empty liveness replies (below). The S3 API checks SigV4 with the lake's keys and
@@ -77,6 +78,9 @@ START_ATTEMPTS = 5
 #: port; a gRPC port it moves elsewhere, away from the one recorded), or a failed bind.
 PORT_TAKEN = re.compile(r"port \d+ .*is not available|address already in use", re.IGNORECASE)
 RUN_DIR = "s3-run"
+#: Longest `RUN_DIR` path, in bytes, kept under LAKE_HOME: a start's directory in it adds 11 and
+#: its longest socket name (`/filer.sock`) 11, under the 108 of a unix socket's path.
+RUN_DIR_MAX_BYTES = 80
 
 #: Every port weed listens on, by name, and the flag that sets it. A new listener (say a
 #: new gateway) is one line here; its port then shows in `EmbeddedS3.ports`.
@@ -259,6 +263,7 @@ def _start(home: Path, port: int, credentials: S3Credentials, fallback: bool,
     _stopped(home)
     for orphan in supervisors_of(home):  # a starter killed before it recorded its server (it stops its weed)
         terminate(orphan)
+    _clear_run_dirs(home)
     data_dir = private_home(home) / "s3"
     data_dir.mkdir(mode=0o700, exist_ok=True)
     data_dir.chmod(0o700)
@@ -364,17 +369,24 @@ def _says_port_taken(log_file: Path, offset: int) -> bool:
 IDENTITIES_FILE = "s3-identities.json"
 
 
-def _fresh_run_dir(home: Path) -> Path:
-    """An empty owner-only directory for weed's security files and sockets.
+def _clear_run_dirs(home: Path) -> None:
+    """Remove the run directories earlier starts left under `home` (a SIGKILLed supervisor
+    removes nothing). Call under the lock once no server of `home` is left: none is in use."""
+    shutil.rmtree(home / RUN_DIR, ignore_errors=True)
 
-    Under LAKE_HOME unless that path is too long for a unix socket (108 bytes), then in /tmp.
+
+def _fresh_run_dir(home: Path) -> Path:
+    """A new owner-only directory of this start's own, for weed's security files and sockets.
+
+    In `LAKE_HOME/s3-run/` unless that path is too long for a unix socket, then in /tmp. Never
+    one an earlier start had: its supervisor, still stopping in a LAKE_HOME deleted and made
+    again, removes its own directory by path when its weed is gone.
     """
-    run_dir = home / RUN_DIR
-    if len(str(run_dir)) > 80:
+    runs = home / RUN_DIR
+    if len(os.fsencode(runs)) > RUN_DIR_MAX_BYTES:
         return Path(tempfile.mkdtemp(prefix="lake-s3-"))
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(mode=0o700)
-    return run_dir
+    runs.mkdir(mode=0o700, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="r-", dir=runs))
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -200,3 +200,40 @@ def test_a_start_runs_the_callers_work_while_weed_boots_and_an_attach_does_not(t
             assert attached.pid == server.pid
         assert seen == [(True, False)] and _s3_works(server.endpoint, tmp_path)
     assert _wait_until(lambda: _server_gone(tmp_path, server))
+
+
+def test_a_server_stopping_in_a_deleted_home_leaves_the_new_start_at_the_same_path_alone(tmp_path: Path) -> None:
+    """LAKE_HOME deleted and made again while its server stops (about a second): the old
+    supervisor's clean-up must not remove the run directory and sockets of the new start there."""
+    home = tmp_path / "home"
+    with embedded_s3(home, free_port(), embedded_credentials(home)) as old:
+        pass  # the last user out: the supervisor stops weed and cleans up, nobody waits
+    os.rename(home, tmp_path / "deleted")  # as `rm -rf`, without racing the stopping weed's last writes
+    home.mkdir(mode=0o700)
+    credentials = embedded_credentials(home)
+    with embedded_s3(home, free_port(), credentials) as new:
+        assert pid_alive(old.supervisor_pid), "the old server stopped before the new start: nothing was tested"
+        assert _wait_until(lambda: not pid_alive(old.supervisor_pid))
+        assert Path(new.run_dir).is_dir() and Path(new.sockets[0]).exists(), "the old supervisor removed them"
+        client = boto3.client("s3", endpoint_url=new.endpoint, aws_access_key_id=credentials.access_key_id,
+                              aws_secret_access_key=credentials.secret_access_key, region_name="us-east-1")
+        client.create_bucket(Bucket="after")
+        client.put_object(Bucket="after", Key="k", Body=b"still here")
+        assert client.get_object(Bucket="after", Key="k")["Body"].read() == b"still here"
+    assert _wait_until(lambda: _server_gone(home, new))
+
+
+def test_each_start_gets_its_own_owner_only_run_dir_and_clears_those_no_server_uses(tmp_path: Path) -> None:
+    """A start's run directory is new (a stopping server's supervisor removes only its own);
+    those of earlier starts (a SIGKILLed supervisor removes nothing) go once no server is left."""
+    leftover = tmp_path / "s3-run" / "r-killed"
+    leftover.mkdir(parents=True)
+    (leftover / "filer.sock").touch()
+    credentials = embedded_credentials(tmp_path)
+    with embedded_s3(tmp_path, free_port(), credentials) as first:
+        run_dir = Path(first.run_dir)
+        assert run_dir.parent == tmp_path / "s3-run" and not leftover.exists()
+        assert all(path.stat().st_mode & 0o777 == 0o700 for path in (run_dir, run_dir.parent))
+    assert _wait_until(lambda: _server_gone(tmp_path, first)) and not run_dir.exists()
+    with embedded_s3(tmp_path, free_port(), credentials) as second:
+        assert second.run_dir != first.run_dir and Path(second.sockets[0]).exists()
