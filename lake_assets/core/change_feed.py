@@ -29,6 +29,7 @@ its rows are stored, so the feed stays answerable from version 0.
 
 import datetime as dt
 import json
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import unquote, urlparse
@@ -36,13 +37,15 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 
 from lake_assets.core.errors import LakeError
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset imports pandas (0.23 s of every process)
+    import pyarrow.dataset as ds
 
 
 class ChangeType(StrEnum):
@@ -144,7 +147,7 @@ def _relative(path: str, table_uri: str) -> str:
 
 
 def derive(storage: LakeStorage, table: LakeTable, key: str, version: int,
-           dataset: ds.Dataset | None = None) -> pa.Table:
+           dataset: "ds.Dataset | None" = None) -> pa.Table:
     """The change rows of `version` (table columns + change columns), ordered by key.
 
     `dataset` is the table's newest snapshot (its schema and file system): columns added
@@ -180,8 +183,10 @@ def _change_rows(removed: pa.Table, added: pa.Table, key: str, commit: Commit, s
     return pa.concat_tables(parts)
 
 
-def _rows(dataset: ds.Dataset, paths: list[str], commit: Commit, table: LakeTable) -> pa.Table:
+def _rows(dataset: "ds.Dataset", paths: list[str], commit: Commit, table: LakeTable) -> pa.Table:
     """The rows of `commit`'s data files `paths`, partition columns from its log entry."""
+    import pyarrow.dataset as ds
+
     if not paths:
         return dataset.schema.empty_table()
     files = ds.FileSystemDataset.from_paths(paths, schema=dataset.schema, format=ds.ParquetFileFormat(),
@@ -369,7 +374,7 @@ def write_version(storage: LakeStorage, table: LakeTable, feed: LakeTable, key: 
     return report
 
 
-def _records_added(storage: LakeStorage, table: LakeTable, key: str, version: int, dataset: ds.Dataset) -> int:
+def _records_added(storage: LakeStorage, table: LakeTable, key: str, version: int, dataset: "ds.Dataset") -> int:
     """Rows an insert-only version added: from its files' statistics, else by reading them."""
     records = read_commit(storage, table, version).records_added
     return records if records is not None else derive(storage, table, key, version, dataset).num_rows
