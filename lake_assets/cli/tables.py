@@ -63,15 +63,18 @@ def check() -> None:
 @table_app.command("list")
 @friendly
 def list_tables(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
-    """The declared tables: name, group, key, raw zones, history and feed, and the file declaring each."""
+    """The declared tables: name, group, key, partition columns, raw zones, history and feed, and the
+    file declaring each."""
     from lake_assets.core import registry
 
     rows = []
     paths = {registry.read_file(p).name: p for p in registry.files()}
     for table in registry.declarations():
         rows.append((table.name, table.group, table.format.value, ", ".join(table.keys),
+                     ", ".join(table.partition_by) or "none",
                      ", ".join(f"{s.prefix} ({s.kind.value})" for s in table.sources),
                      "yes" if table.history else "no", "yes" if table.change_feed else "no", str(paths[table.name])))
-    render(["table", "group", "format", "key", "raw zones", "history", "feed", "declared in"], rows, fmt,
+    render(["table", "group", "format", "key", "partitioned by", "raw zones", "history", "feed", "declared in"], rows,
+           fmt,
            title="declared tables")
 

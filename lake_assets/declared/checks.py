@@ -121,8 +121,20 @@ def schema_matches_contract(declaration: TableDeclaration, storage: LakeStorage)
     actual = [(f["name"], f["type"]) for f in json.loads(delta.schema().to_json())["fields"]]
     types = {c.name: _delta_type(c.type) for c in declaration.columns} | _AUDIT_TYPES
     expected = [(name, types[name]) for name in table_columns(declaration)]
-    return dg.AssetCheckResult(passed=actual == expected, metadata={
-        "expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual)})
+    partitioned = list(declaration.partition_by)
+    actual_partitioning = delta.metadata().partition_columns
+    return dg.AssetCheckResult(passed=actual_partitioning == partitioned and _in_order(actual, partitioned) ==
+                               _in_order(expected, partitioned), metadata={
+        "expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual),
+        "expected_partition_columns": dg.MetadataValue.json(partitioned),
+        "actual_partition_columns": dg.MetadataValue.json(actual_partitioning)})
+
+
+def _in_order(fields: list[tuple[str, str]], partition_columns: list[str]) -> list[tuple[str, str]]:
+    """The fields in the order a table's schema must keep: its data columns as declared, then its
+    partition columns (which an engine may move: Sail puts them last)."""
+    return [f for f in fields if f[0] not in partition_columns] + \
+        sorted(f for f in fields if f[0] in partition_columns)
 
 
 def _delta_type(sql_type: str) -> str:

@@ -42,7 +42,7 @@ def test_a_table_declared_from_a_sample_is_built_loaded_and_kept(lake_env: LakeS
     code, out = lake("table", "check")
     assert code == 0 and "ok: orders (4 columns, key order_id)" in out, out
     code, out = lake("table", "list", "--format", "json")
-    assert {t["table"] for t in json.loads(out)} == {"insurance", "orders"}
+    assert {t["table"]: t["partitioned by"] for t in json.loads(out)} == {"insurance": "none", "orders": "none"}
 
     assert lake("put", str(sample), "--to", "orders:snapshot")[0] == 0
     code, out = lake("run")

@@ -20,6 +20,7 @@ from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.formats.delta_as_of import read_as_of
 from lake_assets.core.registry import parse
 from lake_assets.core.tables import table_set
+from lake_assets.declared.checks import schema_matches_contract
 from lake_assets.resources import duckdb_sandbox
 from lake_assets.resources.storage import LakeStorage
 
@@ -84,6 +85,10 @@ def test_partitioned_table_feed_history_and_time_travel(storage: LakeStorage, sp
 
     delta = _delta(storage, tables.table.uri(storage))
     assert delta.metadata().partition_columns == ["region"]
+    # Sail put the partition column last; the contract check accepts that, not a table partitioned otherwise
+    assert [f.name for f in delta.schema().fields][-1] == "region" and schema_matches_contract(table, storage).passed
+    unpartitioned = parse(_text(name, key_type).replace("partition_by: [region]\n", ""), "test")
+    assert not schema_matches_contract(unpartitioned, storage).passed
     assert {p for p in delta.file_uris() if "/region=" not in p} == set()
     for version in range(len(RUNS)):
         expected = sorted((cast(k), r, b) for k, (r, b) in _model(RUNS[:version + 1]).items())
@@ -119,7 +124,7 @@ def test_a_column_added_to_a_partitioned_table(storage: LakeStorage, spark: Spar
     apply_pending(first, storage, spark, "run-0")
     storage.put_bytes(f"{prefix}20250101-000001000.csv", b"U,2,east,21,moved\nI,6,west,60,new\n")
     report = apply_pending(evolved, storage, spark, "run-1")
-    assert [f.status for f in report.files] == ["applied"]
+    assert [f.status for f in report.files] == ["applied"] and schema_matches_contract(evolved, storage).passed
 
     rows = sorted((r["id"], r["region"], r["balance"], r["note"])
                   for r in _delta(storage, tables.table.uri(storage)).to_pyarrow_table().to_pylist())
