@@ -237,3 +237,29 @@ def test_each_start_gets_its_own_owner_only_run_dir_and_clears_those_no_server_u
     assert _wait_until(lambda: _server_gone(tmp_path, first)) and not run_dir.exists()
     with embedded_s3(tmp_path, free_port(), credentials) as second:
         assert second.run_dir != first.run_dir and Path(second.sockets[0]).exists()
+
+
+def test_a_weed_that_does_not_stop_is_killed_after_its_grace(tmp_path: Path) -> None:
+    """weed's volume server sometimes never finishes its shutdown; the next command waited out
+    the whole stop timeout (15 s) for it. A real weed cannot be made to hang on demand, so the
+    supervisor here runs a stand-in that ignores SIGTERM, as such a weed does."""
+    from lake_assets.resources.s3_supervisor import STOP_TIMEOUT_SECONDS, WEED_STOP_GRACE_SECONDS
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    state = {"run_dir": str(run_dir), "sockets": [], "data_dir": str(tmp_path / "data")}
+    (tmp_path / "data").mkdir()
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "lake_assets.resources.s3_supervisor", str(tmp_path), json.dumps(state), "--",
+         sys.executable, "-c", stubborn], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    weed_pid = int(supervisor.stdout.readline())
+    supervisor.stdout.close()
+    time.sleep(0.5)  # the stand-in has set its handler
+    asked = time.monotonic()
+    supervisor.send_signal(signal.SIGTERM)
+    supervisor.wait(timeout=STOP_TIMEOUT_SECONDS + 10)
+    took = time.monotonic() - asked
+    assert not pid_alive(weed_pid)
+    assert WEED_STOP_GRACE_SECONDS - 0.5 < took < WEED_STOP_GRACE_SECONDS + 3 < STOP_TIMEOUT_SECONDS
+    assert not run_dir.exists()  # and it cleaned up after it
