@@ -28,6 +28,7 @@ from lake_assets.core.change_feed import (
     ChangeType,
     Commit,
     FeedReport,
+    FeedUnavailable,
     covered_through,
     read_commit,
 )
@@ -112,7 +113,19 @@ def catch_up(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: 
 def commit_files(spark: SparkSession, storage: LakeStorage, table: LakeTable, schema,
                  commit: Commit) -> tuple[DataFrame, DataFrame]:
     """(the rows of the data files `commit` removed, the rows of those it added), read with the
-    table's current schema (a column added later reads NULL; partition columns from the log)."""
+    table's current schema (a column added later reads NULL; partition columns from the log).
+
+    Raises FeedUnavailable if one of them is gone (a vacuum took it): Sail reads a missing path as
+    no rows, which would turn the commit's updates into inserts."""
+    client = storage.get_client()
+    for path in (*commit.removed, *commit.added):
+        try:
+            client.head_object(Bucket=storage.bucket, Key=f"{table.prefix}/{path}")
+        except client.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                raise
+            raise FeedUnavailable(f"{table.name} v{commit.version}: its data file {path} is gone (vacuumed); "
+                                  "the feed can only be derived for versions whose files are kept") from None
     root = table.uri(storage)
     return (read_files(spark, root, schema, commit.removed, commit.partitions),
             read_files(spark, root, schema, commit.added, commit.partitions))

@@ -7,33 +7,16 @@ replaced from the files it removed, and `lake query ... VERSION AS OF n` reads v
 its files (core/formats/delta_as_of.py). delta-rs is the second reader both are checked against.
 """
 
-import uuid
-
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lake_assets.core.apply.run import apply_pending
-from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.formats.delta_as_of import read_as_of
-from lake_assets.core.registry import parse
 from lake_assets.core.tables import table_set
 from lake_assets.resources.storage import LakeStorage
+from lake_assets_tests.helpers.accounts import accounts
 
 RUNS = 13  # versions 0-12: Sail's checkpoint at 10, the versions on both sides of it
-
-
-def _declared() -> TableDeclaration:
-    name = f"accounts_{uuid.uuid4().hex[:6]}"
-    return parse(f"""
-name: {name}
-group: accounts
-keys: [id]
-columns:
-  - {{name: id, type: BIGINT, nullable: false}}
-  - {{name: balance, type: BIGINT}}
-sources:
-  - {{prefix: raw/{name}/cdc/, kind: cdc}}
-""", "test")
 
 
 def _rows(storage: LakeStorage, uri: str, version: int | None = None) -> list[dict]:
@@ -43,7 +26,7 @@ def _rows(storage: LakeStorage, uri: str, version: int | None = None) -> list[di
 
 def test_runs_past_the_engines_checkpoint_keep_the_feed_and_history_true(storage: LakeStorage,
                                                                          spark: SparkSession) -> None:
-    table = _declared()
+    table = accounts()
     tables = table_set(table)
     prefix = table.sources[0].prefix
     storage.put_bytes(f"{prefix}20250101-000000000.csv", b"I,1,0\nI,2,0\n")
@@ -65,7 +48,7 @@ def test_runs_past_the_engines_checkpoint_keep_the_feed_and_history_true(storage
 
 
 def test_every_version_reads_as_delta_rs_reads_it(storage: LakeStorage, spark: SparkSession) -> None:
-    table = _declared()
+    table = accounts()
     tables = table_set(table)
     prefix = table.sources[0].prefix
     for run in range(RUNS):  # a new key per run, and key 1 updated: versions differ in rows and values
