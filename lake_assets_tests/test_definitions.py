@@ -35,6 +35,14 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
     assert steps == {f"{asset}_{check}" for check, asset in checks.items()}  # each step says asset and check once
 
 
+def test_a_partitioned_table_says_so_in_the_ui() -> None:
+    partitioned = INSURANCE.model_copy(update={"partition_by": ("state_code",)})
+    spec = next(s for s in table_assets(partitioned).specs if s.key.path == ["insurance"])
+    assert spec.description.endswith("Partitioned by state_code.") and spec.metadata["partition_by"] == "state_code"
+    unpartitioned = next(s for s in table_assets(INSURANCE).specs if s.key.path == ["insurance"])
+    assert "Partitioned" not in unpartitioned.description and "partition_by" not in unpartitioned.metadata
+
+
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True
                  ) -> dg.ExecuteInProcessResult:
     resource = StorageResource(bucket=storage.bucket, home=storage.home)

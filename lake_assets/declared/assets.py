@@ -71,7 +71,8 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
         dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners, kinds={"delta", "spark", "s3"},
                      description=f"{declaration.description}: snapshots and CDC changes applied per key in "
                                  "sequence order, with audit columns; a suspicious snapshot is held for "
-                                 "`lake approve`.",
+                                 "`lake approve`." + (f" Partitioned by {', '.join(declaration.partition_by)}."
+                                                      if declaration.partition_by else ""),
                      metadata={"dagster/column_schema": column_schema(declaration),
                                **({"partition_by": ", ".join(declaration.partition_by)}
                                   if declaration.partition_by else {})}),
