@@ -5,9 +5,11 @@ each file's values (`partitionValues`). Sail 0.7.2's Parquet reader does not rec
 the `column=value/` folders either (`basePath` is ignored; they read as NULL). So the files of
 each partition are read with the table's schema and given their partition's values from the log.
 
-Paths are handed to the engine URL-encoded: Sail reads a path as a URL, and a file under
-`region=north%20east/` (Spark's escaping of a space in a folder name) must be asked for as
-`region%3Dnorth%2520east/`. A path it cannot find reads as no rows, not as an error.
+Paths are handed to the engine URL-encoded but for `/` and `=`: Sail reads a path as a URL, so a
+file under `region=north%20east/` (Spark's escaping of a space in a folder name) must be asked for
+as `region=north%2520east/`, and a path it cannot find reads as no rows, not as an error. A JVM
+Spark server reads a path literally: the partition values that need no escaping (letters,
+digits, `-`, `_`, `.`: dates, codes, numbers) read the same on both.
 """
 
 from collections.abc import Mapping
@@ -29,13 +31,13 @@ def read_files(spark: SparkSession, root: str, schema: StructType, paths: list[s
         return spark.createDataFrame([], schema)
     groups: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
     for path in paths:
-        groups.setdefault(tuple(sorted(partitions.get(path, {}).items())), []).append(f"{root}/{quote(path)}")
+        values = tuple(sorted(partitions.get(path, {}).items()))
+        groups.setdefault(values, []).append(f"{root}/{quote(path, safe='/=')}")
     frames = [_with_values(spark.read.schema(schema).parquet(*files), schema, dict(values))
               for values, files in groups.items()]
-    result = frames[0]
-    for frame in frames[1:]:
-        result = result.unionByName(frame)
-    return result
+    while len(frames) > 1:  # pairwise: a plan as deep as log2 of the partitions (Spark Connect refuses ~45+)
+        frames = [a.unionByName(b) for a, b in zip(frames[::2], frames[1::2])] + frames[len(frames) // 2 * 2:]
+    return frames[0]
 
 
 def _with_values(frame: DataFrame, schema: StructType, values: dict[str, str | None]) -> DataFrame:
