@@ -61,9 +61,9 @@ def location_tags() -> dict[str, str]:
     return {REPOSITORY_TAG: f"{REPOSITORY}@{CODE_LOCATION}"}
 
 
-def process_tags() -> dict[str, str]:
-    """Tags naming this process: put them on a run this process executes."""
-    pid = os.getpid()
+def process_tags(pid: int | None = None) -> dict[str, str]:
+    """Tags naming process `pid` of this host (default: this one): put them on a run it executes."""
+    pid = os.getpid() if pid is None else pid
     return {PID_TAG: str(pid), HOST_TAG: socket.gethostname(), PROCESS_STARTED_TAG: process_start(pid)}
 
 

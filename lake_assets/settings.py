@@ -85,6 +85,9 @@ ENV_VARS: dict[str, str] = {
     "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors list the raw zone while they wait (default 1)",
     "LAKE_SENSOR_WAIT_SECONDS": "how long one raw-zone sensor tick keeps listing before it reports nothing new "
                                 "(default 4; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
+    "LAKE_PRESTART_RUNS": "0: a run's process starts when the run is launched, as with Dagster's default launcher "
+                          "(default 1: the next run's process is started, with the code location imported, "
+                          "while a run works; lake_assets/run_launcher.py)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY (DMS's "
@@ -312,6 +315,8 @@ class LakeSettings:
     sensor_wait_seconds: float
     web_port: int
     tpcds_report_checks: bool = False
+    #: the embedded default's run launcher starts the next run's process ahead (run_launcher.py)
+    prestart_runs: bool = True
     #: LAKE_WEB_PORT was set: that port or a failure, no fallback to a free one
     web_port_explicit: bool = False
 
@@ -325,6 +330,7 @@ class LakeSettings:
             sensor_wait_seconds=_sensor_wait("LAKE_SENSOR_WAIT_SECONDS", 4.0),
             web_port=_port("LAKE_WEB_PORT", 3000),
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
+            prestart_runs=_flag("LAKE_PRESTART_RUNS", True),
             web_port_explicit=bool(os.environ.get("LAKE_WEB_PORT", "").strip()),
         )
 

@@ -643,10 +643,12 @@ def test_instance_config_uses_postgres_s3_logs_and_no_telemetry(instance_config:
 
 
 def test_instance_config_matches_the_embedded_one(instance_config: dict) -> None:
-    """The per-table run limits are the same as in the repository's sqlite dagster.yaml."""
+    """The per-table run limits are the same as in the repository's sqlite dagster.yaml. The run
+    launcher is not: compose runs each run in the code-location container, which holds the lake's
+    environment (Dagster's default launcher); the embedded default prestarts run processes."""
     embedded = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     assert instance_config["run_coordinator"] == embedded["run_coordinator"]
-    assert instance_config["run_launcher"] == embedded["run_launcher"]
+    assert embedded["run_launcher"] == {"module": "lake_assets.run_launcher", "class": "PrestartedRunLauncher"}
     assert instance_config["sensors"] == embedded["sensors"]
     assert instance_config["run_monitoring"] == embedded["run_monitoring"]
     assert instance_config["telemetry"] == embedded.get("telemetry")

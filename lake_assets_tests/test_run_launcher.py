@@ -1,0 +1,212 @@
+"""The run launcher of the embedded default: a run's process is started, and has imported the code
+location, before the run is; a waiting process older than the code is not used."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from lake_assets.core.processes import pid_alive
+from lake_assets.run_launcher import Origin, PrestartedRunLauncher, _Waiting, newest_change
+from lake_assets.runs import PROCESS_STARTED_TAG, process_tags
+from lake_assets_tests.conftest import DATA
+from lake_assets_tests.helpers.lake_dev import lake_dev, wait_for
+
+
+def _package(root: Path) -> Path:
+    package = root / "location"
+    (package / "__pycache__").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "defs.py").write_text("")
+    return package
+
+
+@pytest.mark.unit
+def test_the_newest_change_counts_sources_and_declarations_not_bytecode(tmp_path: Path) -> None:
+    package = _package(tmp_path)
+    unchanged = newest_change([package])
+    assert unchanged >= os.stat(package / "defs.py").st_mtime
+    time.sleep(0.02)
+    (package / "__pycache__" / "defs.cpython-311.pyc").write_bytes(b"")
+    (package / "notes.txt").write_text("not code")
+    assert newest_change([package]) == unchanged
+    time.sleep(0.02)
+    (package / "defs.py").write_text("x = 1\n")
+    changed = newest_change([package])
+    assert changed > unchanged
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    time.sleep(0.02)
+    (tables / "orders.yaml").write_text("name: orders\n")
+    assert newest_change([package, tables]) > changed
+    assert newest_change([package / "defs.py"]) == changed  # a root may be a file
+    assert newest_change([tmp_path / "missing"]) == 0.0
+
+
+@pytest.mark.unit
+def test_the_code_location_and_the_declarations_are_watched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = _package(tmp_path)
+    (tmp_path / "single.py").write_text("")
+    monkeypatch.setenv("LAKE_TABLES_DIR", str(tmp_path / "tables"))
+    assert Origin(sys.executable, str(tmp_path), "location.defs").watched() == [package, tmp_path / "tables"]
+    assert Origin(sys.executable, str(tmp_path), "single").watched()[0] == tmp_path / "single.py"
+    monkeypatch.delenv("LAKE_TABLES_DIR")
+    installed = Origin(sys.executable, str(tmp_path), "lake_assets.definitions").watched()  # not in tmp: found installed
+    assert installed == [Path(__file__).resolve().parents[1] / "lake_assets"]
+
+
+class _StandIns(PrestartedRunLauncher):
+    """The launcher with its processes replaced by stand-ins that wait on stdin like a worker (the
+    rule under test is which process a run gets, not what the process runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[subprocess.Popen] = []
+
+    def _start(self, origin: Origin) -> subprocess.Popen:
+        process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                                   text=True)
+        self.started.append(process)
+        return process
+
+
+@pytest.mark.integration
+def test_a_waiting_process_is_used_only_while_the_code_is_older_than_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAKE_TABLES_DIR", raising=False)
+    package = _package(tmp_path)
+    origin = Origin(sys.executable, str(tmp_path), "location.defs")
+    launcher = _StandIns()
+    try:
+        launcher._prestart(origin)
+        waiting = launcher.started[-1]
+        assert launcher._take(origin) is waiting  # nothing changed since it started
+        launcher._prestart(origin)
+        stale = launcher.started[-1]
+        (package / "defs.py").write_text("changed = True\n")  # the user edits the code location
+        taken = launcher._take(origin)
+        assert taken is not stale and taken is launcher.started[-1]
+        assert stale.wait(timeout=10) is not None  # discarded: it imported the old code
+        launcher._prestart(Origin(sys.executable, str(tmp_path), "other.defs"))
+        other = launcher.started[-1]
+        assert launcher._take(origin) is not other  # a process for another code location is not this one's
+        assert other.wait(timeout=10) is not None
+    finally:
+        launcher.dispose()
+        for process in launcher.started:
+            process.kill()
+            process.wait()
+    assert launcher._waiting is None
+
+
+@pytest.mark.unit
+def test_with_prestart_off_no_process_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKE_PRESTART_RUNS", "0")
+    launcher = _StandIns()
+    launcher._prestart(Origin(sys.executable, str(tmp_path), "location.defs"))
+    assert launcher._waiting is None and launcher.started == []
+
+
+@pytest.mark.integration
+def test_a_waiting_process_that_died_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAKE_TABLES_DIR", raising=False)
+    _package(tmp_path)
+    origin = Origin(sys.executable, str(tmp_path), "location.defs")
+    launcher = _StandIns()
+    try:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE, text=True)
+        dead.wait()
+        launcher._waiting = _Waiting(dead, origin, time.time())
+        assert launcher._take(origin) is launcher.started[-1]
+    finally:
+        for process in launcher.started:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.integration
+def test_terminate_interrupts_the_process_the_runs_tags_name_from_any_process() -> None:
+    from dagster._core.test_utils import create_run_for_test
+
+    # a stand-in for a run's worker: it carries the worker's module name, as `terminate` checks
+    worker = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.stdin.read(); time.sleep(60)",
+                               "lake_assets.run_worker"], stdin=subprocess.PIPE, text=True)
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                             text=True)
+    try:
+        with dg.DagsterInstance.ephemeral() as instance:
+            launcher = PrestartedRunLauncher()  # not the one that launched it, as in the webserver
+            launcher.register_instance(instance)
+            running = create_run_for_test(instance, job_name="apply_insurance", status=dg.DagsterRunStatus.STARTED,
+                                          tags=process_tags(worker.pid))
+            assert launcher.terminate(running.run_id)
+            assert worker.wait(timeout=10) != 0  # Ctrl-C reached it
+            stored = instance.get_run_by_id(running.run_id)
+            assert stored is not None and stored.status == dg.DagsterRunStatus.CANCELING
+            not_ours = create_run_for_test(instance, job_name="apply_insurance",
+                                           status=dg.DagsterRunStatus.STARTED, tags=process_tags(other.pid))
+            assert not launcher.terminate(not_ours.run_id)  # a process that is not a run worker is left alone
+            assert other.poll() is None
+            finished = create_run_for_test(instance, job_name="apply_insurance", status=dg.DagsterRunStatus.SUCCESS)
+            assert not launcher.terminate(finished.run_id)
+    finally:
+        for process in (worker, other):
+            process.kill()
+            process.wait()
+
+
+def _started_at(ticks: str) -> float:
+    """A process start time from /proc (clock ticks since boot) as seconds since the epoch."""
+    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime"))
+    return boot + int(ticks) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.e2e
+def test_under_lake_dev_a_run_after_the_first_runs_in_a_process_started_before_it(tmp_path: Path) -> None:
+    with lake_dev(tmp_path) as dev:
+        assert dev.lake("put", str(DATA / "fullload" / "full-load.csv"), "--to", "fullload").returncode == 0
+        wait_for(lambda: _runs(dev) and dev.idle(), 240, "the full load's run to end", interval=0.5)
+        assert dev.lake("put", str(DATA / "cdcload" / "20240401-090000000.csv"), "--to", "cdcload").returncode == 0
+        wait_for(lambda: len(_runs(dev)) >= 2 and dev.idle(), 240, "the CDC file's run to end", interval=0.5)
+        runs = _runs(dev)
+        workers = {pid for pid in _worker_pids() if pid_alive(pid)}
+    first, second = runs[0], runs[1]
+    assert [run.dagster_run.status for run in (first, second)] == [dg.DagsterRunStatus.SUCCESS] * 2
+    # the CDC run's process was started at the full load's launch, while that run worked (the
+    # boot time /proc gives is whole seconds: the run lasts longer than that)
+    assert first.end_time is not None
+    assert _started_at(second.dagster_run.tags[PROCESS_STARTED_TAG]) < first.end_time - 1.0
+    assert workers, "a process waits for the next run"
+    wait_for(lambda: not any(pid_alive(pid) for pid in workers), 60, "the waiting process to end with lake dev")
+
+
+def _runs(dev) -> list:
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(dev.home / "dagster")
+    try:
+        with dg.DagsterInstance.get() as instance:
+            records = instance.get_run_records(dg.RunsFilter(job_name="apply_insurance"))
+            return sorted(records, key=lambda record: record.create_timestamp)
+    finally:
+        if previous is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = previous
+
+
+def _worker_pids() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"lake_assets.run_worker" in command:
+                found.append(int(entry))
+    return found
