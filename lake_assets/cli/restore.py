@@ -52,6 +52,9 @@ def _print_restore(entry: LakeTable, meta: dict) -> None:
     if meta.get("tombstones_before") != meta.get("tombstones_after"):
         console.print(f"  tombstones {meta['tombstones_before']} -> {meta['tombstones_after']} "
                       "(back to before the reverted runs)")
+    if meta.get("quarantined_rows_before") != meta.get("quarantined_rows_after"):
+        console.print(f"  quarantined rows {meta['quarantined_rows_before']} -> {meta['quarantined_rows_after']} "
+                      "(the reverted runs' rows are gone with them)")
 
 
 def _rebuilds_reports(storage: LakeStorage, entry: LakeTable) -> bool:

@@ -54,8 +54,8 @@ _INSERTED = ("num_target_rows_inserted", "numTargetRowsInserted")
 _UPDATED = ("num_target_rows_updated", "numTargetRowsUpdated", "num_updated_rows", "numUpdatedRows")
 _DELETED = ("num_target_rows_deleted", "numTargetRowsDeleted", "num_deleted_rows", "numDeletedRows")
 _APPENDED = ("num_added_rows", "numOutputRows")
-_FILES_ADDED = ("num_added_files", "numAddedFiles", "numFilesAdded")
-_FILES_REMOVED = ("num_removed_files", "numRemovedFiles", "numFilesRemoved")
+_FILES_ADDED = ("num_added_files", "numAddedFiles", "numFilesAdded", "numRestoredFile")  # the last: delta-rs' RESTORE
+_FILES_REMOVED = ("num_removed_files", "numRemovedFiles", "numFilesRemoved", "numRemovedFile")
 
 
 def history(storage: LakeStorage, name: str) -> tuple[list[str], list[tuple]]:

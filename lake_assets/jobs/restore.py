@@ -137,6 +137,8 @@ def restore_metadata(report: RestoreReport) -> dict:
         "restated_files": dg.MetadataValue.json(report.restated),
         "tombstones_before": report.tombstones_before,
         "tombstones_after": report.tombstones_after,
+        "quarantined_rows_before": report.quarantine_before,
+        "quarantined_rows_after": report.quarantine_after,
         "history_rows_before": report.history_before,
         "history_rows_after": report.history_after,
     }
