@@ -9,7 +9,7 @@ import warnings
 # imported; that is for developers, not for the terminal of someone running `lake`.
 warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
 
-from lake_assets.cli import approve, backfill, changes, dev, engine, query, raw, restore, run, snapshots, status, tables, tpcds  # noqa: E402, F401 - importing registers the commands
+from lake_assets.cli import approve, backfill, changes, dev, engine, maintain, query, raw, restore, run, snapshots, status, tables, tpcds  # noqa: E402, F401 - importing registers the commands
 from lake_assets.cli.app import app  # noqa: E402
 
 __all__ = ["app", "main"]
