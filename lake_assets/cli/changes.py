@@ -25,7 +25,8 @@ FEED_NAMES = ["_commit_version", "_commit_timestamp", "_change_type"]
 @app.command()
 @friendly
 def changes(
-    name: Annotated[str, typer.Argument(metavar="TABLE", help="insurance, or a TPC-DS table (tpcds.web_sales, ...)")],
+    name: Annotated[str, typer.Argument(
+        metavar="TABLE", help="a declared table (insurance or one of yours), or a TPC-DS table (tpcds.web_sales, ...)")],
     from_version: Annotated[int, typer.Option("--from-version",
                                               help="first table version or Iceberg snapshot id (see lake history)")],
     to_version: Annotated[int | None, typer.Option("--to-version", help="last table version (default: newest)")]

@@ -92,7 +92,8 @@ def query(
 @app.command()
 @friendly
 def history(
-    name: Annotated[str, typer.Argument(metavar="TABLE", help="table name, e.g. insurance")],
+    name: Annotated[str, typer.Argument(
+        metavar="TABLE", help="a declared table (insurance or one of yours), or a TPC-DS table (tpcds.web_sales, ...)")],
     fmt: Annotated[Format, typer.Option("--format")] = Format.table,
 ) -> None:
     """A table's history, newest first: Delta versions or Iceberg snapshots (first column the id)."""

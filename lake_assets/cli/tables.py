@@ -46,7 +46,8 @@ def add(
     table = declared[-1]
     console.print(f"wrote {target}: {len(table.columns)} columns, key {', '.join(table.keys)} (review it), "
                   f"raw zones {', '.join(s.prefix for s in table.sources)}")
-    console.print(f"next: lake put {sample} --to {name}:{guess.kind.value}, then lake run (or lake dev)")
+    console.print(f"next: lake put {sample} --to {name}:{guess.kind.value}, then lake run "
+                  "(or lake dev; restart a running lake dev to load the new table)")
 
 
 @table_app.command()
