@@ -244,14 +244,16 @@ def _date(values: pa.ChunkedArray, empty) -> _Checked:
 def _timestamp(values: pa.ChunkedArray, empty) -> _Checked:
     """Well formed: `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with T, and Z or +00:00: UTC); empty is NULL."""
     shaped = pc.match_substring_regex(values, TIMESTAMP_PATTERN)
-    plain = pc.replace_substring_regex(pc.replace_substring(values, "T", " "), r"(Z|[+-]00:?00)$", "")
+    plain = pc.if_else(shaped, pc.replace_substring_regex(pc.replace_substring(values, "T", " "),
+                                                          r"(Z|[+-]00:?00)$", ""), "1970-01-01 00:00:00")
     seconds = pc.utf8_slice_codeunits(plain, 0, 19)
-    parsed = pc.strptime(pc.if_else(shaped, seconds, "1970-01-01 00:00:00"), format="%Y-%m-%d %H:%M:%S",
-                         unit="us", error_is_null=True)
-    fraction = pc.utf8_slice_codeunits(plain, 20, 26)
+    parsed = pc.strptime(seconds, format="%Y-%m-%d %H:%M:%S", unit="s", error_is_null=True)
+    fraction = pc.utf8_slice_codeunits(plain, 20, 26)  # only a shaped value's: digits, or none
     micros = pc.cast(pc.if_else(pc.equal(fraction, ""), "0",
                                 pc.utf8_rpad(fraction, 6, "0")), pa.int64(), safe=False)
-    stamps = pc.cast(pc.add(pc.cast(parsed, pa.int64()), micros), pa.timestamp("us", tz="UTC"))
+    stamps = pc.cast(pc.add(pc.multiply(pc.cast(parsed, pa.int64()), 1_000_000), micros), pa.timestamp("us", tz="UTC"))
+    # strptime rolls 24:00 or Feb 30 over: only a value that prints back unchanged is a time (printed
+    # from seconds: pyarrow prints a microsecond timestamp's %S with its fraction)
     well_formed = pc.fill_null(pc.and_(shaped, pc.equal(pc.strftime(parsed, "%Y-%m-%d %H:%M:%S"), seconds)), False)
     malformed = pc.and_(pc.invert(empty), pc.invert(well_formed))
     return _Checked(pc.if_else(well_formed, stamps, pa.scalar(None, pa.timestamp("us", tz="UTC"))),

@@ -1,0 +1,49 @@
+"""The typed checks of the reader's validation, per column type, on the values a CSV holds."""
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from lake_assets.core.apply.reader import RECORD
+from lake_assets.core.apply.validate import validate
+from lake_assets.core.registry import parse
+
+pytestmark = pytest.mark.unit
+
+DECLARED = parse("""
+name: stamped
+group: stamped
+keys: [id]
+columns:
+  - {name: id, type: INT, nullable: false}
+  - {name: at, type: TIMESTAMP}
+sources:
+  - {prefix: raw/stamped/fullload/, kind: snapshot}
+""", "test")
+UTC = dt.timezone.utc
+
+
+def _validated(values: list[str]) -> tuple[dict[int, dt.datetime | None], dict[int, str]]:
+    rows = pa.table({"id": [str(i) for i in range(len(values))], "at": values, RECORD: list(range(len(values)))})
+    valid, refused = validate(DECLARED, rows, "L")
+    kept = dict(zip(valid["id"].to_pylist(), valid["at"].to_pylist()))
+    return kept, {int(r): reason for r, reason in zip(refused.records, refused.reasons)}
+
+
+def test_a_timestamp_is_read_in_each_documented_form() -> None:
+    kept, refused = _validated(["2024-04-01 10:00:00", "2024-04-01T10:00:00Z", "2024-04-01 10:00:00.5",
+                                "2024-04-01T10:00:00.123456+00:00", "2024-04-01 23:59:59-0000", ""])
+    assert refused == {}
+    assert kept == {0: dt.datetime(2024, 4, 1, 10, tzinfo=UTC), 1: dt.datetime(2024, 4, 1, 10, tzinfo=UTC),
+                    2: dt.datetime(2024, 4, 1, 10, 0, 0, 500000, tzinfo=UTC),
+                    3: dt.datetime(2024, 4, 1, 10, 0, 0, 123456, tzinfo=UTC),
+                    4: dt.datetime(2024, 4, 1, 23, 59, 59, tzinfo=UTC), 5: None}
+
+
+def test_a_malformed_timestamp_or_another_offset_is_quarantined_not_a_crash() -> None:
+    kept, refused = _validated(["2024-04-01T10:00:00+02:00", "2024-02-30 10:00:00", "2024-04-01 24:00:00",
+                                "yesterday", "2024-04-01 10:00:00.1234567", "2024-04-01 10:00:00"])
+    assert refused == {0: "bad_timestamp", 1: "bad_timestamp", 2: "bad_timestamp", 3: "bad_timestamp",
+                       4: "bad_timestamp"}
+    assert kept == {5: dt.datetime(2024, 4, 1, 10, tzinfo=UTC)}
