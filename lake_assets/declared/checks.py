@@ -304,7 +304,7 @@ def history_matches_table(declaration: TableDeclaration, storage: LakeStorage,
     if open_table(storage, tables.history) is None or live is None:
         passed = live is None or row_count(live) == 0
         return dg.AssetCheckResult(passed=passed, metadata={"note": "no history yet"})
-    data = declaration.contract.names
+    data = declaration.written  # `except_columns` are stored in neither
     keys = list(declaration.keys)
     current = spark.read.format("delta").load(tables.history.uri(storage)).where(F.col(IS_CURRENT)).select(*data)
     table = spark.read.format("delta").load(tables.table.uri(storage)).select(*data)
