@@ -39,7 +39,7 @@ class Guess:
 
 def guess(sample: bytes, kind: SourceKind | None = None) -> Guess:
     """The declaration a sample CSV suggests (see the module's docstring)."""
-    text = sample.decode("utf-8", errors="replace")
+    text = sample.decode("utf-8-sig", errors="replace")  # -sig: a byte order mark is not the first name
     records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][:SAMPLE_RECORDS + 1]
     if not records:
         raise ValueError("the sample holds no record")

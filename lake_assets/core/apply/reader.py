@@ -99,13 +99,18 @@ def _spark_decimal(kind: pa.DataType) -> str:
 
 # --- reading one object ------------------------------------------------------------------------
 
+#: The byte order mark some tools write before UTF-8 text.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes,
                 etag: str) -> pa.Table:
     """Every record of one object, as the reader's output rows (`output_schema`)."""
     schema = output_schema(declaration)
     source = next(s for s in declaration.sources if s.kind is obj.kind and obj.key.startswith(s.prefix))
-    shape = file_layout(declaration, obj.kind, data, dms)
-    parsed = parse_csv(obj.key, etag, data, list(shape.columns), has_header=shape.header)
+    text = data.removeprefix(UTF8_BOM)  # written by Excel and PowerShell: not part of the first field
+    shape = file_layout(declaration, obj.kind, text, dms)
+    parsed = parse_csv(obj.key, etag, text, list(shape.columns), has_header=shape.header)
     refusal = None if shape.refusal is None else (shape.refusal.reason, shape.refusal.detail)
     if obj.refusal is not None:  # refused by its name: that says it first
         reason, _, detail = obj.refusal.partition(": ")
