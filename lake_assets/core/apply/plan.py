@@ -119,16 +119,43 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
             entry.refusal = f"{refused.reason.value}: {refused.detail}"
         planned.append(entry)
     result = Plan(planned, floor=_floor(latest))
-    result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest))
+    result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest),
+                                  _published_parts(latest))
     return result
 
 
-def _snapshots(files: list[PlannedFile], newest_applied: str | None) -> dict[str, list[PlannedFile]]:
+@dataclass(frozen=True)
+class _Published:
+    """The parts of a multi-part full load (DMS's `LOAD*.csv` of one folder) already applied: the
+    sequence they were published with, and their keys."""
+
+    sequence: str
+    keys: frozenset[str]
+
+
+def _published_parts(latest: pa.Table) -> dict[str, _Published]:
+    """Per multi-part full load with parts applied, what `_Published` says."""
+    found: dict[str, tuple[str, set[str]]] = {}
+    for entry in latest.to_pylist():
+        group = snapshot_group(entry["source_file"])
+        if group == entry["source_file"] or entry["status"] != APPLIED or \
+                entry["source_kind"] != LEDGER_KIND[SourceKind.SNAPSHOT] or entry["source_sequence"] is None:
+            continue
+        sequence, keys = found.setdefault(group, (entry["source_sequence"], set()))
+        found[group] = (max(sequence, entry["source_sequence"]), keys | {entry["source_file"]})
+    return {group: _Published(sequence, frozenset(keys)) for group, (sequence, keys) in found.items()}
+
+
+def _snapshots(files: list[PlannedFile], newest_applied: str | None,
+               published: dict[str, _Published] | None = None) -> dict[str, list[PlannedFile]]:
     """Group snapshot files into snapshots and stamp them (see core/sequence.py): with the stamp
-    they were held with, once approved; else with the earliest time their names or folders
-    give; else as of their arrival (after `newest_applied`, the newest file applied or held
-    before; snapshots arriving together follow each other in key order). A part's rows carry
-    its part number."""
+    they were held with, once approved; a later part of a multi-part load whose other parts a
+    run applied before (DMS writes the parts one after another; the sensor may start a run
+    between them) with theirs: the same snapshot, so it deletes none of their keys (a part
+    delivered again is a new load); else with the earliest time their names or folders give;
+    else as of their arrival (after `newest_applied`, the newest file applied or held before;
+    snapshots arriving together follow each other in key order). A part's rows carry its part
+    number."""
     groups: dict[str, list[PlannedFile]] = {}
     for entry in files:
         groups.setdefault(snapshot_group(entry.file.key), []).append(entry)
@@ -136,8 +163,11 @@ def _snapshots(files: list[PlannedFile], newest_applied: str | None) -> dict[str
     for group, parts in sorted(groups.items()):
         held = [p.approved for p in parts if p.approved is not None]
         named = [p.stamp.time for p in parts if p.stamp is not None]
+        earlier = (published or {}).get(group)
         if held:
             stamp = FileStamp.parse(min(held))
+        elif earlier is not None and not any(p.file.key in earlier.keys for p in parts):
+            stamp = FileStamp.parse(earlier.sequence)
         elif len(named) == len(parts):
             stamp = FileStamp(min(named))
         else:
