@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from lake_assets.core.apply.reader import FILE_INDEX, SEQUENCE, SOURCE_FILE, SOURCE_LINE
+from lake_assets.core.apply.reader import FILE_INDEX, SEQUENCE, SNAPSHOT_OPERATION, SOURCE_FILE, SOURCE_LINE
 from lake_assets.core.apply.unique import keys_unique
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.declaration import TableDeclaration
@@ -84,9 +84,8 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     data = [c for c in declaration.written if c not in keys]
     existing = _existing(keys, table, tombstones)
     events = changes.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
-    if declaration.ignore_null_updates:  # a truncate (a snapshot of no rows) ends what an update may take
-        events = _fill_nulls(keys, data, events, table,
-                             snapshot.base if snapshot is not None and not snapshot.files else None)
+    if declaration.ignore_null_updates:  # a published snapshot (a truncate too) ends what an update may take
+        events = _fill_nulls(keys, data, events, table, snapshot)
     events = events.join(existing, keys, "left") if existing is not None else \
         events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
@@ -110,10 +109,12 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
 
 
 def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: DataFrame | None,
-                truncated: str | None) -> DataFrame:
+                snapshot: "PublishedSnapshot | None") -> DataFrame:
     """`IGNORE NULL UPDATES`: an update's NULL columns take the key's value as of the change before
-    it (in sequence order: the run's earlier changes, else the table's row), never across a delete
-    or the run's truncate (`truncated`: its sequence)."""
+    it (in sequence order: the run's earlier changes, else the table's row), never across a delete,
+    a snapshot's row of the key (it says every column, NULLs too) or the base of the run's published
+    snapshot (a truncate's, or a full load's, which deletes the keys it does not hold; not for a key
+    it protects: its row was refused, so the key keeps what it had)."""
     base = None
     if table is not None:
         base = (table.join(events.select(*keys).distinct(), keys, "left_semi")
@@ -121,16 +122,21 @@ def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: Data
     marked = events.withColumn("_base", F.lit(False))
     both = marked if base is None else marked.unionByName(base, allowMissingColumns=True)
     order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE)).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ended = F.sum(F.when(F.col(OPERATION) == DELETE, 1).otherwise(0)).over(order)
-    if truncated is not None:
-        ended = ended + F.when(F.col(SEQUENCE) > F.lit(truncated), 1).otherwise(0)
+    ended = F.sum(F.when(F.col(OPERATION).isin(DELETE, SNAPSHOT_OPERATION), 1).otherwise(0)).over(order)
+    if snapshot is not None:
+        after = F.col(SEQUENCE) > F.lit(snapshot.base)
+        if snapshot.protected is not None:
+            both = both.join(snapshot.protected.select(*keys).distinct().withColumn("_protected", F.lit(True)),
+                             keys, "left")
+            after = after & F.col("_protected").isNull()
+        ended = ended + F.when(after, 1).otherwise(0)
     both = both.withColumn("_segment", ended)
     within = Window.partitionBy(*keys, "_segment").orderBy(F.col(SEQUENCE)) \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     update = F.col(OPERATION).isin("I", "U")
     filled = both.select(*[F.when(update, F.last(F.col(c), ignorenulls=True).over(within)).otherwise(F.col(c)).alias(c)
                            if c in data else F.col(c) for c in both.columns])
-    return filled.where(~F.col("_base")).drop("_base", "_segment")
+    return filled.where(~F.col("_base")).drop("_base", "_segment", "_protected")
 
 
 def _existing(keys: list[str], table: DataFrame | None, tombstones: DataFrame | None) -> DataFrame | None:
