@@ -29,7 +29,8 @@ def refusal(declaration: TableDeclaration, key: str, dms: DmsLayout, now: dt.dat
         hint = f"; put it uncompressed, as --as {name[:len(stem)]}{DATA_SUFFIX}" if compressed else ""
         return f"{name} will be ignored, never applied: only *{DATA_SUFFIX} files are data{hint}"
     source = declaration.source(key)
-    refused = None if source is None else object_refusal(source, key, dms)
+    # with `sequence_by`, a CDC file's rows say their order: its name needs no time (as in a run)
+    refused = None if source is None else object_refusal(source, key, dms, declaration.sequence_by is None)
     if refused is None:
         return None
     if refused.reason == Reason.NO_SEQUENCE:
