@@ -334,6 +334,13 @@ class TableDeclaration(_Model):
         return [n for n in self.contract.names if n not in self.except_columns]
 
     @property
+    def timed(self) -> bool:
+        """Whether changes are ordered on a time axis (a file's time, or a DATE/TIMESTAMP
+        `sequence_by` column), on which a full load's name or folder dates it; False for a counter
+        (an LSN, a version number)."""
+        return self.sequence_by is None or self.column(self.sequence_by).type in ("DATE", "TIMESTAMP")
+
+    @property
     def tracked(self) -> list[str]:
         """The written columns a new history version follows (`track_history`)."""
         if self.track_history is not None:

@@ -120,7 +120,7 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
         planned.append(entry)
     result = Plan(planned, floor=_floor(latest))
     result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest),
-                                  _published_parts(latest))
+                                  _published_parts(latest), dated=declaration.timed)
     return result
 
 
@@ -147,13 +147,14 @@ def _published_parts(latest: pa.Table) -> dict[str, _Published]:
 
 
 def _snapshots(files: list[PlannedFile], newest_applied: str | None,
-               published: dict[str, _Published] | None = None) -> dict[str, list[PlannedFile]]:
+               published: dict[str, _Published] | None = None, dated: bool = True) -> dict[str, list[PlannedFile]]:
     """Group snapshot files into snapshots and stamp them (see core/sequence.py): with the stamp
     they were held with, once approved; a later part of a multi-part load whose other parts a
     run applied before (DMS writes the parts one after another; the sensor may start a run
     between them) with theirs: the same snapshot, so it deletes none of their keys (a part
-    delivered again is a new load); else with the earliest time their names or folders give;
-    else as of their arrival (after `newest_applied`, the newest file applied or held before;
+    delivered again is a new load); else with the earliest time their names or folders give
+    (`dated`: changes are ordered by time; a counter's axis, an LSN's, is not a date's); else as of
+    their arrival (after `newest_applied`, the newest file applied or held before;
     snapshots arriving together follow each other in key order). A part's rows carry its part
     number."""
     groups: dict[str, list[PlannedFile]] = {}
@@ -168,7 +169,7 @@ def _snapshots(files: list[PlannedFile], newest_applied: str | None,
             stamp = FileStamp.parse(min(held))
         elif earlier is not None and not any(p.file.key in earlier.keys for p in parts):
             stamp = FileStamp.parse(earlier.sequence)
-        elif len(named) == len(parts):
+        elif dated and len(named) == len(parts):
             stamp = FileStamp(min(named))
         else:
             stamp = arrival_stamp(newest_applied)

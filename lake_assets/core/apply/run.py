@@ -141,8 +141,7 @@ class _Run:
         tracked = None
         if declared.track_history is not None or declared.track_history_except:
             tracked = tuple(declared.tracked)
-        timed = declared.sequence_by is None or declared.column(declared.sequence_by).type in ("DATE", "TIMESTAMP")
-        return history.Tracking(tracked, timed)
+        return history.Tracking(tracked, declared.timed)
 
     @property
     def key_types(self) -> dict[str, str]:
