@@ -52,9 +52,6 @@ def _print_restore(entry: LakeTable, meta: dict) -> None:
     if meta.get("tombstones_before") != meta.get("tombstones_after"):
         console.print(f"  tombstones {meta['tombstones_before']} -> {meta['tombstones_after']} "
                       "(back to before the reverted runs)")
-    if meta.get("quarantined_rows_before") != meta.get("quarantined_rows_after"):
-        console.print(f"  quarantined rows {meta['quarantined_rows_before']} -> {meta['quarantined_rows_after']} "
-                      "(the reverted runs' rows are gone with them)")
 
 
 def _rebuilds_reports(storage: LakeStorage, entry: LakeTable) -> bool:
@@ -82,7 +79,7 @@ def restore(
     objects applied after that version (insurance files; TPC-DS days, corrections, dimension
     snapshots) become `reverted` in `lake status` and a plain `lake run` leaves them alone;
     `lake run --reapply` applies them again. A table derived from another (a history, change
-    feed, quarantine, tombstones, report) goes back with that table, never alone; restoring a
-    TPC-DS star table rebuilds the reports.
+    feed, quarantine, tombstones, report) follows that table, never alone (the quarantine keeps
+    every refused line); restoring a TPC-DS star table rebuilds the reports.
     """
     restore_now(name, version, as_of, "lake restore")

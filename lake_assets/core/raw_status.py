@@ -156,11 +156,10 @@ class TableSummary:
             self.held += 1
         else:
             self.other += 1
-        if status.status == APPLIED:
+        if status.status == APPLIED:  # a file reverted by a restore: its rows are in the table no more
             self.rows_applied += status.applied or 0
             self.rows_superseded += status.superseded or 0
-        if status.status != REVERTED:  # reverted by a restore: its rows count nowhere until `--reapply`
-            self.rows_quarantined += status.quarantined or 0
+        self.rows_quarantined += status.quarantined or 0  # the quarantine keeps every refused line
         if status.at is not None and (self.last is None or status.at > self.last):
             self.last = status.at
 

@@ -3,8 +3,9 @@
 Launched by `lake restore` (and `lake rollback`, its older name) like every other write:
 through Dagster, under the table's write lock, so the UI shows the restore as a
 materialization of the table with what it did. Only a table fed by raw objects goes back:
-a table derived from one (its history, change feed, quarantine, tombstones, reports) goes
-back with it or is rebuilt from it, and is refused alone. `insurance` goes back with
+a table derived from one (its history, change feed, quarantine, tombstones, reports) follows
+it (goes back with it, is rebuilt from it, or, the quarantine, keeps every refused line) and is
+refused alone. `insurance` goes back with
 delta-rs (and reverts its ledger files, their tombstones and their versions in
 its history, core/apply/restore.py); Iceberg tables with pyiceberg (a rollback to an
 ancestor snapshot, else set-current), and the raw objects the restored snapshot does not
@@ -137,8 +138,6 @@ def restore_metadata(report: RestoreReport) -> dict:
         "restated_files": dg.MetadataValue.json(report.restated),
         "tombstones_before": report.tombstones_before,
         "tombstones_after": report.tombstones_after,
-        "quarantined_rows_before": report.quarantine_before,
-        "quarantined_rows_after": report.quarantine_after,
         "history_rows_before": report.history_before,
         "history_rows_after": report.history_after,
     }

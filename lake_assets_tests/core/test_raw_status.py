@@ -39,11 +39,11 @@ def test_the_summary_counts_files_by_status_and_rows_per_table_then_each_domain(
     assert (total["files"], total["applied"], total["held"], total["pending"], total["rows_applied"]) == (3, 1, 1, 1, 7)
 
 
-def test_a_reverted_files_rows_count_nowhere_until_it_is_applied_again() -> None:
+def test_a_reverted_files_rows_count_as_applied_no_more_its_quarantined_lines_stay() -> None:
     reverted = status("raw/cdcload/e.csv", "reverted", applied=2, superseded=1, quarantined=1)
     (line,) = summarize([*STATUSES[:2], reverted])
     assert (line.files, line.applied, line.superseded, line.other) == (3, 1, 1, 1)
-    assert (line.rows_applied, line.rows_superseded, line.rows_quarantined) == (5, 3, 1)
+    assert (line.rows_applied, line.rows_superseded, line.rows_quarantined) == (5, 3, 2)
 
 
 def test_the_filters_keep_pending_objects_a_table_or_domain_and_what_is_recent() -> None:

@@ -7,9 +7,8 @@ history keeps the mistake and everything derived from commits sees the restore).
   ledger (and not applied again unless `lake run --reapply` asks), files reverted by an
   earlier restore that the restored version does contain are `applied` again, and files
   applied again since the application the restored version holds are back to that one;
-- the tombstones table, the quarantine and `insurance_history` go to their versions as the
-  newest run the restored version contains left them (core/restore_ledger.py): restoring back,
-  the rows the reverted runs quarantined are gone with their files' changes, the
+- the tombstones table and `insurance_history` go to their versions as the newest run the
+  restored version contains left them (core/restore_ledger.py): restoring back, the
   tombstones and history versions the reverted runs recorded are gone (a key they deleted
   no longer supersedes changes arriving for it later) and the older tombstones they had
   replaced are back; restoring forward, the reinstated runs' are back (a late change older
@@ -27,7 +26,7 @@ nothing (all its rows superseded) belongs to the version current when its run st
 Which files are reverted or reinstated from there is the rule both formats share
 (core/restore_ledger.py).
 
-Order for a rerun after a failure: table commit, tombstones, quarantine, history, ledger last (its entries
+Order for a rerun after a failure: table commit, tombstones, history, ledger last (its entries
 as of the restore's start). A rerun restores the same content again (one more RESTORE
 commit), takes the tombstones and the history to the same versions and finishes the rest.
 """
@@ -65,8 +64,6 @@ class RestoreReport:
     restated: list[str] = field(default_factory=list)  # files applied again since, back to the application restored
     tombstones_before: int = 0
     tombstones_after: int = 0
-    quarantine_before: int = 0  # quarantined rows
-    quarantine_after: int = 0
     history_before: int = 0  # insurance_history's rows (versions and deletes)
     history_after: int = 0
 
@@ -96,7 +93,6 @@ def restore_declared(storage: LakeStorage, declaration: TableDeclaration, versio
     changes = restore_ledger.ledger_changes(history, contains)
     until = restore_ledger.derived_until(history, ran) if changes else None
     report.tombstones_before, report.tombstones_after = restore_as_before(storage, until, tables.tombstones)
-    report.quarantine_before, report.quarantine_after = restore_as_before(storage, until, tables.quarantine)
     report.history_before, report.history_after = restore_as_before(storage, until, tables.history)
     restore_ledger.record_restore(ledger, changes, f"restore to version {version} (as version {report.version_after})",
                                   run_id, started)
@@ -148,7 +144,7 @@ def version_rules(delta: DeltaTable, history: pa.Table,
 
 
 def restore_as_before(storage: LakeStorage, until: dt.datetime | None, table: LakeTable) -> tuple[int, int]:
-    """Take a table derived from the runs (the tombstones, the quarantine, insurance_history) to its last
+    """Take a table derived from the runs (the tombstones, insurance_history) to its last
     version committed before `until` (the start of the first run or restore after the newest
     run the restored version contains: core/restore_ledger.py's `derived_until`; None
     leaves it as it is). Returns its row count before and after. (Also tpcds_tombstones',
