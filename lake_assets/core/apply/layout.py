@@ -196,11 +196,8 @@ def _by_records(declaration: TableDeclaration, kind: SourceKind, records: list[S
         return _fields(current, header=False, refusal=Refusal(
             Reason.DMS_LAYOUT, f"its fields are separated by {delimiter!r} (DMS's CsvDelimiter), not by ',': the lake "
                                "reads DMS's default; nothing of the file was applied"))
-    operation = 2 * sum(is_operation(r[0]) for r in records) > len(records)  # most of them
-    first = 1 if operation else 0
-    timestamp = fields > first and all(is_timestamp(r[first]) for r in records)
-    data = fields - first - timestamp
-    contract = next((c for c in declaration.contracts if len(c.names) == data), None)
+    operation, timestamp, contract = _dms_fields(declaration, records)
+    data = fields - operation - timestamp
     prefix = ([OPERATION] if operation else []) + ([DMS_TIMESTAMP] if timestamp else [])
     misplaced = _misplaced_timestamp(records, len(prefix), contract)
     if misplaced is not None:
@@ -222,6 +219,23 @@ def _by_records(declaration: TableDeclaration, kind: SourceKind, records: list[S
     return _fields(current, header=False, prefix=[OPERATION])  # rows of no known shape: quarantined one by one
 
 
+def _dms_fields(declaration: TableDeclaration, records: list[Sequence[str]]) -> tuple[bool, bool, Contract | None]:
+    """Whether headerless `records` lead with DMS's operation field and its commit timestamp, and
+    the contract whose width the rest has: the DMS reading the values suggest (most first fields
+    one letter; every next field a timestamp) if a contract has that width, else a plainer one that
+    a contract's width fits (a first column of grades or of times is data), else the DMS reading."""
+    fields = len(records[0])
+    readings = []
+    for operation in ((True, False) if 2 * sum(is_operation(r[0]) for r in records) > len(records) else (False,)):
+        first = 1 if operation else 0
+        stamped = fields > first and all(is_timestamp(r[first]) for r in records)
+        for timestamp in ((True, False) if stamped else (False,)):
+            width = fields - first - timestamp
+            readings.append((operation, timestamp, next((c for c in declaration.contracts if len(c.names) == width),
+                                                        None)))
+    return next((r for r in readings if r[2] is not None), readings[0])
+
+
 def _other_delimiter(declaration: TableDeclaration, records: list[Sequence[str]]) -> str | None:
     """A delimiter other than `,` that splits every one of `records` (each one field) into
     as many fields as a contract's records have (with or without DMS's operation), or None."""
@@ -237,11 +251,11 @@ def _other_delimiter(declaration: TableDeclaration, records: list[Sequence[str]]
 def _misplaced_timestamp(records: list[Sequence[str]], start: int,
                          contract: Contract | None) -> tuple[int, str] | None:
     """(field index, the contract's column there or '') of a field past `start` holding a DMS
-    timestamp in every record where the contract has no string column, or None."""
+    timestamp in every record where the contract has neither a string nor a timestamp column, or None."""
     columns = contract.columns if contract else ()
     for index in range(start, len(records[0])):
         column = columns[index - start] if index - start < len(columns) else None
-        if column is not None and column.type == "STRING":
+        if column is not None and column.type in ("STRING", "TIMESTAMP"):  # a time is data there
             continue
         if all(is_timestamp(r[index]) for r in records):
             return index, column.name if column else ""

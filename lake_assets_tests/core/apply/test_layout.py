@@ -8,7 +8,7 @@ from lake_assets.core.apply.layout import DMS_TIMESTAMP, OPERATION, dms_rows, fi
 from lake_assets.core.apply.parse import RECORD
 from lake_assets.core.declaration import RefusalReason as Reason, SourceKind
 from lake_assets.core.dms import DmsLayout
-from lake_assets.core.registry import declaration
+from lake_assets.core.registry import declaration, parse
 
 INSURANCE = declaration("insurance")
 V1, V2 = INSURANCE.contracts
@@ -105,3 +105,44 @@ def test_dms_rows_drop_the_timestamp_and_read_csv_null_value() -> None:
     assert dms_rows(rows, DMS).column_names == [OPERATION, "policy_id", "location_name", RECORD]
     nulls = dms_rows(rows, DmsLayout(csv_null_value="NULL"))
     assert nulls["policy_id"].to_pylist() == ["1", ""] and nulls["location_name"].to_pylist() == ["", "Urban"]
+
+
+GRADES = parse("""
+name: grades
+group: grades
+keys: [grade]
+columns:
+  - {name: grade, type: STRING, nullable: false}
+  - {name: points, type: INT}
+sources:
+  - {prefix: raw/grades/fullload/, kind: snapshot}
+  - {prefix: raw/grades/cdc/, kind: cdc}
+""", "test")
+EVENTS = parse("""
+name: events
+group: events
+keys: [id]
+columns:
+  - {name: ts, type: TIMESTAMP}
+  - {name: id, type: INT, nullable: false}
+  - {name: v, type: STRING}
+sources:
+  - {prefix: raw/events/fullload/, kind: snapshot}
+  - {prefix: raw/events/cdc/, kind: cdc}
+""", "test")
+
+
+@pytest.mark.parametrize(("table", "kind", "lines", "columns"), [
+    # a first column of single letters is data when the DMS reading fits no contract...
+    (GRADES, FULLLOAD, ["A,4", "B,3", "C,2"], ("grade", "points")),
+    # ...and DMS's operation when it does
+    (GRADES, CDCLOAD, ["I,A,4", "U,B,3"], (OPERATION, "grade", "points")),
+    # a first column of times is data when taking it for DMS's commit timestamp fits no contract
+    (EVENTS, FULLLOAD, [f"{TS},1,x", f"{TS},2,y"], ("ts", "id", "v")),
+    (EVENTS, CDCLOAD, [f"I,{TS},1,x"], (OPERATION, "ts", "id", "v")),
+    (EVENTS, CDCLOAD, [f"I,{TS},{TS},1,x"], (OPERATION, DMS_TIMESTAMP, "ts", "id", "v")),
+])
+def test_data_that_looks_like_dms_fields_is_data_when_only_that_reading_fits(table, kind: SourceKind,
+                                                                             lines: list[str], columns: tuple) -> None:
+    found = file_layout(table, kind, "".join(f"{line}\n" for line in lines).encode(), DMS)
+    assert (found.columns, found.header, found.refusal) == (columns, False, None)
