@@ -126,24 +126,26 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
 
 @dataclass(frozen=True)
 class _Published:
-    """The parts of a multi-part full load (DMS's `LOAD*.csv` of one folder) already applied: the
-    sequence they were published with, and their keys."""
+    """The newest load of a multi-part full load's folder (DMS's `LOAD*.csv`) with parts applied:
+    the sequence it was published with, and the keys of its parts."""
 
     sequence: str
     keys: frozenset[str]
 
 
 def _published_parts(latest: pa.Table) -> dict[str, _Published]:
-    """Per multi-part full load with parts applied, what `_Published` says."""
-    found: dict[str, tuple[str, set[str]]] = {}
+    """Per folder of multi-part full loads, its newest load's `_Published` (a reload's parts
+    delivered again belong to it, not to the load they replaced)."""
+    found: dict[str, list[tuple[str, str]]] = {}
     for entry in latest.to_pylist():
         group = snapshot_group(entry["source_file"])
         if group == entry["source_file"] or entry["status"] != APPLIED or \
                 entry["source_kind"] != LEDGER_KIND[SourceKind.SNAPSHOT] or entry["source_sequence"] is None:
             continue
-        sequence, keys = found.setdefault(group, (entry["source_sequence"], set()))
-        found[group] = (max(sequence, entry["source_sequence"]), keys | {entry["source_file"]})
-    return {group: _Published(sequence, frozenset(keys)) for group, (sequence, keys) in found.items()}
+        found.setdefault(group, []).append((entry["source_sequence"], entry["source_file"]))
+    newest = {group: max(sequence for sequence, _ in parts) for group, parts in found.items()}
+    return {group: _Published(newest[group], frozenset(key for sequence, key in parts if sequence == newest[group]))
+            for group, parts in found.items()}
 
 
 def _snapshots(files: list[PlannedFile], newest_applied: str | None,

@@ -1,7 +1,8 @@
 """A DMS full load written in parts (`LOAD00000001.csv`, `LOAD00000002.csv`, ... in one folder) is one
 snapshot, also when a run applies a part before the next one lands (as the sensor does within a
 second of a file landing): the later part joins the load the earlier run published and deletes none
-of its keys. A part delivered again (new content under a name already applied) is a new load."""
+of its keys. A part delivered again (new content under a name already applied) is a new load, which the
+parts after it join."""
 
 import uuid
 
@@ -51,9 +52,13 @@ sources:
     part("second/LOAD00000002.csv", {4: "D", 5: "E"}, "run-4")
     assert _rows(storage, uri) == {1: "A", 2: "B", 3: "C", 4: "D", 5: "E"}
 
-    # part 1 delivered again with other content: a new load, whose snapshot is that part alone
+    # part 1 delivered again with other content: a new load (DMS's reload), whose snapshot is that
+    # part alone so far...
     part("second/LOAD00000001.csv", {1: "x", 2: "y", 3: "z", 4: "w"}, "run-5")
     assert _rows(storage, uri) == {1: "x", 2: "y", 3: "z", 4: "w"}
+    # ...until the reload's part 2 lands: it joins the reload, not the load it replaced
+    part("second/LOAD00000002.csv", {5: "v"}, "run-6")
+    assert _rows(storage, uri) == {1: "x", 2: "y", 3: "z", 4: "w", 5: "v"}
 
     entries = Ledger(storage).entries(name).to_pylist()
     assert all(e["status"] == "applied" for e in entries)
