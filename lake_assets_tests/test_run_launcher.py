@@ -104,6 +104,21 @@ def test_a_waiting_process_is_used_only_while_the_code_is_older_than_it(tmp_path
 
 
 @pytest.mark.unit
+def test_every_module_a_waiting_process_imports_exists() -> None:
+    """The warm-up skips an import that fails (the run then pays it): this catches a Dagster upgrade
+    that moves one of the private modules it names, which would otherwise only make runs slower."""
+    import importlib
+
+    from dagster._cli import main
+
+    from lake_assets.run_worker import WARM_MODULES
+
+    assert callable(main)
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
+
+@pytest.mark.unit
 def test_with_prestart_off_no_process_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKE_PRESTART_RUNS", "0")
     launcher = _StandIns()
