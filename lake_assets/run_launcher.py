@@ -5,8 +5,8 @@ machine that process spends ~3.5 s importing Python, Dagster and its instance st
 code location and the Spark Connect client before the run's first step: most of the time from
 a file landing to its rows in the table under `lake dev`. This launcher keeps one process
 (`run_worker.py`) that has done those imports waiting, hands the next run to it, and starts
-the next waiting process once that run's process has ended (so its imports never compete with
-a run for the cores). The run executes as `dagster api execute_run` (the command Dagster's
+the next waiting process at once, while that run works (its imports compete with the run for
+the cores, but are done by the time a file lands after it: `benchmarks/freshness.py`). The run executes as `dagster api execute_run` (the command Dagster's
 Docker, ECS and Kubernetes launchers run), one run per process as before.
 
 A waiting process imported the code as it was when it started: if a file of the code

@@ -633,7 +633,8 @@ def test_instance_config_uses_postgres_s3_logs_and_no_telemetry(instance_config:
     assert postgres_db["port"] == 5432
     coordinator = instance_config["run_coordinator"]
     assert (coordinator["module"], coordinator["class"]) == ("lake_assets.run_coordinator", "TableTaggingRunCoordinator")
-    assert {"key": "lake/table", "limit": 1} in coordinator["config"]["tag_concurrency_limits"]
+    assert {"key": "lake/table", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in \
+        coordinator["config"]["tag_concurrency_limits"]
     launcher = instance_config["run_launcher"]
     assert (launcher["module"], launcher["class"]) == ("dagster", "DefaultRunLauncher")
     logs = instance_config["compute_logs"]
@@ -645,8 +646,10 @@ def test_instance_config_uses_postgres_s3_logs_and_no_telemetry(instance_config:
 def test_instance_config_matches_the_embedded_one(instance_config: dict) -> None:
     """The per-table run limits are the same as in the repository's sqlite dagster.yaml. The run
     launcher is not: compose runs each run in the code-location container, which holds the lake's
-    environment (Dagster's default launcher); the embedded default prestarts run processes."""
+    environment (Dagster's default launcher); the embedded default prestarts run processes. Nor is
+    `start_unqueued_runs`: its lock is a file, and compose's webserver and daemon share no directory."""
     embedded = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    assert embedded["run_coordinator"]["config"].pop("start_unqueued_runs") is True
     assert instance_config["run_coordinator"] == embedded["run_coordinator"]
     assert embedded["run_launcher"] == {"module": "lake_assets.run_launcher", "class": "PrestartedRunLauncher"}
     assert instance_config["sensors"] == embedded["sensors"]
