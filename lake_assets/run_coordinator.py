@@ -9,7 +9,9 @@ it. Adding tags at submission is the extension Dagster documents for a run coord
 attribution").
 
 With `start_unqueued_runs: true` (the embedded default's dagster.yaml: one machine, every
-submitter sharing its instance directory), a submitted run that nothing is ahead of is launched at once instead of waiting for the queue
+submitter sharing its instance directory), a run a sensor or a schedule submits (in the daemon's
+process, where the run launcher keeps its next run process waiting) that nothing is ahead of
+is launched at once instead of waiting for the queue
 daemon's next pass (`dequeue_interval_seconds`, then the launch: ~1 s of a CDC file's way to its
 table under `lake dev`). "Nothing ahead": no run queued, fewer than `max_concurrent_runs` in
 progress, and no in-progress run holding a tag limit this run needs (Dagster's own counter of
@@ -25,6 +27,7 @@ from typing import Any, Self
 
 import dagster as dg
 from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
+from dagster._core.storage.tags import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
 from dagster._serdes import ConfigurableClassData
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
@@ -49,6 +52,12 @@ def written_table(keys: Iterable[dg.AssetKey]) -> str | None:
               for kept in table_set(declaration).kept(declaration)}
     tables = {TPCDS if key.path[0] == TPCDS else owners.get(key.to_user_string()) for key in keys}
     return tables.pop() if len(tables) == 1 else None
+
+
+def _from_daemon(run: dg.DagsterRun) -> bool:
+    """Submitted by a sensor or a schedule: a run of the UI's is left to the queue, so the webserver
+    starts no run processes of its own."""
+    return SENSOR_NAME_TAG in run.tags or SCHEDULE_NAME_TAG in run.tags
 
 
 class TableTaggingRunCoordinator(dg.QueuedRunCoordinator):
@@ -86,7 +95,7 @@ class TableTaggingRunCoordinator(dg.QueuedRunCoordinator):
         if not self._start_unqueued:
             return super().submit_run(context)
         with self._submitting():
-            if run.status == dg.DagsterRunStatus.NOT_STARTED and self._can_start_now(run):
+            if run.status == dg.DagsterRunStatus.NOT_STARTED and _from_daemon(run) and self._can_start_now(run):
                 return self._instance.launch_run(run.run_id, context.workspace)
             return super().submit_run(context)
 

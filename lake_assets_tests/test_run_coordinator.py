@@ -17,6 +17,7 @@ import dagster as dg
 import pytest
 import yaml
 from dagster._core.remote_origin import InProcessCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.tags import SENSOR_NAME_TAG
 from dagster._core.test_utils import MockedRunLauncher, create_run_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
@@ -41,6 +42,7 @@ def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def _created(instance: dg.DagsterInstance, keys: set[dg.AssetKey], tags: dict[str, str] | None = None,
              status: dg.DagsterRunStatus = dg.DagsterRunStatus.NOT_STARTED) -> dg.DagsterRun:
+    """A run of the implicit asset job materializing `keys` (the UI's, unless `tags` name a sensor)."""
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(
         InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="lake_assets.definitions")), "__repository__"),
         ASSET_JOB)
@@ -104,8 +106,13 @@ def test_a_tag_the_run_has_is_kept(instance: dg.DagsterInstance) -> None:
         "maintenance"
 
 
-def test_a_run_nothing_is_ahead_of_is_launched_at_its_submission_with_its_tag(instance: dg.DagsterInstance) -> None:
-    run = _submit(instance, _created(instance, INSURANCE))
+def _sensors(instance: dg.DagsterInstance, keys: set[dg.AssetKey]) -> dg.DagsterRun:
+    return _created(instance, keys, tags={SENSOR_NAME_TAG: "raw_insurance_sensor"})
+
+
+def test_a_sensors_run_nothing_is_ahead_of_is_launched_at_its_submission_with_its_tag(
+        instance: dg.DagsterInstance) -> None:
+    run = _submit(instance, _sensors(instance, INSURANCE))
     assert run.status == dg.DagsterRunStatus.STARTING
     assert _launched(instance) == [run.run_id]
     assert instance.run_launcher.queue()[0].tags[TABLE_TAG] == "insurance"  # type: ignore[attr-defined]
@@ -114,14 +121,22 @@ def test_a_run_nothing_is_ahead_of_is_launched_at_its_submission_with_its_tag(in
 def test_a_run_whose_table_is_being_written_is_queued_not_launched(instance: dg.DagsterInstance) -> None:
     create_run_for_test(instance, job_name="apply_insurance", status=dg.DagsterRunStatus.STARTED,
                         tags={TABLE_TAG: "insurance"})
-    run = _submit(instance, _created(instance, INSURANCE))
+    run = _submit(instance, _sensors(instance, INSURANCE))
     assert run.status == dg.DagsterRunStatus.QUEUED
     assert _launched(instance) == []
 
 
+def test_a_run_the_ui_submits_is_queued_for_the_daemon_to_launch(instance: dg.DagsterInstance) -> None:
+    """The webserver keeps no run process waiting; the daemon's launcher does."""
+    run = _submit(instance, _created(instance, INSURANCE))
+    assert run.status == dg.DagsterRunStatus.QUEUED
+    assert _launched(instance) == []
+    assert dequeued(instance) == [run.run_id]
+
+
 def test_a_run_queues_behind_a_queued_run_even_with_room(instance: dg.DagsterInstance) -> None:
     ahead = _created(instance, INSURANCE, tags={TABLE_TAG: "insurance"}, status=dg.DagsterRunStatus.QUEUED)
-    run = _submit(instance, _created(instance, {dg.AssetKey("lake_ledger")}))  # no table, no tag limit
+    run = _submit(instance, _sensors(instance, {dg.AssetKey("lake_ledger")}))  # no table, no tag limit
     assert run.status == dg.DagsterRunStatus.QUEUED
     assert _launched(instance) == []
     assert dequeued(instance) == [ahead.run_id, run.run_id]  # the queue keeps their order
@@ -131,11 +146,11 @@ def test_a_run_past_max_concurrent_runs_is_queued(instance: dg.DagsterInstance) 
     limit = instance.run_coordinator.get_run_queue_config().max_concurrent_runs  # type: ignore[attr-defined]
     for _ in range(limit):
         create_run_for_test(instance, job_name="other", status=dg.DagsterRunStatus.STARTED)
-    assert _submit(instance, _created(instance, {dg.AssetKey("lake_ledger")})).status == dg.DagsterRunStatus.QUEUED
+    assert _submit(instance, _sensors(instance, {dg.AssetKey("lake_ledger")})).status == dg.DagsterRunStatus.QUEUED
 
 
 def test_two_submissions_at_once_for_one_table_launch_one_and_queue_the_other(instance: dg.DagsterInstance) -> None:
-    runs = [_created(instance, INSURANCE) for _ in range(2)]
+    runs = [_sensors(instance, INSURANCE) for _ in range(2)]
     start = threading.Barrier(2)
 
     def submit(run: dg.DagsterRun) -> None:
@@ -159,7 +174,7 @@ def test_without_the_setting_every_run_is_queued(tmp_path: Path, monkeypatch: py
     assert START_UNQUEUED not in deployed["config"]
     launcher = RECORDING_LAUNCHER + yaml.safe_dump({"run_coordinator": deployed})
     for instance in repo_instance(tmp_path, monkeypatch, launcher=launcher):
-        run = _submit(instance, _created(instance, INSURANCE))
+        run = _submit(instance, _sensors(instance, INSURANCE))
         assert run.status == dg.DagsterRunStatus.QUEUED
         assert _launched(instance) == []
 
@@ -167,4 +182,4 @@ def test_without_the_setting_every_run_is_queued(tmp_path: Path, monkeypatch: py
 def test_a_run_of_another_table_is_not_held_by_a_writing_table(instance: dg.DagsterInstance) -> None:
     """One writer per table, not one for the lake: a CDC file's run does not wait for the star's load."""
     create_run_for_test(instance, job_name="load_tpcds", status=dg.DagsterRunStatus.STARTED, tags={TABLE_TAG: "tpcds"})
-    assert _submit(instance, _created(instance, INSURANCE)).status == dg.DagsterRunStatus.STARTING
+    assert _submit(instance, _sensors(instance, INSURANCE)).status == dg.DagsterRunStatus.STARTING
