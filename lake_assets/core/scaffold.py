@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 
 from lake_assets.core.declaration import SourceKind
-from lake_assets.core.dms import is_operation
 
 #: How many records of the sample are read.
 SAMPLE_RECORDS = 1_000
@@ -24,6 +23,8 @@ _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?")
 _BOOLEAN = {"true", "false", "t", "f", "yes", "no"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ $#-]*")
+#: The operation field DMS writes first in a CDC record.
+_DMS_OPERATION = re.compile(r"[IUDiud]")
 
 
 @dataclass(frozen=True)
@@ -44,21 +45,30 @@ def guess(sample: bytes, kind: SourceKind | None = None) -> Guess:
     if not records:
         raise ValueError("the sample holds no record")
     first = [f.strip() for f in records[0]]
-    header = all(_NAME.fullmatch(f) and not _NUMBER.fullmatch(f) and not is_operation(f) for f in first)
+    leads_with_operations = _leads_with_operations(records[1:])
+    # every field a name, and not a headerless CDC record of names (`U,abc,def` among `I,...` records)
+    header = all(_NAME.fullmatch(f) and not _NUMBER.fullmatch(f) for f in first) and \
+        not (_DMS_OPERATION.fullmatch(first[0]) and leads_with_operations)
     body = records[1:] if header else records
-    operation = bool(body) and 2 * sum(is_operation(r[0]) for r in body if r) > len(body)
-    if header and first and first[0].lower() == "op":
-        operation = True
-    names = [_column_name(n) for n in first] if header else [f"c{i + 1}" for i in range(len(first))]
+    # a header names DMS's operation field `Op`; a headerless file's records lead with I, U or D
+    operation = first[0].lower() == "op" if header else _leads_with_operations(body)
+    names = [_column_name(n) for n in first]
     if operation:
         names = names[1:]
         body = [r[1:] for r in body]
+    if not header:
+        names = [f"c{i + 1}" for i in range(len(names))]
     width = len(names)
     values = [[r[i].strip() for r in body if len(r) == width and r[i].strip()]
               for i in range(width)]
     columns = [(name, _type(column)) for name, column in zip(names, values)]
     key = _key(names, [[r[i].strip() if i < len(r) else "" for r in body] for i in range(width)])
     return Guess(columns, key, header, operation, kind or (SourceKind.CDC if operation else SourceKind.SNAPSHOT))
+
+
+def _leads_with_operations(records: list[list[str]]) -> bool:
+    """Most of `records` lead with DMS's operation field."""
+    return bool(records) and 2 * sum(bool(r) and bool(_DMS_OPERATION.fullmatch(r[0].strip())) for r in records) > len(records)
 
 
 def _column_name(field: str) -> str:

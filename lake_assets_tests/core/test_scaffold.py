@@ -1,4 +1,5 @@
-"""`lake table add`'s guess from a sample: a byte order mark before the header is not part of it."""
+"""`lake table add`'s guess from a sample: the header (after a byte order mark, with one-letter
+names), and DMS's operation field only where a CDC file has one."""
 
 import pytest
 
@@ -12,3 +13,29 @@ def test_a_header_after_a_byte_order_mark_names_the_columns(mark: bytes) -> None
     found = guess(mark + b"order_id,status,amount\n1001,NEW,120.00\n1002,PAID,35.50\n")
     assert found.header and found.columns == [("order_id", "INT"), ("status", "STRING"), ("amount", "DOUBLE")]
     assert found.key == "order_id"
+
+
+def test_a_named_first_column_of_single_letters_is_a_column_not_dms_operations() -> None:
+    found = guess(b"grade,points\nA,4\nB,3\nC,2\n")
+    assert found.header and not found.operation
+    assert found.columns == [("grade", "STRING"), ("points", "INT")]
+
+
+def test_a_one_letter_column_name_is_a_name() -> None:
+    found = guess(b"ts,id,v\n2024-04-01 10:00:00,1,x\n2024-04-01 11:00:00,2,y\n")
+    assert found.header and found.columns == [("ts", "TIMESTAMP"), ("id", "INT"), ("v", "STRING")]
+    assert found.key == "id"
+
+
+def test_dms_files_lead_with_their_operation_with_a_header_or_without() -> None:
+    named = guess(b"Op,id,name\nI,1,a\nU,1,b\n")
+    assert named.header and named.operation and named.columns == [("id", "INT"), ("name", "STRING")]
+    # a headerless CDC file whose first record is all letters is not a header: its records lead with I/U/D
+    bare = guess(b"U,abc,def\nI,ghi,jkl\nD,mno,pqr\n")
+    assert not bare.header and bare.operation and [n for n, _ in bare.columns] == ["c1", "c2"]
+
+
+def test_a_headerless_column_of_grades_is_data() -> None:
+    found = guess(b"A,4\nB,3\nC,2\n")
+    assert not found.header and not found.operation
+    assert found.columns == [("c1", "STRING"), ("c2", "INT")]
