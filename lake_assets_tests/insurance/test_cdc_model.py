@@ -14,8 +14,11 @@ or a whole rewrite, forced per example) is judged. The derived change feed, repl
 version 0 onto an empty table, reproduces every version. The model also keeps the SCD2
 history on the sequence axis (DLT's `STORED AS SCD TYPE 2`): per key, every change it kept
 (winners, changes superseded in their run, late changes; not those the floor supersedes
-for a key never known) and each snapshot's implied deletes at its stamp, a version valid
-until the key's next change; `insurance_history` must equal it row for row.
+for a key never known), a snapshot's delete at its stamp of each key it covers that was live
+just before it (whether the snapshot deletes it or a newer change keeps it), and a delete at
+the tombstone of a key without a row closing a late change older than it (unless the key was
+not live there), a version valid until the key's next change; `insurance_history` must equal
+it row for row.
 
 A second generator writes files the way an AWS DMS task does (its S3 target settings drawn
 per task): a full load split into parts named with DMS's hexadecimal counter (one snapshot,
@@ -319,19 +322,24 @@ class Model:
         existing = {k: max([s for s in (self.rows.get(k, (None,))[0], self.tombs.get(k)) if s is not None])
                     for k in set(self.rows) | set(self.tombs)}
         newest: dict[int, tuple[Seq, Line, tuple]] = {}
+        kept: dict[int, list[Seq]] = {}  # per key, the sequences of its changes the run keeps
         for seq, line, origin in events:
             if line.key not in existing and self.floor is not None and seq < self.floor:
                 continue  # older than the last snapshot, for a key it removed
             self.changes.setdefault(line.key, {})[seq] = line.row if line.kind == "upsert" else None
+            kept.setdefault(line.key, []).append(seq)
             if line.key not in newest or seq > newest[line.key][0]:
                 newest[line.key] = (seq, line, origin)
         winners = {k: w for k, w in newest.items() if k not in existing or w[0] >= existing[k]}
+        # a late change of a key the table does not hold, older than its tombstone: closed there
+        closing = {(key, self.tombs[key]) for key, seqs in kept.items() if key not in self.rows and key in self.tombs
+                   for seq in seqs if seq < self.tombs[key]}
         if snapshot is not None:
             base, _, inside, protected = snapshot
             for key in (set(existing) | set(winners)) - inside - protected:
+                closing.add((key, base))  # the snapshot's delete, if the key was live just before
                 latest = max([s for s in (existing.get(key), winners.get(key, (None,))[0]) if s is not None])
                 if latest < base:
-                    self.changes.setdefault(key, {})[base] = None  # the snapshot's implied delete
                     winners.pop(key, None)
                     self.rows.pop(key, None)
                     self.tombs[key] = max(self.tombs.get(key, base), base)
@@ -342,6 +350,11 @@ class Model:
                 self.tombs[key] = max(self.tombs.get(key, seq), seq)
             else:
                 self.rows[key] = (seq, line.row)
+        for key, seq in sorted(closing):  # in sequence order: a delete right after another closes nothing
+            changes = self.changes.get(key, {})
+            before = [s for s in changes if s < seq]
+            if seq not in changes and before and changes[max(before)] is not None:
+                changes[seq] = None
 
         applied = Counter(origin for _, _, origin in winners.values())
         for item, delivery, base in files + released:

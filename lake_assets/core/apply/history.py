@@ -8,7 +8,11 @@ give a version, and a late change (older than the key's row) is placed where it 
 closing the version before it and closed by the change after it. A delete is a row of its own
 (`_operation = 'D'`, valid at no point: `valid_to_sequence` is its own sequence), so a change
 arriving later is closed by it whatever order changes arrive in; `WHERE _operation <> 'D'`
-gives DLT's rows.
+gives DLT's rows. A snapshot's (or truncate's) deletes and the tombstones' deletes that may close a
+late change come as candidates (`closing`, resolve.py): one is recorded only where it ends a live
+version, judged on the key's rows stored and new (`closes`), so a key live just before a snapshot
+gets its delete there even when a newer change brings it back, and a key already deleted (or a late
+change a delete of the history already closes) gets no second one, whichever runs brought them.
 
 Columns: the table's (its `_sequence` is where the version starts) plus `valid_to_sequence`
 (the key's next change; NULL while current), `valid_from` / `valid_to` (the times of those
@@ -140,25 +144,38 @@ def _collapsed(rows: DataFrame, keys: list[str], columns: list[str], tracked: li
 
 def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: DataFrame, keys: list[str],
            columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint",
-           tracking: Tracking = Tracking()) -> int:
+           tracking: Tracking = Tracking(), closing: DataFrame | None = None) -> int:
     """Add `changes` (the table's `columns`, one row per change, deletes included) to the history
-    at `uri` (`found`: as it is now, None when there is none), recorded at `commit_version`.
-    False when there was nothing to record."""
+    at `uri` (`found`: as it is now, None when there is none), recorded at `commit_version`, and
+    those of the deletes `closing` that end a live version (`closes`). The number of rows added:
+    0 when there was nothing to record."""
     changes = changes.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint"))
     count = int(changes.count())
-    if not count:
+    candidates, considered = None, 0
+    if closing is not None:
+        candidates = closing.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint")) \
+            .dropDuplicates([*keys, SEQUENCE])
+        considered = int(candidates.count())
+    if not count and not considered:
         return 0
     if found is None:
+        if considered:
+            assert candidates is not None
+            changes = changes.unionByName(closes(changes, candidates, keys))
+            count = int(changes.count())
+            if not count:
+                return 0
         first = single_versions(changes, columns, tracking) if keys_unique(changes.select(*keys), keys) else \
             versions(changes, keys, columns, tracking)
         _write(first, keys, integer_key, count).mode("append").save(uri)
         return count
-    where, rows, cuts = None, count + row_count(found), []
+    batch = changes if candidates is None else changes.unionByName(candidates)
+    where, rows, cuts = None, count + considered + row_count(found), []
     if integer_key:  # the files holding the batch's keys, by their key ranges
         mins, maxs, files_rows = file_ranges(found, keys[0])
-        ranges = touched_ranges(spark, changes.select(keys[0]), mins, maxs)
+        ranges = touched_ranges(spark, batch.select(keys[0]), mins, maxs)
         where = predicate(keys[0], ranges, key_type)
-        rows = count + rows_within(ranges, mins, maxs, files_rows)
+        rows = count + considered + rows_within(ranges, mins, maxs, files_rows)
         cuts = file_cuts(mins, maxs, ranges)
     stored = spark.read.format("delta").load(uri)
     added = [c for c in columns if c not in stored.columns]  # a contract version declared since: NULL before
@@ -168,14 +185,21 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
         stored = stored.where(where)
     # only the batch's keys get their versions computed again; the other rows of the files the
     # write replaces pass through as stored (a small batch's keys go to every task: no shuffle)
-    touched = changes.select(*keys).distinct()
+    touched = batch.select(*keys).distinct()
     again = changes.select(*keys, SEQUENCE)
-    if count <= BROADCAST_ROWS:
+    if count + considered <= BROADCAST_ROWS:
         touched, again = F.broadcast(touched), F.broadcast(again)
     stored = stored.select(*columns, *VALIDITY)
     untouched = stored.join(touched, keys, "left_anti")
     kept = stored.join(touched, keys, "left_semi").select(*columns, COMMIT_VERSION) \
         .join(again, [*keys, SEQUENCE], "left_anti")
+    if considered:
+        assert candidates is not None
+        closed = closes(kept.unionByName(changes), candidates, keys)
+        count += int(closed.count())
+        if not count:
+            return 0
+        changes = changes.unionByName(closed)
     rows_out = versions(kept.unionByName(changes), keys, columns, tracking).unionByName(untouched)
     if added:  # the history gains the columns first (one schema change), as the table did
         add_columns(found, [(f.name, f.dataType.simpleString()) for f in rows_out.schema])
@@ -184,6 +208,28 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
         writer = writer.option("replaceWhere", where)
     writer.save(uri)
     return count
+
+
+def closes(rows: DataFrame, candidates: DataFrame, keys: list[str]) -> DataFrame:
+    """The `candidates` (deletes, at most one per key and sequence) that end a live version of
+    their key among `rows` (its history, stored and new): the key's row just before one is not a
+    delete, no row is at its sequence, and it is the first candidate after that row (a later one
+    would delete the key again). So a snapshot's delete goes only to a key it found live, and a
+    delete closing a late change only where no delete of the history already closes it."""
+    real = rows.select(*keys, SEQUENCE, OPERATION, F.lit(0).alias("_candidate"))
+    both = real.unionByName(candidates.select(*keys, SEQUENCE, OPERATION, F.lit(1).alias("_candidate")))
+    # at one sequence a row of the history comes before a candidate: it is the row "just before"
+    order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE), F.col("_candidate")) \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_row = F.col("_candidate") == 0
+    marked = both.select(*keys, SEQUENCE, "_candidate",
+                         F.last(F.when(is_row, F.col(SEQUENCE)), ignorenulls=True).over(order).alias("_before"),
+                         F.last(F.when(is_row, F.col(OPERATION)), ignorenulls=True).over(order).alias("_before_op"))
+    live = marked.where((F.col("_candidate") == 1) & (F.col("_before") < F.col(SEQUENCE)) &
+                        (F.col("_before_op") != F.lit(DELETE)))
+    first = Window.partitionBy(*keys, "_before").orderBy(F.col(SEQUENCE))
+    chosen = live.withColumn("_rank", F.row_number().over(first)).where(F.col("_rank") == 1).select(*keys, SEQUENCE)
+    return candidates.join(chosen, [*keys, SEQUENCE], "left_semi")
 
 
 def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[str], columns: list[str],

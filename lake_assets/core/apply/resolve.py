@@ -12,11 +12,21 @@ key whose newest change (row, tombstone or this run's) is not newer than B is de
 they keep their current row); a change of such a key older than B loses. A change older than
 the newest snapshot applied before this run (`floor`) loses for a key the table no longer knows.
 
+The SCD2 history takes a delete at B for every key the snapshot covers (the run knows it, it is
+outside the snapshot and not protected) that was live just before B, whether the snapshot
+deletes it from the table or a newer change of the run brings it back; not for a key already
+deleted then, nor one it never had. Whether a key was live is read from the history itself
+(history.py), so the deletes are the same whether the changes came in one run or in several: the
+run hands them over as candidates (`implied`, `closing`). So is a tombstone's sequence for a key
+the table no longer holds, when the run has a change of it older than the tombstone (a late
+change: the delete closes it, unless the history already has one there or the key was not live).
+
 The result is ONE frame (staged once by the caller, `stage.py`) holding every change the run
 keeps, each with its role: `apply` (it goes into the table commit), `kept` (recorded in the
-history only) or `implied` (a snapshot's delete of a key), and `_present` (the key has a row in
-the table as the run found it). The table commit, its change feed, the tombstones, the SCD2
-history and the per-file counts all come from it.
+history only), `implied` (a snapshot's delete of a key: the table commit, a tombstone, and a
+candidate delete for the history) or `closing` (a candidate delete for the history only), and
+`_present` (the key has a row in the table as the run found it). The table commit, its change
+feed, the tombstones, the SCD2 history and the per-file counts all come from it.
 """
 
 import datetime as dt
@@ -42,6 +52,7 @@ class Role(StrEnum):
     APPLY = "apply"
     KEPT = "kept"
     IMPLIED = "implied"
+    CLOSING = "closing"
 
 
 @dataclass(frozen=True)
@@ -77,8 +88,8 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
     published snapshot's parts; truncates left out: a truncate is a `snapshot` with no rows);
-    `table`: the table's rows as the run found them, `tombstones` (keys and `_sequence`) its
-    tombstones (None: there are none).
+    `table`: the table's rows as the run found them, `tombstones` (keys, `_sequence` and
+    `source_file`) its tombstones (None: there are none).
     """
     keys = list(declaration.keys)
     data = [c for c in declaration.written if c not in keys]
@@ -96,16 +107,23 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
         newest = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE).desc())
         events = events.withColumn("_rank", F.row_number().over(newest))
     wins = (F.col("_rank") == 1) & (F.col(_EXISTING).isNull() | (F.col(SEQUENCE) >= F.col(_EXISTING)))
-    implied = None
+    added = []
+    if tombstones is not None and existing is not None:
+        added.append(_delete_rows(declaration, _late(keys, events, tombstones), applied_at))
     if snapshot is not None and not (existing is None and snapshot.alone):
-        doomed = _implied(keys, existing, events, events.where(wins), snapshot)
+        covered = _implied(keys, existing, events, events.where(wins), snapshot)
+        doomed = covered.where(F.col(ROLE) == Role.IMPLIED.value)
         events = events.join(doomed.select(*keys, F.lit(True).alias("_doomed")), keys, "left")
         wins = wins & ~(F.coalesce(F.col("_doomed"), F.lit(False)) & (F.col(SEQUENCE) < F.lit(snapshot.base)))
-        implied = _implied_rows(declaration, doomed, snapshot, applied_at)
+        added.append(_delete_rows(declaration, covered.select(
+            *keys, PRESENT, ROLE, F.lit(snapshot.base).alias(SEQUENCE), F.lit(snapshot.source_file).alias(SOURCE_FILE)),
+            applied_at))
     resolved = events.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
                              F.when(wins, F.lit(Role.APPLY.value)).otherwise(F.lit(Role.KEPT.value)).alias(ROLE),
                              F.coalesce(F.col(PRESENT), F.lit(False)).alias(PRESENT))
-    return resolved if implied is None else resolved.unionByName(implied)
+    for rows in added:
+        resolved = resolved.unionByName(rows)
+    return resolved
 
 
 def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: DataFrame | None,
@@ -158,10 +176,11 @@ def _existing(keys: list[str], table: DataFrame | None, tombstones: DataFrame | 
 
 def _implied(keys: list[str], existing: DataFrame | None, events: DataFrame, winners: DataFrame,
              snapshot: PublishedSnapshot) -> DataFrame:
-    """(keys, `_present`) of the keys the snapshot deletes: outside it (its rows' keys) and its
-    protected keys, and whose newest change (row, tombstone, this run's winner) is not newer than
-    its base. A key whose newest is the snapshot's own tombstone (a rerun) is deleted again: ties
-    re-apply."""
+    """(keys, `_present`, `_role`) of every key the snapshot covers: the run knows it (a row, a
+    tombstone, a change), it is outside the snapshot (its rows' keys) and not protected. `implied`:
+    the snapshot deletes it, its newest change (row, tombstone, this run's winner) being not newer
+    than its base (a key whose newest is the snapshot's own tombstone (a rerun) is deleted again:
+    ties re-apply); `closing` (not present: no commit) for the others, which a newer change keeps."""
     inside = events.where(F.col(FILE_INDEX).isin(snapshot.files)).select(*keys)
     if snapshot.protected is not None:
         inside = inside.unionByName(snapshot.protected.select(*keys))
@@ -170,20 +189,31 @@ def _implied(keys: list[str], existing: DataFrame | None, events: DataFrame, win
         pool = existing.select(*keys, _EXISTING, PRESENT).unionByName(pool)
     newest = pool.join(inside.distinct(), keys, "left_anti").groupBy(*keys) \
         .agg(F.max(_EXISTING).alias(_EXISTING), F.max(PRESENT).alias(PRESENT))
-    return newest.where(F.col(_EXISTING) <= F.lit(snapshot.base)).select(*keys, PRESENT)
+    doomed = F.col(_EXISTING) <= F.lit(snapshot.base)
+    return newest.select(*keys, (doomed & F.col(PRESENT)).alias(PRESENT),
+                         F.when(doomed, F.lit(Role.IMPLIED.value)).otherwise(F.lit(Role.CLOSING.value)).alias(ROLE))
 
 
-def _implied_rows(declaration: TableDeclaration, doomed: DataFrame, snapshot: PublishedSnapshot,
-                  applied_at: dt.datetime) -> DataFrame:
-    """The snapshot's implied deletes as resolved rows: the key, `D` at its base, nothing else."""
+def _late(keys: list[str], events: DataFrame, tombstones: DataFrame) -> DataFrame:
+    """(keys, `_present`, `_role`, `_sequence`, `_source_file`): a `closing` delete at the tombstone
+    of each key the table does not hold that has a change in the run older than its tombstone."""
+    late = events.where(~F.coalesce(F.col(PRESENT), F.lit(False)) & (F.col(SEQUENCE) < F.col(_EXISTING))) \
+        .select(*keys).distinct()
+    return tombstones.join(late, keys, "left_semi").select(
+        *keys, F.lit(False).alias(PRESENT), F.lit(Role.CLOSING.value).alias(ROLE), SEQUENCE,
+        F.col("source_file").alias(SOURCE_FILE))
+
+
+def _delete_rows(declaration: TableDeclaration, deletes: DataFrame, applied_at: dt.datetime) -> DataFrame:
+    """`deletes` (keys, `_present`, `_role`, `_sequence`, `_source_file`) as resolved rows: the key,
+    `D` at the sequence, nothing else."""
     keys = list(declaration.keys)
     types = {c.name: c.type for c in declaration.columns}
-    return doomed.select(
+    return deletes.select(
         *keys, *[F.lit(None).cast(types[c]).alias(c) for c in declaration.contract.names if c not in keys],
-        F.lit(DELETE).alias(OPERATION), F.lit(snapshot.source_file).alias(SOURCE_FILE),
-        F.lit(None).cast("bigint").alias(SOURCE_LINE), F.lit(applied_at).cast("timestamp").alias(APPLIED_AT),
-        F.lit(snapshot.base).alias(SEQUENCE), F.lit(None).cast("int").alias(FILE_INDEX),
-        F.lit(Role.IMPLIED.value).alias(ROLE), F.col(PRESENT))
+        F.lit(DELETE).alias(OPERATION), F.col(SOURCE_FILE), F.lit(None).cast("bigint").alias(SOURCE_LINE),
+        F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), F.col(SEQUENCE).cast("string").alias(SEQUENCE),
+        F.lit(None).cast("int").alias(FILE_INDEX), F.col(ROLE), F.col(PRESENT))
 
 
 def in_commit() -> SparkColumn:
@@ -194,3 +224,14 @@ def in_commit() -> SparkColumn:
 def deletes() -> SparkColumn:
     """The resolved rows that leave a tombstone: deletes that won, and every implied delete."""
     return ((F.col(ROLE) == Role.APPLY.value) & (F.col(OPERATION) == DELETE)) | (F.col(ROLE) == Role.IMPLIED.value)
+
+
+def recorded_changes() -> SparkColumn:
+    """The resolved rows the SCD2 history records as they are: every change the run kept."""
+    return F.col(ROLE).isin(Role.APPLY.value, Role.KEPT.value)
+
+
+def closing() -> SparkColumn:
+    """The resolved rows the SCD2 history records only where they end a live version: the
+    snapshot's deletes and the tombstones' that close a late change (history.record)."""
+    return F.col(ROLE).isin(Role.IMPLIED.value, Role.CLOSING.value)

@@ -32,8 +32,8 @@ from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending,
     refused_by_older_contract
 from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
     output_schema, reader, spark_schema
-from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Role, deletes, in_commit, resolve, \
-    table_columns
+from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Role, closing, deletes, in_commit, \
+    recorded_changes, resolve, table_columns
 from lake_assets.core.apply.stage import Manifest, Stage
 from lake_assets.core.apply.validate import OPERATION, TRUNCATE
 from lake_assets.core.change_feed import FeedReport
@@ -274,7 +274,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         tombstones = bookkeeping.tombstones(spark, storage, tables.tombstones)
         resolved = stage.write("resolved", resolve(
             run.declaration, changes, found,
-            None if tombstones is None else tombstones.select(*run.keys, SEQUENCE),
+            None if tombstones is None else tombstones.select(*run.keys, SEQUENCE, "source_file"),
             planned.floor, published_snapshot, applied_at))
         applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
                    .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()}
@@ -405,8 +405,9 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         left = committed if committed is not None else \
             (run.report.commits[-1].version if run.report.commits else version_before)
         found = open_table(storage, tables.history)
-        recorded = history.record(spark, tables.history.uri(storage), found, resolved, run.keys, run.columns,
-                                  run.integer_key, left, _target(run).key_type, run.tracking)
+        recorded = history.record(spark, tables.history.uri(storage), found, resolved.where(recorded_changes()),
+                                  run.keys, run.columns, run.integer_key, left, _target(run).key_type,
+                                  run.tracking, closing=resolved.where(closing()))
         stored = open_table(storage, tables.history)
         if recorded and stored is not None:
             run.report.derived.history_version = stored.version()

@@ -84,6 +84,43 @@ def test_a_batch_recorded_into_a_stored_history_gives_the_models_history(
     assert result(written) == model(first + rows_of(batch, 1_000, 2))
 
 
+def closed(rows: list[dict], candidates: list[dict]) -> list[dict]:
+    """`rows` and, in sequence order, each candidate delete that ends a live version: no row at its
+    sequence, and the key's row just before it (a candidate taken counts) is not a delete."""
+    recorded = {(r[KEY], r["_sequence"]): r for r in rows}
+    for candidate in sorted(candidates, key=lambda c: (c[KEY], c["_sequence"])):
+        at = (candidate[KEY], candidate["_sequence"])
+        before = [s for k, s in recorded if k == candidate[KEY] and s < candidate["_sequence"]]
+        if at not in recorded and before and recorded[(candidate[KEY], max(before))]["_operation"] != "D":
+            recorded[at] = candidate
+    return list(recorded.values())
+
+
+@SETTINGS
+@given(stored=changes_strategy, batch=changes_strategy,
+       closing=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 28)), max_size=10), on_rows=st.integers(0, 4))
+def test_closing_deletes_are_recorded_only_where_they_end_a_live_version(
+        storage: LakeStorage, spark: SparkSession, stored, batch, closing, on_rows: int) -> None:
+    """A batch's candidate deletes (a snapshot's, a tombstone's closing a late change), some at the
+    sequence of a stored row: each recorded only where it ends a live version of the stored and new
+    rows, the first of several in a row only; the rest of the history as `record` of the batch."""
+    uri = storage.uri(f"history-{uuid.uuid4().hex}")
+    first = rows_of(stored, 0, 1)
+    second = rows_of(batch, 1_000, 2)
+    candidates = [{KEY: k, "_operation": "D", "_sequence": sequence(day, 5_000 + n), "commit_version": 2}
+                  for n, (k, day) in enumerate(closing)]
+    candidates += [{**r, "_operation": "D", "commit_version": 2} for r in first[:on_rows]]
+
+    def frame(rows: list[dict]):
+        return spark.createDataFrame([tuple(r.values()) for r in rows], SCHEMA).drop("commit_version")
+
+    history.record(spark, uri, open_table_at(storage, uri), frame(first), [KEY], COLUMNS, True, 1, "int")
+    history.record(spark, uri, open_table_at(storage, uri), frame(second), [KEY], COLUMNS, True, 2, "int",
+                   closing=frame(candidates))
+    written = spark.read.format("delta").load(uri).collect() if (first or second) else []
+    assert result(written) == model(closed(first + second, candidates))
+
+
 def open_table_at(storage: LakeStorage, uri: str):
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError

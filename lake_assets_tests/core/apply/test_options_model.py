@@ -9,7 +9,10 @@ grouped into one to three runs. The model applies each run as the lake documents
 newest change wins if it is at least as new as the key's row and tombstone; a truncate deletes
 every key whose newest change is not newer; an update's NULLs keep the values before it (in
 sequence order, within the run and from the table's row, never across a delete or a truncate);
-the history holds every change (and each truncate's deletes): each change its own version, or, with
+the history holds every change, and a truncate's delete of each key it covers that was live just
+before it (the run knows the key: a row, a tombstone, a change; whether the truncate deletes it or a
+newer change keeps it), and a delete at the tombstone of a key without a row closing a late change
+older than it (unless the key was not live there): each change its own version, or, with
 `track_history_except`, a version per change of a tracked column. The table and its history must equal the model's.
 """
 
@@ -72,13 +75,17 @@ class Model:
                                                                                                       *self.tombs}}
         newest_change = {c.key: c for c in events}  # in sequence order: the last of a key is its newest
         winners = {k: c for k, c in newest_change.items() if existing.get(k) is None or c.seq >= existing[k]}
-        doomed = set()
+        doomed, closing = set(), set()
         if truncate is not None:
             for key in {*existing, *winners}:
+                closing.add((key, truncate))  # the history's delete, if the key was live just before
                 newest = max([*([existing[key]] if key in existing else []), *([winners[key].seq] if key in winners
                                                                               else [])])
                 if newest <= truncate:
                     doomed.add(key)
+        # a late change of a key the table does not hold, older than its tombstone: closed there
+        closing |= {(c.key, self.tombs[c.key]) for c in events
+                    if c.key not in self.table and c.key in self.tombs and c.seq < self.tombs[c.key]}
         for key, change in winners.items():
             if key in doomed and change.seq < truncate:
                 continue
@@ -90,9 +97,12 @@ class Model:
         for key in doomed:
             self.table.pop(key, None)
             self.tombs[key] = truncate
-            self.recorded[(key, truncate)] = Change(key, "D", None, None, truncate)
         for change in events:
             self.recorded[(change.key, change.seq)] = change
+        for key, seq in sorted(closing):  # in sequence order: a delete right after another closes nothing
+            before = [s for k, s in self.recorded if k == key and s < seq]
+            if (key, seq) not in self.recorded and before and self.recorded[(key, max(before))].op != "D":
+                self.recorded[(key, seq)] = Change(key, "D", None, None, seq)
 
     def _filled(self, events: list[Change], truncate: int | None) -> list[Change]:
         out = []
