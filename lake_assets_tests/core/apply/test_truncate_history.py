@@ -13,17 +13,15 @@ delete at 6 (as if its update had been applied in a run before the truncate's). 
 truncate would have deleted it had it come in time.
 """
 
-import uuid
-
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lake_assets.core.apply.run import apply_pending
-from lake_assets.core.registry import parse
 from lake_assets.core.tables import table_set
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.core.apply.test_options_model import HEADER, Change, Model, _line, _rows, declared
+from lake_assets_tests.helpers.full_loads import load_load_change, loaded_table
 
 A, B, Z, D = 1, 2, 3, 4
 FIRST = [Change(A, "U", "A", None, 1), Change(B, "U", "B", None, 1), Change(Z, "U", "Z", None, 1),
@@ -108,25 +106,8 @@ LATER = "U,1,A2\n"  # 1 again, newer than the second load
 def test_the_history_across_a_full_load(storage: LakeStorage, spark: SparkSession, together: bool) -> None:
     """A key missing from a full load, with a newer change in the same run, has its delete at the
     load's base, as it has when the change comes in a later run."""
-    name = f"load_{uuid.uuid4().hex[:6]}"
-    table = parse(f"""
-name: {name}
-group: loads
-keys: [id]
-columns:
-  - {{name: id, type: INT, nullable: false}}
-  - {{name: name, type: STRING}}
-sources:
-  - {{prefix: raw/{name}/fullload/, kind: snapshot}}
-  - {{prefix: raw/{name}/cdc/, kind: cdc}}
-""", "test")
-    storage.put_bytes(f"raw/{name}/fullload/v1/LOAD00000001.csv", FIRST_LOAD.encode())
-    apply_pending(table, storage, spark, "run-1")
-    storage.put_bytes(f"raw/{name}/fullload/v2/LOAD00000001.csv", SECOND_LOAD.encode())
-    if not together:
-        apply_pending(table, storage, spark, "run-2")
-    storage.put_bytes(f"raw/{name}/cdc/20240402-100000000.csv", LATER.encode())
-    apply_pending(table, storage, spark, "run-3")
+    table = loaded_table("loads", ["name STRING"])
+    load_load_change(storage, spark, table, FIRST_LOAD, SECOND_LOAD, LATER, together)
     options = storage.delta_storage_options()
     tables = table_set(table)
     rows = DeltaTable(tables.table.uri(storage), storage_options=options).to_pyarrow_table().to_pylist()
@@ -138,7 +119,7 @@ sources:
     loaded, deleted, again = one
     assert loaded["valid_to_sequence"] == deleted["_sequence"] == deleted["valid_to_sequence"]
     assert deleted["_sequence"] < again["_sequence"]
-    assert deleted["_source_file"] == f"raw/{name}/fullload/v2/LOAD00000001.csv"
+    assert deleted["_source_file"] == f"raw/{table.name}/fullload/v2/LOAD00000001.csv"
     # 2 and 3: each load's row a version, no delete
     assert [(r["id"], r["_operation"]) for r in written if r["id"] != 1] == [(2, "L"), (2, "L"), (3, "L"), (3, "L")]
     assert deleted["_sequence"] < min(r["_sequence"] for r in written if r["id"] == 2 and r["name"] == "B"
