@@ -82,12 +82,13 @@ ENV_VARS: dict[str, str] = {
     "LAKE_EMR_JOB_ROLE_ARN": "the IAM role the EMR Serverless job runs as",
     "LAKE_EMR_PYTHON_ARCHIVE": "s3:// URI of a packed virtual environment (venv-pack) holding the job's Python "
                                "packages, for EMR Serverless (unset: the application's image has them)",
-    "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors list the raw zone while they wait (default 1)",
+    "LAKE_SENSOR_INTERVAL_SECONDS": "how often the raw-zone sensors list the raw zone while they wait (default 0.25 on "
+                                    "the embedded S3 server, 1 on another endpoint, where every LIST is billed)",
     "LAKE_SENSOR_WAIT_SECONDS": "how long one raw-zone sensor tick keeps listing before it reports nothing new "
-                                "(default 4; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
+                                "(default 4.25; below Dagster's 5-s sensor loop, so the zone is watched continuously)",
     "LAKE_PRESTART_RUNS": "0: a run's process starts when the run is launched, as with Dagster's default launcher "
-                          "(default 1: the next run's process is started, with the code location imported, "
-                          "while a run works; lake_assets/run_launcher.py)",
+                          "(default 1: each run's process is forked from one that imported the code location "
+                          "before the run came; lake_assets/run_launcher.py)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
                      "when 3000 is taken)",
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY (DMS's "
@@ -311,23 +312,25 @@ class LakeSettings:
     storage: StorageSettings
     spark: EngineSettings
     rules: RulesSettings
-    sensor_interval_seconds: int
+    sensor_interval_seconds: float
     sensor_wait_seconds: float
     web_port: int
     tpcds_report_checks: bool = False
-    #: the embedded default's run launcher starts the next run's process ahead (run_launcher.py)
+    #: the embedded default's run launcher forks each run's process from one that waits, imported (run_launcher.py)
     prestart_runs: bool = True
     #: LAKE_WEB_PORT was set: that port or a failure, no fallback to a free one
     web_port_explicit: bool = False
 
     @classmethod
     def from_env(cls) -> "LakeSettings":
+        storage = StorageSettings.from_env()
         return cls(
-            storage=StorageSettings.from_env(),
+            storage=storage,
             spark=EngineSettings.from_env(),
             rules=RulesSettings.from_env(),
-            sensor_interval_seconds=_positive_int("LAKE_SENSOR_INTERVAL_SECONDS", 1),
-            sensor_wait_seconds=_sensor_wait("LAKE_SENSOR_WAIT_SECONDS", 4.0),
+            sensor_interval_seconds=_sensor_interval("LAKE_SENSOR_INTERVAL_SECONDS",
+                                                     EMBEDDED_SENSOR_INTERVAL_SECONDS if storage.embedded else 1.0),
+            sensor_wait_seconds=_sensor_wait("LAKE_SENSOR_WAIT_SECONDS", 4.25),
             web_port=_port("LAKE_WEB_PORT", 3000),
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
             prestart_runs=_flag("LAKE_PRESTART_RUNS", True),
@@ -403,6 +406,18 @@ def _positive_float(name: str, default: float) -> float:
 
 #: Dagster's sensor daemon starts sensor ticks at most this often (its loop period; sensors/polling.py).
 DAGSTER_SENSOR_LOOP_SECONDS = 5.0
+#: A tick's look at the embedded S3 server (two LISTs on the local disk) costs a few milliseconds, and
+#: half the pace is what a landed file waits on average before its run is asked for.
+EMBEDDED_SENSOR_INTERVAL_SECONDS = 0.25
+#: The fastest pace: a look is a few LISTs; faster, the sensor would mostly measure itself.
+MIN_SENSOR_INTERVAL_SECONDS = 0.1
+
+
+def _sensor_interval(name: str, default: float) -> float:
+    value = _number(name, default)
+    if value < MIN_SENSOR_INTERVAL_SECONDS:
+        raise UsageError(f"{name}={value!r} must be at least {MIN_SENSOR_INTERVAL_SECONDS:g} (seconds)")
+    return value
 
 
 def _sensor_wait(name: str, default: float) -> float:

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from lake_assets.resources.spark import jvm_conf
-from lake_assets.settings import ENV_VARS, LakeSettings, s3_credentials
+from lake_assets.settings import EMBEDDED_SENSOR_INTERVAL_SECONDS, ENV_VARS, LakeSettings, s3_credentials
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -444,7 +444,7 @@ def test_lake_services_share_one_configuration(services: dict) -> None:
     assert env["LAKE_SPARK_REMOTE"] == f"sc://{SAIL_SERVICE}:15002"
     assert env["LAKE_S3_ENDPOINT"] == "http://minio:9000"
     assert env["LAKE_S3_REGION"] == "us-east-1"
-    assert env["LAKE_SENSOR_INTERVAL_SECONDS"] == "1"  # as the embedded default
+    assert env["LAKE_SENSOR_INTERVAL_SECONDS"] == "1"  # as the default on a billed S3 endpoint
     assert env["DAGSTER_HOME"].startswith(env["LAKE_HOME"].rstrip("/") + "/")
     assert env["DAGSTER_POSTGRES_HOST"] == "postgres"
     assert "server" in command_args(services["minio"])
@@ -483,7 +483,9 @@ def test_defaults_match_the_code(services: dict, default_settings: LakeSettings)
     env = environment_of(services["code-location"])
     assert env["LAKE_S3_BUCKET"] == default_settings.storage.bucket == "lake"
     assert env["LAKE_S3_REGION"] == default_settings.storage.region
-    assert int(env["LAKE_SENSOR_INTERVAL_SECONDS"]) == default_settings.sensor_interval_seconds
+    # the stack's S3 is another endpoint than the embedded server: its default pace, one LIST a second
+    assert float(env["LAKE_SENSOR_INTERVAL_SECONDS"]) == 1.0
+    assert default_settings.sensor_interval_seconds == EMBEDDED_SENSOR_INTERVAL_SECONDS < 1.0
     assert environment_of(services["minio-init"])["LAKE_S3_BUCKET"] == default_settings.storage.bucket
     # one set of credentials, the user's: MinIO's root user is what every client presents
     minio_env = environment_of(services["minio"])

@@ -75,7 +75,7 @@ def test_first_commands_at_once_share_one_instance_and_one_server(tmp_path: Path
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("LAKE_S3_PORT", "abc", "LAKE_S3_PORT='abc' is not a whole number"),
     ("LAKE_S3_PORT", "70000", "LAKE_S3_PORT=70000 is not a TCP port"),
-    ("LAKE_SENSOR_INTERVAL_SECONDS", "0", "must be at least 1"),
+    ("LAKE_SENSOR_INTERVAL_SECONDS", "0", "must be at least 0.1"),
     ("LAKE_ENGINE", "sial", "LAKE_ENGINE='sial' is not one of sail, remote, local"),
 ])
 @pytest.mark.integration

@@ -94,7 +94,7 @@ def lake_dev(tmp_path: Path, **extra_env: str) -> Iterator[LakeDev]:
     home = tmp_path / "home"
     web_port = free_port()
     env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()),
-           "LAKE_WEB_PORT": str(web_port), "LAKE_SENSOR_INTERVAL_SECONDS": "1", **extra_env}
+           "LAKE_WEB_PORT": str(web_port), **extra_env}
     for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME", "LAKE_S3_BUCKET"):
         env.pop(name, None)
     log_path = tmp_path / "dev.log"
