@@ -1,22 +1,24 @@
-"""The run launcher dagster.yaml names: a new process per run, started before the run is.
+"""The run launcher dagster.yaml names: a process per run, forked from one that imported the code.
 
 Dagster's default launcher starts a run's process when the run is launched. On a 2-core
 machine that process spends ~3.5 s importing Python, Dagster and its instance storage, the
 code location and the Spark Connect client before the run's first step: most of the time from
 a file landing to its rows in the table under `lake dev`. This launcher keeps one process
-(`run_worker.py`) that has done those imports waiting, hands the next run to it, and starts
-the next waiting process at once, while that run works (its imports compete with the run for
-the cores, but are done by the time a file lands after it: `benchmarks/freshness.py`). The run executes as `dagster api execute_run` (the command Dagster's
-Docker, ECS and Kubernetes launchers run), one run per process as before.
+(`run_worker.py`) that has done those imports once, and hands it each run: it forks, and the
+child executes the run as `dagster api execute_run` (the command Dagster's Docker, ECS and
+Kubernetes launchers run), one run per process as before. No run's process imports anything the
+code location needs, and no run shares the cores with the next one's imports
+(`benchmarks/freshness.py` measures it against a process started at launch).
 
-A waiting process imported the code as it was when it started: if a file of the code
-location's package or a declaration has changed since (`LAKE_TABLES_DIR`), it is discarded and
-the run gets a process started for it, as Dagster's default launcher would start one
-(`LAKE_PRESTART_RUNS=0`: always so). Custom
-run launchers are Dagster's documented extension (`RunLauncher`); this one is the embedded
+The waiting process imported the code as it was when it started: if a file of the code
+location's package or a declaration has changed since (`LAKE_TABLES_DIR`), it is let go (its
+stdin closed: it forks what it was handed, then ends) and a new one is started for the run, as
+Dagster's default launcher would start one (`LAKE_PRESTART_RUNS=0`: a new one for every run).
+Custom run launchers are Dagster's documented extension (`RunLauncher`); this one is the embedded
 default's (`lake dev`, `lake demo`); Docker Compose and Kubernetes keep Dagster's own.
 """
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,10 +27,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import dagster as dg
 from dagster._core.launcher import LaunchRunContext, RunLauncher
@@ -118,19 +121,44 @@ class _File:
 
 
 @dataclass
-class _Waiting:
+class _Forker:
+    """A `run_worker.py` process: it forks a process for each run line written to its stdin and
+    reports the new process's PID, one line each, on `reports` (in the order the runs came)."""
+
     process: subprocess.Popen
     origin: Origin
     started: float
+    reports: IO[str]
+    handed: deque[str] = field(default_factory=deque)  # run IDs whose process it has not reported yet
+
+    def hand(self, run_id: str, line: str) -> bool:
+        """Give it a run (False: it has gone)."""
+        if self.process.poll() is not None:
+            return False
+        try:
+            assert self.process.stdin is not None
+            self.handed.append(run_id)
+            self.process.stdin.write(line)
+            self.process.stdin.flush()
+        except OSError:
+            self.handed.pop()
+            return False
+        return True
+
+    def let_go(self) -> None:
+        """Close its stdin: it forks what it was handed, then ends; the runs it forked go on."""
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
 
 
 class PrestartedRunLauncher(RunLauncher, ConfigurableClass):
-    """A run in a new process that started, and imported the code location, before the run did."""
+    """A run in a new process, forked from one that imported the code location before the run came."""
 
     def __init__(self, inst_data: ConfigurableClassData | None = None) -> None:
         self._inst_data = inst_data
         self._lock = threading.Lock()
-        self._waiting: _Waiting | None = None
+        self._forker: _Forker | None = None
         self._disposed = False
         self._prestarting = LakeSettings.from_env().prestart_runs
         super().__init__()
@@ -155,46 +183,57 @@ class PrestartedRunLauncher(RunLauncher, ConfigurableClass):
         assert run.job_code_origin is not None
         command = ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id,
                                  instance_ref=self._instance.get_ref()).get_command_args()
-        handed = json.dumps(command[command.index("api"):]) + "\n"
-        process = self._take(origin)
-        try:
-            assert process.stdin is not None
-            process.stdin.write(handed)
-            process.stdin.close()
-        except OSError:  # it died while waiting: start one for this run
-            process = self._start(origin)
-            assert process.stdin is not None
-            process.stdin.write(handed)
-            process.stdin.close()
-        # where it runs, for `terminate` from any process (the UI's) and for reap_dead_runs
-        self._instance.add_run_tags(run.run_id, process_tags(process.pid))
-        threading.Thread(target=process.wait, daemon=True, name=f"lake-run-{run.run_id[:8]}").start()  # reaps it
-        self._prestart(origin)
+        self._hand(origin, run.run_id, json.dumps(command[command.index("api"):]) + "\n")
 
-    def _take(self, origin: Origin) -> subprocess.Popen:
-        """The waiting process if it is for `origin`, alive and not older than the code; else a new one."""
+    def _hand(self, origin: Origin, run_id: str, line: str) -> _Forker:
+        """Hand run `run_id` (its command `line`) to the waiting process for `origin`, or to a new one;
+        keep that one waiting for the next run unless prestarting is off."""
         with self._lock:
-            waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            fresh = waiting.origin == origin and waiting.process.poll() is None and \
-                newest_change(origin.watched()) < waiting.started
-            if fresh:
-                return waiting.process
-            _discard(waiting.process)
+            forker = self._take(origin)
+            if not forker.hand(run_id, line):  # it died while waiting: start one for this run
+                forker = self._start(origin)
+                forker.hand(run_id, line)
+            if self._prestarting and not self._disposed:
+                self._forker = forker
+            else:
+                forker.let_go()
+            return forker
+
+    def _take(self, origin: Origin) -> _Forker:
+        """The waiting process if it is for `origin`, alive and not older than the code; else a new one."""
+        forker, self._forker = self._forker, None
+        if forker is not None:
+            if forker.origin == origin and forker.process.poll() is None and \
+                    newest_change(origin.watched()) < forker.started:
+                return forker
+            forker.let_go()
         return self._start(origin)
 
-    def _start(self, origin: Origin) -> subprocess.Popen:
-        return subprocess.Popen([origin.executable, "-m", WORKER_MODULE, origin.module], stdin=subprocess.PIPE,
-                                text=True, cwd=origin.working_directory or None)
+    def _start(self, origin: Origin) -> _Forker:
+        reading, writing = os.pipe()
+        try:
+            process = subprocess.Popen(self._command(origin, writing), stdin=subprocess.PIPE, text=True,
+                                       cwd=origin.working_directory or None, pass_fds=(writing,))
+        finally:
+            os.close(writing)
+        forker = _Forker(process, origin, time.time(), os.fdopen(reading))
+        threading.Thread(target=self._record_processes, args=(forker,), daemon=True,
+                         name=f"lake-runs-{process.pid}").start()
+        return forker
 
-    def _prestart(self, origin: Origin) -> None:
-        """Start the next run's process now, while this run works: its imports are done by the time a
-        file lands after this run (measured with `benchmarks/freshness.py`)."""
-        with self._lock:
-            if self._waiting is not None or self._disposed or not self._prestarting:
-                return
-            started = time.time()
-            self._waiting = _Waiting(self._start(origin), origin, started)
+    def _command(self, origin: Origin, reports: int) -> list[str]:
+        """The waiting process's command line; it reports the processes it forks on descriptor `reports`."""
+        return [origin.executable, "-m", WORKER_MODULE, origin.module, str(reports)]
+
+    def _record_processes(self, forker: _Forker) -> None:
+        """Tag each run with the process forked for it, as it is reported (for `terminate` from any
+        process, the UI's included, and for reap_dead_runs); reap the forking process when it ends."""
+        with forker.reports:
+            for line in forker.reports:
+                run_id = forker.handed.popleft()
+                with contextlib.suppress(Exception):  # a run deleted meanwhile
+                    self._instance.add_run_tags(run_id, process_tags(int(line)))
+        forker.process.wait()
 
     # --- stopping --------------------------------------------------------------------------------
 
@@ -215,14 +254,6 @@ class PrestartedRunLauncher(RunLauncher, ConfigurableClass):
     def dispose(self) -> None:
         with self._lock:
             self._disposed = True
-            waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            _discard(waiting.process)
-
-
-def _discard(process: subprocess.Popen) -> None:
-    """Stop a waiting process: it holds no run, only imports."""
-    process.kill()
-    process.wait()
-    if process.stdin is not None:
-        process.stdin.close()
+            forker, self._forker = self._forker, None
+        if forker is not None:
+            forker.let_go()

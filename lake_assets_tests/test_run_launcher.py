@@ -1,6 +1,7 @@
-"""The run launcher of the embedded default: a run's process is started, and has imported the code
-location, before the run is; a waiting process older than the code is not used."""
+"""The run launcher of the embedded default: a run's process is forked from one that imported the
+code location before the run came; a waiting process older than the code is not used."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,8 +12,8 @@ import dagster as dg
 import pytest
 
 from lake_assets.core.processes import pid_alive
-from lake_assets.run_launcher import Origin, PrestartedRunLauncher, _Waiting, newest_change
-from lake_assets.runs import PROCESS_STARTED_TAG, process_tags
+from lake_assets.run_launcher import Origin, PrestartedRunLauncher, _Forker, newest_change
+from lake_assets.runs import PID_TAG, PROCESS_STARTED_TAG, process_tags
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.lake_dev import lake_dev, wait_for
 
@@ -59,19 +60,31 @@ def test_the_code_location_and_the_declarations_are_watched(tmp_path: Path, monk
     assert installed == [Path(__file__).resolve().parents[1] / "lake_assets"]
 
 
+#: A stand-in for a waiting process: for each line on stdin it reports a made-up process (this one's PID,
+#: as a run's forked process would carry the worker's command line); it ends at EOF.
+STAND_IN = "import os, sys\nwith os.fdopen(int(sys.argv[1]), 'w') as reports:\n" \
+           "    for line in sys.stdin:\n        print(os.getpid(), file=reports, flush=True)\n"
+
+
 class _StandIns(PrestartedRunLauncher):
-    """The launcher with its processes replaced by stand-ins that wait on stdin like a worker (the
-    rule under test is which process a run gets, not what the process runs)."""
+    """The launcher with its waiting processes replaced by stand-ins (the rule under test is which
+    process a run is handed to, not what the process runs)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.started: list[subprocess.Popen] = []
+        self.started: list[_Forker] = []
 
-    def _start(self, origin: Origin) -> subprocess.Popen:
-        process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
-                                   text=True)
-        self.started.append(process)
-        return process
+    def _start(self, origin: Origin) -> _Forker:
+        forker = super()._start(origin)
+        self.started.append(forker)
+        return forker
+
+    def _command(self, origin: Origin, reports: int) -> list[str]:
+        return [sys.executable, "-c", STAND_IN, str(reports)]
+
+
+def _ended(forker: _Forker) -> bool:
+    return forker.process.wait(timeout=10) is not None
 
 
 @pytest.mark.integration
@@ -82,25 +95,19 @@ def test_a_waiting_process_is_used_only_while_the_code_is_older_than_it(tmp_path
     origin = Origin(sys.executable, str(tmp_path), "location.defs")
     launcher = _StandIns()
     try:
-        launcher._prestart(origin)
-        waiting = launcher.started[-1]
-        assert launcher._take(origin) is waiting  # nothing changed since it started
-        launcher._prestart(origin)
-        stale = launcher.started[-1]
+        waiting = launcher._hand(origin, "run-1", "[]\n")
+        assert launcher._forker is waiting and waiting.process.poll() is None  # kept for the next run
+        assert launcher._hand(origin, "run-2", "[]\n") is waiting  # nothing changed since it started
         (package / "defs.py").write_text("changed = True\n")  # the user edits the code location
-        taken = launcher._take(origin)
-        assert taken is not stale and taken is launcher.started[-1]
-        assert stale.wait(timeout=10) is not None  # discarded: it imported the old code
-        launcher._prestart(Origin(sys.executable, str(tmp_path), "other.defs"))
-        other = launcher.started[-1]
-        assert launcher._take(origin) is not other  # a process for another code location is not this one's
-        assert other.wait(timeout=10) is not None
+        taken = launcher._hand(origin, "run-3", "[]\n")
+        assert taken is not waiting and taken is launcher.started[-1]
+        assert _ended(waiting)  # let go: it imported the old code
+        other = launcher._hand(Origin(sys.executable, str(tmp_path), "other.defs"), "run-4", "[]\n")
+        assert other is not taken and _ended(taken)  # a process for another code location is not this one's
     finally:
         launcher.dispose()
-        for process in launcher.started:
-            process.kill()
-            process.wait()
-    assert launcher._waiting is None
+    assert launcher._forker is None
+    assert all(_ended(forker) for forker in launcher.started)  # let go at dispose: nothing waits
 
 
 @pytest.mark.unit
@@ -118,12 +125,16 @@ def test_every_module_a_waiting_process_imports_exists() -> None:
         importlib.import_module(name)
 
 
-@pytest.mark.unit
-def test_with_prestart_off_no_process_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.integration
+def test_with_prestart_off_every_run_gets_a_process_that_waits_for_no_other(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKE_PRESTART_RUNS", "0")
     launcher = _StandIns()
-    launcher._prestart(Origin(sys.executable, str(tmp_path), "location.defs"))
-    assert launcher._waiting is None and launcher.started == []
+    origin = Origin(sys.executable, str(tmp_path), "location.defs")
+    first = launcher._hand(origin, "run-1", "[]\n")
+    second = launcher._hand(origin, "run-2", "[]\n")
+    assert first is not second and launcher._forker is None
+    assert _ended(first) and _ended(second)
 
 
 @pytest.mark.integration
@@ -133,14 +144,41 @@ def test_a_waiting_process_that_died_is_replaced(tmp_path: Path, monkeypatch: py
     origin = Origin(sys.executable, str(tmp_path), "location.defs")
     launcher = _StandIns()
     try:
-        dead = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE, text=True)
-        dead.wait()
-        launcher._waiting = _Waiting(dead, origin, time.time())
-        assert launcher._take(origin) is launcher.started[-1]
+        dead = launcher._hand(origin, "run-1", "[]\n")
+        dead.process.kill()
+        dead.process.wait()
+        assert launcher._hand(origin, "run-2", "[]\n") is launcher.started[-1] is not dead
     finally:
-        for process in launcher.started:
-            process.kill()
-            process.wait()
+        launcher.dispose()
+
+
+@pytest.mark.integration
+def test_each_run_is_forked_from_the_waiting_process_and_tagged_with_its_own(tmp_path: Path) -> None:
+    """The real worker: it imports, then forks a process per line, which executes `dagster` with the
+    line's arguments (here `--version`) and ends; the launcher tags each run with its process."""
+    from dagster._core.test_utils import create_run_for_test
+
+    (tmp_path / "location.py").write_text("")
+    origin = Origin(sys.executable, str(tmp_path), "location")
+    with dg.DagsterInstance.ephemeral() as instance:
+        launcher = PrestartedRunLauncher()
+        launcher.register_instance(instance)
+        runs = [create_run_for_test(instance, job_name="apply_insurance") for _ in range(2)]
+        try:
+            for run in runs:
+                forker = launcher._hand(origin, run.run_id, json.dumps(["--version"]) + "\n")
+            def tagged() -> list[int] | None:
+                stored = [instance.get_run_by_id(run.run_id) for run in runs]
+                pids = [run.tags.get(PID_TAG) if run is not None else None for run in stored]
+                return [int(pid) for pid in pids if pid] if all(pids) else None
+
+            pids = wait_for(tagged, 120, "both runs' processes")
+            assert len(set(pids)) == 2 and forker.process.pid not in pids  # a process of its own each
+            wait_for(lambda: not any(pid_alive(pid) for pid in pids), 60, "the runs' processes to end")
+            assert forker.process.poll() is None  # the worker waits for the next run
+        finally:
+            launcher.dispose()
+        assert _ended(forker)
 
 
 @pytest.mark.integration
@@ -182,22 +220,25 @@ def _started_at(ticks: str) -> float:
 
 
 @pytest.mark.e2e
-def test_under_lake_dev_a_run_after_the_first_runs_in_a_process_started_before_it(tmp_path: Path) -> None:
+def test_under_lake_dev_a_run_after_the_first_is_forked_from_a_process_that_waited_for_it(tmp_path: Path) -> None:
     with lake_dev(tmp_path) as dev:
         assert dev.lake("put", str(DATA / "fullload" / "full-load.csv"), "--to", "fullload").returncode == 0
         wait_for(lambda: _runs(dev) and dev.idle(), 240, "the full load's run to end", interval=0.5)
+        waiting = _waiting_workers()
         assert dev.lake("put", str(DATA / "cdcload" / "20240401-090000000.csv"), "--to", "cdcload").returncode == 0
         wait_for(lambda: len(_runs(dev)) >= 2 and dev.idle(), 240, "the CDC file's run to end", interval=0.5)
         runs = _runs(dev)
-        workers = {pid for pid in _worker_pids() if pid_alive(pid)}
+        still = _waiting_workers()
     first, second = runs[0], runs[1]
     assert [run.dagster_run.status for run in (first, second)] == [dg.DagsterRunStatus.SUCCESS] * 2
-    # the CDC run's process was started at the full load's launch, while that run worked (the
-    # boot time /proc gives is whole seconds: the run lasts longer than that)
+    # one process waited between the runs and still waits: the CDC run was handed to it, which
+    # forked the run a process of its own, started at its launch (after the full load's end; the
+    # boot time /proc gives is whole seconds)
+    assert len(waiting) == 1 and still == waiting, (waiting, still)
+    assert int(second.dagster_run.tags[PID_TAG]) not in waiting
     assert first.end_time is not None
-    assert _started_at(second.dagster_run.tags[PROCESS_STARTED_TAG]) < first.end_time - 1.0
-    assert workers, "a process waits for the next run"
-    wait_for(lambda: not any(pid_alive(pid) for pid in workers), 60, "the waiting process to end with lake dev")
+    assert _started_at(second.dagster_run.tags[PROCESS_STARTED_TAG]) >= first.end_time - 1.0
+    wait_for(lambda: not any(pid_alive(pid) for pid in still), 60, "the waiting process to end with lake dev")
 
 
 def _runs(dev) -> list:
@@ -212,6 +253,19 @@ def _runs(dev) -> list:
             del os.environ["DAGSTER_HOME"]
         else:
             os.environ["DAGSTER_HOME"] = previous
+
+
+def _waiting_workers() -> set[int]:
+    """The run workers alive that were not forked by one (a run's process may still be ending)."""
+    workers = {pid for pid in _worker_pids() if pid_alive(pid)}
+    return {pid for pid in workers if _parent(pid) not in workers}
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _worker_pids() -> list[int]:
