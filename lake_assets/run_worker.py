@@ -11,10 +11,11 @@ on REPORT_FD and waits for the next line. So the imports happen once per version
 once per run, and no run shares the cores with the imports of the run after it. EOF (the launcher
 has gone, or it discarded this process) ends it; the runs it forked go on.
 
-Forking a process that has threads copies only the forking one. Waiting, this one has none but
-the pool PySpark's Spark Connect client starts at import to release finished executions; a child
-replaces that pool before its run (`_fresh_release_pool`). Nothing else is opened before a fork:
-no Spark session, no engine, no database connection.
+Forking a process that has threads copies only the forking one. Waiting, this one has no Python
+thread but the pool PySpark's Spark Connect client starts at import to release finished
+executions; a child replaces that pool before its run (`_fresh_release_pool`). Its native threads
+(jemalloc's background threads, OpenBLAS's) belong to libraries that handle a fork themselves.
+Nothing else is opened before a fork: no Spark session, no engine, no database connection.
 
 A warm-up import that fails is left for the run to meet: `execute_run` imports the code location
 again and reports its error on the run, as in a process started cold.

@@ -406,8 +406,8 @@ def _positive_float(name: str, default: float) -> float:
 
 #: Dagster's sensor daemon starts sensor ticks at most this often (its loop period; sensors/polling.py).
 DAGSTER_SENSOR_LOOP_SECONDS = 5.0
-#: A tick's look at the embedded S3 server (two LISTs on the local disk) costs a few milliseconds, and
-#: half the pace is what a landed file waits on average before its run is asked for.
+#: A tick's look at the embedded S3 server (three LISTs on the local disk) costs ~25 ms of the code
+#: server's time, and half the pace is what a landed file waits on average before its run is asked for.
 EMBEDDED_SENSOR_INTERVAL_SECONDS = 0.25
 #: The fastest pace: a look is a few LISTs; faster, the sensor would mostly measure itself.
 MIN_SENSOR_INTERVAL_SECONDS = 0.1
