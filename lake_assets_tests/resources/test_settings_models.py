@@ -37,3 +37,14 @@ def test_the_environment_reaches_the_resources_and_the_plain_classes(monkeypatch
     assert engine.config().sail.environment()["SAIL_CLUSTER__WORKER_INITIAL_COUNT"] == "2"
     assert LakeRules.from_settings(settings).time_travel_hours == 5
     assert StorageSettings().region == "us-east-1" and not StorageSettings().endpoint  # the defaults, once
+
+
+def test_the_sensors_list_the_embedded_store_faster_than_a_billed_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("LAKE_S3_ENDPOINT", "LAKE_SENSOR_INTERVAL_SECONDS", "LAKE_SENSOR_WAIT_SECONDS"):
+        monkeypatch.delenv(name, raising=False)
+    embedded = LakeSettings.from_env()
+    assert (embedded.sensor_interval_seconds, embedded.sensor_wait_seconds) == (0.25, 4.25)
+    monkeypatch.setenv("LAKE_S3_ENDPOINT", "https://s3.eu-west-1.amazonaws.com")
+    assert LakeSettings.from_env().sensor_interval_seconds == 1.0  # every LIST is a billed request there
+    monkeypatch.setenv("LAKE_SENSOR_INTERVAL_SECONDS", "0.5")
+    assert LakeSettings.from_env().sensor_interval_seconds == 0.5
