@@ -11,11 +11,12 @@ on REPORT_FD and waits for the next line. So the imports happen once per version
 once per run, and no run shares the cores with the imports of the run after it. EOF (the launcher
 has gone, or it discarded this process) ends it; the runs it forked go on.
 
-Forking a process that has threads copies only the forking one. Waiting, this one has no Python
-thread but the pool PySpark's Spark Connect client starts at import to release finished
-executions; a child replaces that pool before its run (`_fresh_release_pool`). Its native threads
-(jemalloc's background threads, OpenBLAS's) belong to libraries that handle a fork themselves.
-Nothing else is opened before a fork: no Spark session, no engine, no database connection.
+Forking a process that has threads copies only the forking one. The Spark Connect client starts a
+thread pool at import (to release finished executions); this process shuts it down before its
+first fork, and a run's client starts a new one when it finds none. So it forks with no Python
+thread but its own; its native threads (jemalloc's background threads, OpenBLAS's) belong to
+libraries that handle a fork themselves. Nothing else is opened before a fork: no Spark session,
+no engine, no database connection.
 
 A warm-up import that fails is left for the run to meet: `execute_run` imports the code location
 again and reports its error on the run, as in a process started cold.
@@ -29,6 +30,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from typing import NoReturn
 
 #: What a run's process imports before its first step, besides the code location.
@@ -69,6 +71,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     module, report = argv[0], int(argv[1])
     warm(module)
+    _stop_release_pool()
     gc.freeze()  # what was imported stays out of the children's collections: its pages stay shared
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the runs' processes
     with os.fdopen(report, "w") as reports:
@@ -77,7 +80,9 @@ def main(argv: list[str]) -> int:
                 continue
             sys.stdout.flush()
             sys.stderr.flush()
-            pid = os.fork()
+            with warnings.catch_warnings():  # Python 3.12 warns of any thread; the native ones above are fork-safe
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
             if pid == 0:
                 reports.close()
                 code = 1
@@ -96,7 +101,6 @@ def _execute(command: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with open(os.devnull) as nothing:  # the lines for the next runs are not this run's
         os.dup2(nothing.fileno(), 0)
-    _fresh_release_pool()
     from dagster._cli import main as dagster_main
 
     sys.argv = ["dagster", *command]
@@ -121,14 +125,15 @@ def _end(code: int) -> NoReturn:
         os._exit(code)
 
 
-def _fresh_release_pool() -> None:
-    """Give the Spark Connect client a new pool for its release calls: the one it made at import had
-    its threads in the parent; none of them exists in a forked child, so nothing submitted to it
-    would ever run. The client makes a new one when it finds none (`_initialize_pool_if_necessary`)."""
+def _stop_release_pool() -> None:
+    """Shut down the pool the Spark Connect client started at import, so that no Python thread is
+    left to fork beside this one (a child would hold the pool without its threads, and nothing
+    submitted to it would run). The client starts a new one when it finds none
+    (`_initialize_pool_if_necessary`, in every execution's iterator)."""
     with contextlib.suppress(ImportError):
         from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator
 
-        ExecutePlanResponseReattachableIterator._release_thread_pool = None
+        ExecutePlanResponseReattachableIterator.shutdown()
 
 
 if __name__ == "__main__":
