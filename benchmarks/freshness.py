@@ -4,10 +4,11 @@
 
 Starts `lake dev` as a user would (its own LAKE_HOME in a temp dir, free ports; stopped
 with Ctrl-C by PID), loads a small table, then puts CDC files one at a time and polls the
-table's log (one S3 LIST) and, once it has grown, the table (delta-rs) until each file's row is there. The breakdown per file comes from the
-Dagster run the sensor started: sensor wait (put -> run created), queue and launch
-(created -> started), apply (started -> materialization of `insurance`), and checks and
-derived tables (materialization -> run end; the row is already visible then).
+table's log (one S3 LIST) and, once it has grown, the table (delta-rs) until each file's row
+is there. The breakdown per file comes from the Dagster run the sensor started: sensor wait
+(put -> run created), queue and launch (created -> started), apply (started -> materialization
+of `insurance`), and checks and derived tables (materialization -> run end; the row is already
+visible then).
 
 It does this twice in one run: with the lake's run launcher as configured (each run's
 process forked from one that imported the code location before the run came:

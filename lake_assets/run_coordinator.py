@@ -12,10 +12,11 @@ With `start_unqueued_runs: true` (the embedded default's dagster.yaml: one machi
 submitter sharing its instance directory), a run a sensor or a schedule submits (in the daemon's
 process, where the run launcher keeps its next run process waiting) that nothing is ahead of is
 launched at once instead of waiting for the queue daemon's next pass (`dequeue_interval_seconds`,
-then the launch: ~1 s of a CDC file's way to its table under `lake dev`). "Nothing ahead": no run queued, fewer than `max_concurrent_runs` in
-progress, and no in-progress run holding a tag limit this run needs (Dagster's own counter of
-`tag_concurrency_limits`), under a lock every submission of the instance takes, so two
-submissions cannot both pass the check; a run that could not start now is queued as before.
+then the launch: ~1 s of a CDC file's way to its table under `lake dev`). "Nothing ahead": no
+run queued, fewer than `max_concurrent_runs` in progress, and no in-progress run holding a tag
+limit this run needs (Dagster's own counter of `tag_concurrency_limits`), under a lock every
+submission of the instance takes, so two submissions cannot both pass the check; a run that
+could not start now is queued as before.
 """
 
 import fcntl
