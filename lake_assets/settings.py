@@ -90,7 +90,7 @@ ENV_VARS: dict[str, str] = {
                           "(default 1: each run's process is forked from one that imported the code location "
                           "before the run came; lake_assets/run_launcher.py)",
     "LAKE_WEB_PORT": "port of the Dagster webserver started by `lake dev` (default 3000, or a free port "
-                     "when 3000 is taken)",
+                     "when 3000 is taken; 0: a free port, printed in `lake dev`'s first line)",
     "LAKE_CDC_FOLDER_DATE_FORMAT": "date-partition folders of raw files, e.g. YYYY/MM/DD or DDMMYYYY (DMS's "
                                    "DatePartitionSequence with its DatePartitionDelimiter)",
     "LAKE_DMS_TIMESTAMP_COLUMN": "the name DMS's TimestampColumnName gives its commit-time column in a header "
@@ -331,7 +331,7 @@ class LakeSettings:
             sensor_interval_seconds=_sensor_interval("LAKE_SENSOR_INTERVAL_SECONDS",
                                                      EMBEDDED_SENSOR_INTERVAL_SECONDS if storage.embedded else 1.0),
             sensor_wait_seconds=_sensor_wait("LAKE_SENSOR_WAIT_SECONDS", 4.25),
-            web_port=_port("LAKE_WEB_PORT", 3000),
+            web_port=_port("LAKE_WEB_PORT", 3000, allow_any=True),
             tpcds_report_checks=_flag("LAKE_TPCDS_REPORT_CHECKS", False),
             prestart_runs=_flag("LAKE_PRESTART_RUNS", True),
             web_port_explicit=bool(os.environ.get("LAKE_WEB_PORT", "").strip()),
@@ -446,10 +446,13 @@ def _fraction(name: str, default: float) -> float:
     return value
 
 
-def _port(name: str, default: int) -> int:
+def _port(name: str, default: int, allow_any: bool = False) -> int:
+    """A TCP port from `name`; with `allow_any`, 0 too, meaning "a free one, chosen by the lake"."""
+    if allow_any and os.environ.get(name, "").strip() == "0":
+        return 0
     value = _positive_int(name, default)
     if value > 65535:
-        raise UsageError(f"{name}={value} is not a TCP port (1-65535)")
+        raise UsageError(f"{name}={value} is not a TCP port ({'0-' if allow_any else '1-'}65535)")
     return value
 
 

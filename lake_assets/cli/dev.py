@@ -45,7 +45,8 @@ TOKEN_FILE = "dagster-ui-token"
 @app.command()
 @friendly
 def dev(
-    port: Annotated[int | None, typer.Option(help="webserver port (default LAKE_WEB_PORT or 3000)")] = None,
+    port: Annotated[int | None, typer.Option(help="webserver port (default LAKE_WEB_PORT or 3000; 0: a free one)")]
+    = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="also show Dagster's INFO logs (every sensor tick) and each run's log lines")]
     = False,
 ) -> None:
@@ -60,7 +61,6 @@ def dev(
     from lake_assets.cli.dev_s3 import S3Watch
     from lake_assets.cli.dev_status import serving_status
     from lake_assets.cli.session import REPO_ROOT, dagster_instance
-    from lake_assets.resources.ports import free_port, port_free, port_holder
     from lake_assets.resources.storage import LakeStorage
     from lake_assets.settings import LakeSettings
 
@@ -68,13 +68,12 @@ def dev(
     instance = dagster_instance(settings)
     dagster_home = Path(instance.root_directory)
     reporter = RunReporter(instance)
-    web_port = port or settings.web_port
-    if not (port or settings.web_port_explicit or port_free(web_port)):  # the default is taken: another lake's?
-        errors.print(f"port {web_port} is taken by {port_holder(web_port)}; the Dagster UI uses a free port instead")
-        web_port = free_port()
     token_file = settings.home / TOKEN_FILE
     with LakeStorage.from_settings(settings).running() as storage, _token(token_file) as token, \
             serving_status(settings.home, storage):
+        # chosen once the S3 server listens, so a free port is not one its servers are about to take
+        web_port = _web_port(settings.web_port if port is None else port,
+                             explicit=port is not None or settings.web_port_explicit)
         console.print(f"S3 {storage.endpoint_url} (bucket {storage.bucket}); "
                       f"Dagster UI http://127.0.0.1:{web_port}/?token={token} (the token is in {token_file}); "
                       f"DAGSTER_HOME {dagster_home}. Ctrl-C stops everything.", soft_wrap=True)
@@ -100,6 +99,18 @@ def dev(
             stopping.set()
             _stop_group(process)
             _print_lines(reporter)  # runs that finished since the last poll
+
+
+def _web_port(requested: int, explicit: bool) -> int:
+    """`requested`, or a free port when it is 0 or when the default is taken (a port asked for is that or a failure)."""
+    from lake_assets.resources.ports import free_port, port_free, port_holder
+
+    if requested == 0:
+        return free_port()
+    if explicit or port_free(requested):
+        return requested
+    errors.print(f"port {requested} is taken by {port_holder(requested)}; the Dagster UI uses a free port instead")
+    return free_port()
 
 
 @contextlib.contextmanager

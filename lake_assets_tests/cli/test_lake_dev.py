@@ -21,7 +21,7 @@ from lake_assets.cli.dev_status import SOCKET_FILE
 from lake_assets.resources.embedded_s3 import free_port, running_server
 from lake_assets.core.processes import command_line, pid_alive
 from lake_assets_tests.conftest import DATA
-from lake_assets_tests.helpers.lake_dev import LakeDev, lake_dev, wait_for, web_up
+from lake_assets_tests.helpers.lake_dev import LakeDev, lake_dev, printed_web_port, wait_for, web_up
 from lake_assets_tests.helpers.permissions import open_to_others
 from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 
@@ -48,15 +48,15 @@ RUN_FILES = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS .*\(r
 
 @pytest.mark.e2e
 def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: Path) -> None:
-    web_port = free_port()
     env = {**os.environ, "LAKE_HOME": str(tmp_path / "home"), "LAKE_S3_PORT": str(free_port()),
-           "LAKE_WEB_PORT": str(web_port), "LAKE_SENSOR_INTERVAL_SECONDS": "1"}
+           "LAKE_WEB_PORT": "0", "LAKE_SENSOR_INTERVAL_SECONDS": "1"}
     for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME"):
         env.pop(name, None)
     log = open(tmp_path / "dev.log", "wb")
     dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
                            start_new_session=True, preexec_fn=ctrl_c_reaches_it)
     try:
+        web_port = _wait(lambda: printed_web_port(tmp_path / "dev.log"), 120, "the first line of lake dev")
         _wait(lambda: web_up(web_port, tmp_path / "home"), 120, "the Dagster webserver")
         server = running_server(tmp_path / "home")
         assert server is not None and server.endpoint.startswith("http://127.0.0.1:")
@@ -122,15 +122,15 @@ def _descendants(pid: int) -> set[int]:
 @pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path, sig: signal.Signals) -> None:
-    web_port = free_port()
     home = tmp_path / "home"
-    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()), "LAKE_WEB_PORT": str(web_port)}
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()), "LAKE_WEB_PORT": "0"}
     for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME"):
         env.pop(name, None)
     log = open(tmp_path / "dev.log", "wb")
     dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT)
     tree: set[int] = set()
     try:
+        web_port = _wait(lambda: printed_web_port(tmp_path / "dev.log"), 300, "the first line of lake dev")
         _wait(lambda: web_up(web_port, home), 300, "the Dagster webserver")
         server = running_server(home)
         tree = _descendants(dev.pid)

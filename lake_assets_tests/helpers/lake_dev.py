@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,16 @@ from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
+
+
+#: `lake dev`'s first line names the webserver's address; with LAKE_WEB_PORT=0 it is the only place the port is
+UI_ADDRESS = re.compile(r"Dagster UI http://127\.0\.0\.1:(\d+)/")
+
+
+def printed_web_port(log: Path) -> int | None:
+    """The webserver's port from `lake dev`'s output so far, None before its first line."""
+    found = UI_ADDRESS.search(log.read_text(errors="replace")) if log.exists() else None
+    return int(found.group(1)) if found else None
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 1.0):
@@ -92,17 +103,20 @@ def web_up(port: int, home: Path) -> bool:
 def lake_dev(tmp_path: Path, **extra_env: str) -> Iterator[LakeDev]:
     """Start `lake dev`, wait for its webserver, and stop it with Ctrl-C (SIGINT) afterwards."""
     home = tmp_path / "home"
-    web_port = free_port()
-    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()),
-           "LAKE_WEB_PORT": str(web_port), **extra_env}
+    # lake dev picks the webserver's port once its S3 server listens (a port picked here could be taken meanwhile)
+    env = {**os.environ, "LAKE_HOME": str(home), "LAKE_S3_PORT": str(free_port()), "LAKE_WEB_PORT": "0",
+           **extra_env}
     for name in ("LAKE_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "DAGSTER_HOME", "LAKE_S3_BUCKET"):
         env.pop(name, None)
     log_path = tmp_path / "dev.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True, cwd=REPO, preexec_fn=ctrl_c_reaches_it)
-    dev = LakeDev(home, env, web_port, process, log_path)
     try:
+        web_port = wait_for(lambda: printed_web_port(log_path) or process.poll() is not None, 180,
+                            "the first line of `lake dev`")
+        assert process.poll() is None, log_path.read_text()[-3000:]
+        dev = LakeDev(home, env, web_port, process, log_path)
         wait_for(dev.web_up, 180, "the Dagster webserver of `lake dev`")
         yield dev
     finally:

@@ -48,3 +48,20 @@ def test_the_sensors_list_the_embedded_store_faster_than_a_billed_one(monkeypatc
     assert LakeSettings.from_env().sensor_interval_seconds == 1.0  # every LIST is a billed request there
     monkeypatch.setenv("LAKE_SENSOR_INTERVAL_SECONDS", "0.5")
     assert LakeSettings.from_env().sensor_interval_seconds == 0.5
+
+
+def test_the_webserver_port_is_3000_one_asked_for_or_any_free_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lake_assets.cli.dev import _web_port
+    from lake_assets.core.errors import UsageError
+    from lake_assets.resources.ports import port_free
+
+    monkeypatch.delenv("LAKE_WEB_PORT", raising=False)
+    assert (LakeSettings.from_env().web_port, LakeSettings.from_env().web_port_explicit) == (3000, False)
+    monkeypatch.setenv("LAKE_WEB_PORT", "0")  # tests and scripts: a free port, read from lake dev's first line
+    assert LakeSettings.from_env().web_port == 0
+    chosen = _web_port(0, explicit=True)
+    assert chosen > 0 and port_free(chosen)
+    assert _web_port(chosen, explicit=True) == chosen
+    monkeypatch.setenv("LAKE_WEB_PORT", "65536")
+    with pytest.raises(UsageError, match="LAKE_WEB_PORT=65536 is not a TCP port"):
+        LakeSettings.from_env()
