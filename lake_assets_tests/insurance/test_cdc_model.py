@@ -13,9 +13,10 @@ commit strategy (merge.Strategy: the first commit, then a narrow replace over ke
 or a whole rewrite, forced per example) is judged. The derived change feed, replayed from
 version 0 onto an empty table, reproduces every version. The model also keeps the SCD2
 history on the sequence axis (DLT's `STORED AS SCD TYPE 2`): per key, every change it kept
-(winners, changes superseded in their run, late changes; not those the floor supersedes
-for a key never known), a snapshot's delete at its stamp of each key it covers that was live
-just before it (whether the snapshot deletes it or a newer change keeps it), and a delete at
+(winners, changes superseded in their run, late changes, an older snapshot's rows in a run that
+applies several; not those the floor supersedes for a key never known), each snapshot's delete
+at its stamp of each key it covers that was live just before it (whether the snapshot deletes it
+or a newer change keeps it; every snapshot of a run, not only the newest), and a delete at
 the tombstone of a key without a row closing a late change older than it (unless the key was
 not live there), a version valid until the key's next change; `insurance_history` must equal
 it row for row.
@@ -315,9 +316,10 @@ class Model:
             protected = {protected_key(line) for item, _, _ in group for line in item.lines
                          if line.kind == "bad"} - {None}
             snapshots.append((base, valid, keys, protected))
-        snapshot = max(snapshots, key=lambda s: s[0], default=None)  # the newest decides
-        if snapshot is not None:
-            events += snapshot[1]
+        snapshots.sort(key=lambda s: s[0])
+        snapshot = snapshots[-1] if snapshots else None  # the newest decides the table
+        for each in snapshots:  # every one's rows are changes
+            events += each[1]
 
         existing = {k: max([s for s in (self.rows.get(k, (None,))[0], self.tombs.get(k)) if s is not None])
                     for k in set(self.rows) | set(self.tombs)}
@@ -334,9 +336,12 @@ class Model:
         # a late change of a key the table does not hold, older than its tombstone: closed there
         closing = {(key, self.tombs[key]) for key, seqs in kept.items() if key not in self.rows and key in self.tombs
                    for seq in seqs if seq < self.tombs[key]}
+        known = set(existing) | set(winners)
+        for base, _, inside, protected in snapshots[:-1]:  # an older one's delete, if the key was live just before
+            closing |= {(key, base) for key in known - inside - protected}
         if snapshot is not None:
             base, _, inside, protected = snapshot
-            for key in (set(existing) | set(winners)) - inside - protected:
+            for key in known - inside - protected:
                 closing.add((key, base))  # the snapshot's delete, if the key was live just before
                 latest = max([s for s in (existing.get(key), winners.get(key, (None,))[0]) if s is not None])
                 if latest < base:
@@ -521,9 +526,9 @@ def deliveries(draw):
         if at + 1 < count and draw(st.integers(0, 3)) == 0:
             again, newline = draw(FILE)
             runs[draw(st.integers(at + 1, count - 1))].append(Delivery(name, again, newline, time))
-    if count > 1 and draw(st.booleans()):  # a second snapshot, as of its arrival
+    if draw(st.booleans()):  # a second snapshot, as of its arrival (in the first run: two in one run)
         lines, newline = draw(st.tuples(st.lists(full_load_line(), max_size=5), NEWLINES))
-        runs[draw(st.integers(1, count - 1))].append(Delivery(FULL2, lines, newline, None))
+        runs[draw(st.integers(0, count - 1))].append(Delivery(FULL2, lines, newline, None))
     return runs
 
 

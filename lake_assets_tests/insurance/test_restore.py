@@ -207,8 +207,9 @@ def test_a_run_that_commits_nothing_after_a_restore_belongs_to_the_versions_afte
 
 def reapplied_superseded_then_restored(storage: LakeStorage, spark: SparkSession) -> None:
     """A full load FULL, then a newer one; a restore reverts both; `--reapply` applies both in
-    one run, where the newer decides (FULL superseded: applied, with no table version); a
-    restore to FULL's first application."""
+    one run, where the newer decides the table (FULL's rows superseded: applied, with no table
+    version; its deletes and rows are in the history and the tombstones, as in runs of their
+    own: 2, FULL's, is deleted by the newer); a restore to FULL's first application."""
     second = "raw/fullload/c.csv"
     storage.put_bytes(C1, f"I,{row(1, 1)}\n".encode())
     apply_pending(storage, spark, "run-1", RULES)  # version 0
@@ -218,7 +219,7 @@ def reapplied_superseded_then_restored(storage: LakeStorage, spark: SparkSession
     apply_pending(storage, spark, "run-3", RULES)  # version 2
     restore_insurance(storage, 0, "restore-1")  # version 3: both reverted
     apply_pending(storage, spark, "run-4", RULES, reapply=True)  # version 4: the newer decides, FULL superseded
-    assert values(storage) == {3: 3} and tombstones(storage) == {1: second}
+    assert values(storage) == {3: 3} and tombstones(storage) == {1: second, 2: second}
     assert statuses(storage)[FULL] == APPLIED
     restore_insurance(storage, 1, "restore-2")  # version 5: FULL's first application
     assert values(storage) == {2: 2}

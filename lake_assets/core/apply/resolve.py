@@ -17,7 +17,10 @@ outside the snapshot and not protected) that was live just before B, whether the
 deletes it from the table or a newer change of the run brings it back; not for a key already
 deleted then, nor one it never had. Whether a key was live is read from the history itself
 (history.py), so the deletes are the same whether the changes came in one run or in several: the
-run hands them over as candidates (`implied`, `closing`). So is a tombstone's sequence for a key
+run hands them over as candidates (`implied`, `closing`). So is every other snapshot the run
+publishes (`earlier`: older full loads and truncates; only the newest is the published snapshot
+the table takes), for each key that may have been live just before it and that it does not hold,
+and a tombstone's sequence for a key
 the table no longer holds, when the run has a change of it older than the tombstone (a late
 change: the delete closes it, unless the history already has one there or the key was not live).
 
@@ -30,6 +33,7 @@ feed, the tombstones, the SCD2 history and the per-file counts all come from it.
 """
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -66,6 +70,8 @@ class PublishedSnapshot:
     #: the run's changes are this snapshot's rows only (no CDC file with it): into a table with no
     #: row and no tombstone it then deletes nothing
     alone: bool = field(default=False, kw_only=True)
+    #: an `APPLY AS TRUNCATE`: a snapshot of no rows (a full load is not one, even with none readable)
+    truncate: bool = field(default=False, kw_only=True)
 
 
 def table_columns(declaration: TableDeclaration) -> list[str]:
@@ -83,20 +89,28 @@ AUDIT = [OPERATION, SOURCE_FILE, SOURCE_LINE, APPLIED_AT, SEQUENCE]
 
 
 def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame | None, tombstones: DataFrame | None,
-            floor: str | None, snapshot: PublishedSnapshot | None, applied_at: dt.datetime) -> DataFrame:
+            floor: str | None, snapshot: PublishedSnapshot | None, applied_at: dt.datetime,
+            earlier: Sequence[PublishedSnapshot] = ()) -> DataFrame:
     """The run's resolved changes (see the module's docstring).
 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
     published snapshot's parts; truncates left out: a truncate is a `snapshot` with no rows);
     `table`: the table's rows as the run found them, `tombstones` (keys, `_sequence` and
-    `source_file`) its tombstones (None: there are none).
+    `source_file`) its tombstones (None: there are none); `earlier`: the run's other published
+    snapshots, full loads and truncates, all older than `snapshot` (what they delete, it deletes
+    too: they change only the history, and what an update's NULLs may take). A full load's rows are
+    among `changes` whichever snapshot it is.
     """
     keys = list(declaration.keys)
     data = [c for c in declaration.written if c not in keys]
     existing = _existing(keys, table, tombstones)
     events = changes.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
+    earlier_deletes = None
+    if earlier:  # before the join below; known: a key the run knows (a row, a tombstone, a change)
+        known = events.select(*keys) if existing is None else events.select(*keys).unionByName(existing.select(*keys))
+        earlier_deletes = _earlier(keys, known.distinct(), existing, events, earlier)
     if declaration.ignore_null_updates:  # a published snapshot (a truncate too) ends what an update may take
-        events = _fill_nulls(keys, data, events, table, snapshot)
+        events = _fill_nulls(keys, data, events, table, snapshot, earlier_deletes)
     events = events.join(existing, keys, "left") if existing is not None else \
         events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
@@ -121,24 +135,30 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     resolved = events.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
                              F.when(wins, F.lit(Role.APPLY.value)).otherwise(F.lit(Role.KEPT.value)).alias(ROLE),
                              F.coalesce(F.col(PRESENT), F.lit(False)).alias(PRESENT))
+    if earlier_deletes is not None:
+        added.append(_delete_rows(declaration, earlier_deletes, applied_at))
     for rows in added:
         resolved = resolved.unionByName(rows)
     return resolved
 
 
 def _fill_nulls(keys: list[str], data: list[str], events: DataFrame, table: DataFrame | None,
-                snapshot: "PublishedSnapshot | None") -> DataFrame:
+                snapshot: "PublishedSnapshot | None", earlier: DataFrame | None) -> DataFrame:
     """`IGNORE NULL UPDATES`: an update's NULL columns take the key's value as of the change before
     it (in sequence order: the run's earlier changes, else the table's row), never across a delete,
-    a snapshot's row of the key (it says every column, NULLs too) or the base of the run's published
+    a snapshot's row of the key (it says every column, NULLs too), the base of the run's published
     snapshot (a truncate's, or a full load's, which deletes the keys it does not hold; not for a key
-    it protects: its row was refused, so the key keeps what it had)."""
+    it protects: its row was refused, so the key keeps what it had) or the delete of any other
+    snapshot of the run (`earlier`: its closing deletes, a row per key it may delete)."""
     base = None
     if table is not None:
         base = (table.join(events.select(*keys).distinct(), keys, "left_semi")
                 .select(*keys, *data, F.col(SEQUENCE), F.lit(True).alias("_base")))
     marked = events.withColumn("_base", F.lit(False))
     both = marked if base is None else marked.unionByName(base, allowMissingColumns=True)
+    if earlier is not None:  # each a delete: it ends the segment before it, and is dropped with the base rows
+        both = both.unionByName(earlier.select(*keys, F.lit(DELETE).alias(OPERATION), SEQUENCE,
+                                               F.lit(True).alias("_base")), allowMissingColumns=True)
     order = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE)).rowsBetween(Window.unboundedPreceding, Window.currentRow)
     ended = F.sum(F.when(F.col(OPERATION).isin(DELETE, SNAPSHOT_OPERATION), 1).otherwise(0)).over(order)
     if snapshot is not None:
@@ -192,6 +212,58 @@ def _implied(keys: list[str], existing: DataFrame | None, events: DataFrame, win
     doomed = F.col(_EXISTING) <= F.lit(snapshot.base)
     return newest.select(*keys, (doomed & F.col(PRESENT)).alias(PRESENT),
                          F.when(doomed, F.lit(Role.IMPLIED.value)).otherwise(F.lit(Role.CLOSING.value)).alias(ROLE))
+
+
+def _earlier(keys: list[str], known: DataFrame, existing: DataFrame | None, events: DataFrame,
+             earlier: Sequence[PublishedSnapshot]) -> DataFrame:
+    """(keys, `_present`, `_role`, `_sequence`, `_source_file`): a `closing` delete at the base of
+    each of the run's `earlier` snapshots for every key it does not hold that may have been live just
+    before it (history.closes keeps those that end a live version): for a full load, every key the
+    run `known`s outside it and its protected keys; for a truncate, every key the run knows, except
+    right after another truncate, which deleted every key: then a key can be live only if a version
+    of it starts between the two, a change of the run there (or a stored version, if the table or
+    its tombstones hold a sequence newer than the truncate before: then again every key). Each
+    truncate costs the keys it may close, not the table's."""
+    ordered = sorted(earlier, key=lambda s: s.base)
+    newest = None if existing is None or len(ordered) == 1 else existing.agg(F.max(_EXISTING)).first()
+    stored = None if newest is None else newest[0]
+    wide, narrow, loads = [], [], []
+    for before, each in zip([None, *ordered], ordered):
+        if not each.truncate:
+            loads.append(each)
+        elif before is None or not before.truncate or (stored is not None and stored > before.base):
+            wide.append(each)
+        else:
+            narrow.append((before, each))
+
+    def stamped(base: SparkColumn, source_file: SparkColumn) -> list[SparkColumn]:
+        return [F.lit(False).alias(PRESENT), F.lit(Role.CLOSING.value).alias(ROLE), base.alias(SEQUENCE),
+                source_file.alias(SOURCE_FILE)]
+
+    def structs(chosen: list[PublishedSnapshot], after: list[str | None]) -> SparkColumn:
+        return F.array(*[F.struct(F.lit(s.base).alias("s"), F.lit(s.source_file).alias("f"),
+                                  F.lit(a).cast("string").alias("after")) for s, a in zip(chosen, after)])
+
+    parts = []
+    if wide:  # one row per key and truncate: an explode, not a union per truncate
+        parts.append(known.select(*keys, F.explode(structs(wide, [None] * len(wide))).alias("_t"))
+                     .select(*keys, *stamped(F.col("_t.s"), F.col("_t.f"))))
+    if narrow:
+        within = events.select(*keys, SEQUENCE, F.explode(structs([s for _, s in narrow],
+                                                                  [b.base for b, _ in narrow])).alias("_t"))
+        # a change at a truncate's own sequence comes after it (history.closes: a delete closes only older rows)
+        within = within.where((F.col(SEQUENCE) >= F.col("_t.after")) & (F.col(SEQUENCE) < F.col("_t.s")))
+        parts.append(within.select(*keys, *stamped(F.col("_t.s"), F.col("_t.f"))).distinct())
+    for load in loads:  # a few full loads at most: each its own
+        outside = known.join(events.where(F.col(FILE_INDEX).isin(load.files)).select(*keys).distinct(), keys,
+                             "left_anti")
+        if load.protected is not None:
+            outside = outside.join(load.protected.select(*keys).distinct(), keys, "left_anti")
+        parts.append(outside.select(*keys, *stamped(F.lit(load.base), F.lit(load.source_file))))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return rows
 
 
 def _late(keys: list[str], events: DataFrame, tombstones: DataFrame) -> DataFrame:

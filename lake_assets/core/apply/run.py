@@ -248,38 +248,32 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         for snapshot in snapshots:
             if not snapshot.approved:
                 snapshot.held = _guard(run, snapshot, parsed, found, before)
-        published = [s for s in snapshots if s.held is None]
-        newest = max(published, key=lambda s: s.floor, default=None)
+        published = sorted((s for s in snapshots if s.held is None), key=lambda s: s.floor)
+        newest = published[-1] if published else None
         sources = [f.index for f in planned.changes if not summaries[f.index]["_refusal"]]
-        sources += [p.index for p in newest.readable] if newest else []
+        sources += [p.index for s in published for p in s.readable]
         changes = parsed.where((F.col(KIND) == RowKind.ROW.value) & F.col(FILE_INDEX).isin(sources))
         if judged is not None:
             changes = expectations.kept(changes, judged)
         truncated = _truncate(changes) if any(s.truncate for s in run.declaration.sources) else None
         if truncated is not None:
             changes = changes.where(F.col(OPERATION) != TRUNCATE)
-        published_snapshot = None
-        if newest is not None:
-            protected = None
-            if newest.refused:
-                protected = refusals.where(F.col(FILE_INDEX).isin([p.index for p in newest.parts]))
-                for key in run.keys:
-                    protected = protected.where(F.col(key).isNotNull())
-                protected = protected.select(*run.keys)
-            readable = [p.index for p in newest.readable]
-            published_snapshot = PublishedSnapshot(newest.floor, readable, protected, newest.parts[0].file.key,
-                                                   alone=set(sources) <= set(readable))
-        if truncated is not None and (newest is None or truncated.base > newest.floor):
-            published_snapshot = truncated  # the newer: everything older than it goes
+        # every published snapshot (full loads, truncates) deletes as of its base; the newest is the
+        # one the table takes, the others (older) close versions in the history only
+        truncates = list(truncated.all) if truncated is not None else []
+        # by base; at one base a full load is the newer (it says which keys stay)
+        each = sorted([*truncates, *(_published(run.keys, s, refusals, sources) for s in published)],
+                      key=lambda s: (s.base, not s.truncate))
+        published_snapshot = each.pop() if each else None
         tombstones = bookkeeping.tombstones(spark, storage, tables.tombstones)
         resolved = stage.write("resolved", resolve(
             run.declaration, changes, found,
             None if tombstones is None else tombstones.select(*run.keys, SEQUENCE, "source_file"),
-            planned.floor, published_snapshot, applied_at))
+            planned.floor, published_snapshot, applied_at, each))
         applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
                    .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()}
-        if truncated is not None and published_snapshot is truncated:
-            for index, count in truncated.rows.items():  # the truncates took effect: applied
+        if truncated is not None and published_snapshot is not None and published_snapshot.truncate:
+            for index, count in truncated.rows.items():  # the newest is a truncate: they took effect, applied
                 applied[index] = applied.get(index, 0) + count
         counts = _commit_counts(resolved)
         entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
@@ -308,22 +302,40 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
 
 
 @dataclass(frozen=True)
-class _Truncate(PublishedSnapshot):
-    """The run's newest truncate (`APPLY AS TRUNCATE`): a snapshot of no rows at its sequence; `rows`:
-    the truncate rows per file."""
+class _Truncates:
+    """The run's truncates (`APPLY AS TRUNCATE`), each a snapshot of no rows at its sequence (one per
+    sequence); `rows`: the truncate rows per file."""
 
-    rows: dict[int, int] = field(default_factory=dict)
+    all: tuple[PublishedSnapshot, ...]
+    rows: dict[int, int]
 
 
-def _truncate(changes: DataFrame) -> _Truncate | None:
-    """The newest truncate among `changes` (one small aggregate), or None."""
-    found = changes.where(F.col(OPERATION) == TRUNCATE).groupBy(FILE_INDEX, SOURCE_FILE) \
-        .agg(F.max(SEQUENCE).alias("newest"), F.count(F.lit(1)).alias("n")).collect()
+def _truncate(changes: DataFrame) -> _Truncates | None:
+    """The run's truncates among `changes` (one small aggregate), or None."""
+    found = changes.where(F.col(OPERATION) == TRUNCATE).groupBy(FILE_INDEX, SOURCE_FILE, SEQUENCE) \
+        .agg(F.count(F.lit(1)).alias("n")).collect()
     if not found:
         return None
-    newest = max(found, key=lambda r: r["newest"])
-    return _Truncate(newest["newest"], [], None, newest[SOURCE_FILE],
-                     rows={int(r[FILE_INDEX]): int(r["n"]) for r in found})
+    rows: dict[int, int] = {}
+    each: dict[str, PublishedSnapshot] = {}
+    for row in sorted(found, key=lambda r: (r[SEQUENCE], r[FILE_INDEX])):
+        rows[int(row[FILE_INDEX])] = rows.get(int(row[FILE_INDEX]), 0) + int(row["n"])
+        each.setdefault(row[SEQUENCE], PublishedSnapshot(row[SEQUENCE], [], None, row[SOURCE_FILE], truncate=True))
+    return _Truncates(tuple(each.values()), rows)
+
+
+def _published(keys: list[str], snapshot: _Snapshot, refusals: DataFrame, sources: list[int]) -> PublishedSnapshot:
+    """A full load the run publishes: its base, its readable parts, and the keys of its refused rows
+    (protected: they keep their current row)."""
+    protected = None
+    if snapshot.refused:
+        protected = refusals.where(F.col(FILE_INDEX).isin([p.index for p in snapshot.parts]))
+        for key in keys:
+            protected = protected.where(F.col(key).isNotNull())
+        protected = protected.select(*keys)
+    readable = [p.index for p in snapshot.readable]
+    return PublishedSnapshot(snapshot.floor, readable, protected, snapshot.parts[0].file.key,
+                             alone=set(sources) <= set(readable))
 
 
 def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,

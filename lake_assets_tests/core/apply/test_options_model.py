@@ -9,7 +9,7 @@ grouped into one to three runs. The model applies each run as the lake documents
 newest change wins if it is at least as new as the key's row and tombstone; a truncate deletes
 every key whose newest change is not newer; an update's NULLs keep the values before it (in
 sequence order, within the run and from the table's row, never across a delete or a truncate);
-the history holds every change, and a truncate's delete of each key it covers that was live just
+the history holds every change, and each truncate's delete of each key it covers that was live just
 before it (the run knows the key: a row, a tombstone, a change; whether the truncate deletes it or a
 newer change keeps it), and a delete at the tombstone of a key without a row closing a late change
 older than it (unless the key was not live there): each change its own version, or, with
@@ -65,11 +65,11 @@ class Model:
     recorded: dict[tuple[int, int], Change] = field(default_factory=dict)
 
     def run(self, batch: list[Change]) -> None:
-        truncates = [c.seq for c in batch if c.op == "T"]
+        truncates = sorted(c.seq for c in batch if c.op == "T")
         truncate = max(truncates) if truncates else None
         events = sorted((c for c in batch if c.op != "T"), key=lambda c: c.seq)
         if self.ignore_nulls:
-            events = self._filled(events, truncate)
+            events = self._filled(events, truncates)
         existing = {k: max([*([self.table[k].seq] if k in self.table else []), *([self.tombs[k]] if k in self.tombs
                                                                                  else [])]) for k in {*self.table,
                                                                                                       *self.tombs}}
@@ -78,7 +78,8 @@ class Model:
         doomed, closing = set(), set()
         if truncate is not None:
             for key in {*existing, *winners}:
-                closing.add((key, truncate))  # the history's delete, if the key was live just before
+                # the history's delete at every truncate of the run, if the key was live just before
+                closing |= {(key, seq) for seq in truncates}
                 newest = max([*([existing[key]] if key in existing else []), *([winners[key].seq] if key in winners
                                                                               else [])])
                 if newest <= truncate:
@@ -104,7 +105,7 @@ class Model:
             if (key, seq) not in self.recorded and before and self.recorded[(key, max(before))].op != "D":
                 self.recorded[(key, seq)] = Change(key, "D", None, None, seq)
 
-    def _filled(self, events: list[Change], truncate: int | None) -> list[Change]:
+    def _filled(self, events: list[Change], truncates: list[int]) -> list[Change]:
         out = []
         for key in {c.key for c in events}:
             rows = [("base", self.table[key])] if key in self.table else []
@@ -114,7 +115,7 @@ class Model:
             deletes = 0
             for kind, change in rows:
                 deletes += change.op == "D"
-                segment = (deletes, truncate is not None and change.seq > truncate)
+                segment = (deletes, sum(change.seq > t for t in truncates))
                 values = last.setdefault(segment, {})
                 if change.op == "U":
                     a = change.a if change.a is not None else values.get("a")

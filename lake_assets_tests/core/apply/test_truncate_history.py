@@ -97,6 +97,41 @@ def test_the_history_across_a_truncate(storage: LakeStorage, spark: SparkSession
     assert _history(storage, table) == AFTER_LATE
 
 
+#: two truncates, in two files: `a` is back between them, `d` (4) only after the second
+TWICE = [[Change(None, "T", None, None, 6), Change(A, "U", "A2", None, 8)],
+         [Change(None, "T", None, None, 10), Change(D, "U", "D", None, 12)]]
+TWICE_HISTORY = [
+    (A, "U", "A", None, 1, 6), (A, "D", None, None, 6, 6), (A, "U", "A2", None, 8, 10), (A, "D", None, None, 10, 10),
+    (B, "U", "B", None, 1, 6), (B, "D", None, None, 6, 6),
+    (Z, "U", "Z", None, 1, 2), (Z, "D", None, None, 2, 2),
+    (D, "U", "D", None, 12, None),
+]
+
+
+def test_the_model_deletes_at_each_truncate_of_a_run() -> None:
+    for runs in ([FIRST, *TWICE], [FIRST, TWICE[0] + TWICE[1]], [FIRST + TWICE[0] + TWICE[1]]):
+        model = _model(runs)
+        assert model.table == {D: Change(D, "U", "D", None, 12)}
+        assert model.history() == TWICE_HISTORY
+
+
+@pytest.mark.parametrize("runs", [[[0], [1], [2]], [[0], [1, 2]], [[0, 1, 2]]],
+                         ids=["each file alone", "the truncates together", "one run"])
+def test_each_truncate_of_a_run_closes_what_was_live_before_it(storage: LakeStorage, spark: SparkSession,
+                                                               runs: list[list[int]]) -> None:
+    """Two truncates applied in one run give the history they give in two: a key live before the
+    older one is deleted there, not at the newer one, and a key back between them is deleted again."""
+    table = declared(ignore_nulls=False, track_except=False, partitioned=False)
+    prefix = table.sources[0].prefix
+    batches = [FIRST, *TWICE]
+    for number, files in enumerate(runs):
+        for index in files:
+            storage.put_bytes(f"{prefix}f{index}.csv", "\n".join([HEADER, *map(_line, batches[index]), ""]).encode())
+        apply_pending(table, storage, spark, f"run-{number}")
+    assert _table(storage, table) == {D: ("D", None)}
+    assert _history(storage, table) == TWICE_HISTORY
+
+
 FIRST_LOAD = "1,A\n2,B\n3,C\n"
 SECOND_LOAD = "2,B\n3,C\n"  # 1 is not in it
 LATER = "U,1,A2\n"  # 1 again, newer than the second load
@@ -124,3 +159,30 @@ def test_the_history_across_a_full_load(storage: LakeStorage, spark: SparkSessio
     assert [(r["id"], r["_operation"]) for r in written if r["id"] != 1] == [(2, "L"), (2, "L"), (3, "L"), (3, "L")]
     assert deleted["_sequence"] < min(r["_sequence"] for r in written if r["id"] == 2 and r["name"] == "B"
                                       and r["_source_file"].endswith("v2/LOAD00000001.csv"))
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["one run", "two runs"])
+def test_two_full_loads_give_the_history_in_one_run_they_give_in_two(storage: LakeStorage, spark: SparkSession,
+                                                                     together: bool) -> None:
+    """The older of two full loads applied in one run is a snapshot too: its rows are versions and
+    its deletes are in the history, as when each load has a run of its own; the table takes the newer."""
+    table = loaded_table("loads", ["name STRING"])
+    storage.put_bytes(f"raw/{table.name}/fullload/v1/LOAD00000001.csv", b"1,A\n2,B\n3,C\n")
+    if not together:
+        apply_pending(table, storage, spark, "run-1")
+    storage.put_bytes(f"raw/{table.name}/fullload/v2/LOAD00000001.csv", b"2,B\n3,C2\n5,E\n")
+    apply_pending(table, storage, spark, "run-2")
+    options = storage.delta_storage_options()
+    tables = table_set(table)
+    rows = DeltaTable(tables.table.uri(storage), storage_options=options).to_pyarrow_table().to_pylist()
+    assert {r["id"]: r["name"] for r in rows} == {2: "B", 3: "C2", 5: "E"}
+    written = sorted(_rows(tables.history.uri(storage), options), key=lambda r: (r["id"], r["_sequence"]))
+    first, second = (f"raw/{table.name}/fullload/v{n}/LOAD00000001.csv" for n in (1, 2))
+    assert [(r["id"], r["_operation"], r["name"], r["_source_file"], r["is_current"]) for r in written] == [
+        (1, "L", "A", first, False), (1, "D", None, second, False),
+        (2, "L", "B", first, False), (2, "L", "B", second, True),
+        (3, "L", "C", first, False), (3, "L", "C2", second, True),
+        (5, "L", "E", second, True)]
+    for version, following in zip(written, written[1:]):
+        if version["id"] == following["id"] and version["_operation"] != "D":
+            assert version["valid_to_sequence"] == following["_sequence"], version
