@@ -97,8 +97,8 @@ ENV_VARS: dict[str, str] = {
                                  "(unset: the column is recognised before the source's columns by its values)",
     "LAKE_DMS_CSV_NULL_VALUE": "DMS's CsvNullValue: a field holding exactly this is NULL (unset: an empty field, "
                                "DMS's default)",
-    "LAKE_FULLLOAD_MAX_SHRINK": "a full load removing more than this fraction of the table's rows, or a TPC-DS day "
-                                "object removing more than this fraction of its day's, is held for `lake approve` "
+    "LAKE_FULLLOAD_MAX_SHRINK": "a full load that would shrink the table by more than this fraction of its rows, or "
+                                "a TPC-DS day object its day by more than this fraction, is held for `lake approve` "
                                 "(unset: each table's declared guard.max_shrink, 0.5 for TPC-DS)",
     "LAKE_TOMBSTONE_RETENTION_DAYS": "how long deleted keys are remembered against late inserts (unset: each "
                                      "table's declared tombstone_retention_days)",

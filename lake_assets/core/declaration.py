@@ -152,8 +152,8 @@ class Source(_Model):
 class SnapshotRules(_Model):
     """When a full-load snapshot is held for `lake approve` instead of published (write-audit-publish,
     core/snapshot_guard.py): always when it is empty; when it has refused rows, unless told not to;
-    when it would remove more than `max_shrink` of the table's rows (`LAKE_FULLLOAD_MAX_SHRINK`
-    sets it for every table)."""
+    when it would shrink the table by more than `max_shrink` of its rows, a count of rows before and
+    after (`LAKE_FULLLOAD_MAX_SHRINK` sets it for every table)."""
 
     hold_rejected: bool = True
     max_shrink: float = Field(default=0.5, ge=0, le=1)
