@@ -219,7 +219,7 @@ def _earlier(keys: list[str], known: DataFrame, existing: DataFrame | None, even
     """(keys, `_present`, `_role`, `_sequence`, `_source_file`): a `closing` delete at the base of
     each of the run's `earlier` snapshots for every key it does not hold that may have been live just
     before it (history.closes keeps those that end a live version): for a full load, every key the
-    run `known`s outside it and its protected keys; for a truncate, every key the run knows, except
+    run knows (`known`) that is neither in it nor protected by it; for a truncate, every key, except
     right after another truncate, which deleted every key: then a key can be live only if a version
     of it starts between the two, a change of the run there (or a stored version, if the table or
     its tombstones hold a sequence newer than the truncate before: then again every key). Each
