@@ -225,8 +225,10 @@ def _earlier(keys: list[str], known: DataFrame, existing: DataFrame | None, even
     its tombstones hold a sequence newer than the truncate before: then again every key). Each
     truncate costs the keys it may close, not the table's."""
     ordered = sorted(earlier, key=lambda s: s.base)
-    newest = None if existing is None or len(ordered) == 1 else existing.agg(F.max(_EXISTING)).first()
-    stored = None if newest is None else newest[0]
+    stored = None  # the newest sequence of the table and its tombstones: read only for a truncate after a truncate
+    if existing is not None and any(a.truncate and b.truncate for a, b in zip(ordered, ordered[1:])):
+        newest = existing.agg(F.max(_EXISTING)).first()
+        stored = None if newest is None else newest[0]
     wide, narrow, loads = [], [], []
     for before, each in zip([None, *ordered], ordered):
         if not each.truncate:
