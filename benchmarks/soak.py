@@ -148,6 +148,15 @@ class Lake:
             return False
         return True
 
+    def wait_stopped(self, timeout: float = 60) -> None:
+        """Wait for the last command's embedded server to be gone: a command's exit only asks it to
+        stop (weed takes a second or more), and its data directory must not be removed under it."""
+        from lake_assets.resources.s3_supervisor import STATE_FILE, STOPPING_FILE, supervisors_of
+        from lake_assets_tests.helpers.lake_dev import wait_for
+
+        wait_for(lambda: not (self.home / STATE_FILE).exists() and not (self.home / STOPPING_FILE).exists()
+                 and not supervisors_of(self.home), timeout, "the embedded S3 server to stop", interval=0.1)
+
     def json(self, *args: str) -> list[dict]:
         result = self.run(*args, "--format", "json")
         assert result.returncode == 0, result.stderr
@@ -203,7 +212,9 @@ def soak(seconds: float, seed: int, workdir: Path) -> tuple[Figures, list[str]]:
         lake.run("run")
         if not any(row["status"].startswith("pending") for row in lake.json("status")):
             break
-    return figures, compare(lake, full, delivered)
+    problems = compare(lake, full, delivered)
+    lake.wait_stopped()
+    return figures, problems
 
 
 def compare(lake: Lake, full: dict[int, int], delivered: list[Delivery]) -> list[str]:
