@@ -18,6 +18,9 @@ Strategies (`Strategy`):
 - `rewrite`: when those files hold `REWRITE_FRACTION` of the table or more, the whole table is
   rewritten (the same plan without a predicate).
 - `merge`: a table keyed otherwise (a string or composite key): one `MERGE INTO`.
+- `repartition`: the declaration's `partition_by` is not the table's (it was added, changed or
+  dropped since the table was created): the whole table is rewritten with the declared
+  partitioning, in one commit (`overwriteSchema`), with the batch applied.
 
 The table is kept clustered by its first key (every write cuts its rows into files of disjoint
 key ranges of about `cluster.TARGET_FILE_ROWS` rows; the nightly compaction keeps it so), so each
@@ -36,7 +39,7 @@ from lake_assets.core.apply.resolve import DELETE
 from lake_assets.core.apply.reader import SEQUENCE
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.cdc import merge_sql
-from lake_assets.core.formats.delta import MAX_RANGES, file_ranges
+from lake_assets.core.formats.delta import MAX_RANGES, file_ranges, row_count
 from deltalake import DeltaTable
 
 #: A batch whose files hold at least this share of the table's rows rewrites the table.
@@ -48,6 +51,7 @@ class Strategy(StrEnum):
     NARROW = "narrow"
     REWRITE = "rewrite"
     MERGE = "merge"
+    REPARTITION = "repartition"
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ def choose(spark: SparkSession, target: DeltaTarget, found: DeltaTable | None, b
     table `found` (None: it does not exist yet)."""
     if found is None:
         return CommitPlan(Strategy.CREATE, rows=inserted)
+    if found.metadata().partition_columns != list(target.partition_by):
+        return CommitPlan(Strategy.REPARTITION, rows=row_count(found) + inserted - deleted)
     if not target.integer_key:
         return CommitPlan(Strategy.MERGE)
     mins, maxs, rows = file_ranges(found, target.keys[0])
@@ -193,7 +199,8 @@ def _labelled(writer, text: str):
 
 def _overwrite(spark: SparkSession, target: DeltaTarget, batch: DataFrame, plan: CommitPlan, text: str) -> None:
     """One overwrite of the rows the plan's predicate selects (all when None): (rows no newer
-    change reaches) UNION ALL (newer upserts), in files of disjoint key ranges (cluster.py)."""
+    change reaches) UNION ALL (newer upserts), in files of disjoint key ranges (cluster.py); a
+    repartition writes them with the declared partition columns."""
     where = plan.where
     current = spark.read.format("delta").load(target.uri)
     if where is not None:
@@ -203,10 +210,15 @@ def _overwrite(spark: SparkSession, target: DeltaTarget, batch: DataFrame, plan:
     changes = batch.join(rows, target.keys, "left").where(newer).drop("_row_sequence")
     kept = current.join(changes.select(*target.keys), target.keys, "left_anti").select(*target.columns)
     upserts = changes.where(F.col(OPERATION) != DELETE).select(*target.columns)
-    writer = clustered(kept.unionByName(upserts), target.keys[0], plan.rows, plan.cuts).write.format("delta") \
-        .mode("overwrite")
+    rows = kept.unionByName(upserts)
+    frame = clustered(rows, target.keys[0], plan.rows, plan.cuts) if target.integer_key else \
+        rows.sortWithinPartitions(*target.keys)
+    writer = frame.write.format("delta").mode("overwrite")
     if where is not None:
         writer = writer.option("replaceWhere", where)
+    if plan.strategy is Strategy.REPARTITION:
+        writer = (writer.partitionBy(*target.partition_by) if target.partition_by else writer) \
+            .option("overwriteSchema", "true")
     _labelled(writer, text).save(target.uri)
 
 

@@ -15,6 +15,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lake_assets.core import change_feed, registry
+from lake_assets.core.apply.restore import restore_declared
 from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.formats.delta_as_of import read_as_of
@@ -175,3 +176,43 @@ def test_duckdb_reads_a_partitioned_table_through_the_query_sandbox(storage: Lak
         registry.declarations.cache_clear()
     assert sorted(rows, key=lambda r: r[0]) == sorted(((k, r, b) for k, (r, b) in _model(RUNS).items()),
                                                        key=lambda r: r[0])
+
+
+@pytest.mark.parametrize("key_type", ["BIGINT", "STRING"])  # a clustered rewrite; a sorted one
+def test_a_changed_partition_by_rewrites_the_table_at_its_next_commit(storage: LakeStorage, spark: SparkSession,
+                                                                      key_type: str) -> None:
+    """A table created unpartitioned, then declared `partition_by: [region]`: the next run's commit
+    rewrites it partitioned, with the run's changes, in one commit whose feed holds only those
+    changes; declared unpartitioned again, the next commit rewrites it without partitions."""
+    name = f"moved_{uuid.uuid4().hex[:6]}"
+    partitioned = _declared(name, key_type)
+    plain = parse(_text(name, key_type).replace("partition_by: [region]\n", ""), "test")
+    tables = table_set(plain)
+    cast = int if key_type == "BIGINT" else str
+    for run, (table, text) in enumerate(zip([plain, partitioned, plain], RUNS)):
+        storage.put_bytes(f"{table.sources[0].prefix}20250101-{run:06d}000.csv", text.encode())
+        report = apply_pending(table, storage, spark, f"run-{run}")
+        assert [f.status for f in report.files] == ["applied"]
+        assert [c.strategy for c in report.commits] == ["create" if run == 0 else "repartition"]
+        delta = _delta(storage, tables.table.uri(storage))
+        assert delta.metadata().partition_columns == list(table.partition_by)
+        assert all(("/region=" in p) == bool(table.partition_by) for p in delta.file_uris())
+        rows = sorted((r["id"], r["region"], r["balance"]) for r in delta.to_pyarrow_table().to_pylist())
+        assert rows == sorted((cast(k), r, b) for k, (r, b) in _model(RUNS[:run + 1]).items()), run
+        assert schema_matches_contract(table, storage).passed, run
+
+    feed = change_feed.read(storage, tables.table, tables.changes, "id", 1).to_pylist()
+    key = cast
+    assert sorted((r["_commit_version"], r["_change_type"], r["id"], r["region"], r["balance"]) for r in feed) == \
+        sorted([
+            (1, "update_preimage", key(1), "east", 10), (1, "update_postimage", key(1), "west", 11),
+            (1, "delete", key(3), "east", 30), (1, "insert", key(4), "north east", 40),
+            (2, "update_preimage", key(1), "west", 11), (2, "update_postimage", key(1), "north east", 12),
+            (2, "insert", key(5), None, 50),
+        ])
+    # a restore to the partitioned version brings its partitioning back with its rows
+    restore_declared(storage, plain, 1, "restore-1")
+    delta = _delta(storage, tables.table.uri(storage))
+    assert delta.metadata().partition_columns == ["region"]
+    assert sorted((r["id"], r["region"], r["balance"]) for r in delta.to_pyarrow_table().to_pylist()) == \
+        sorted((cast(k), r, b) for k, (r, b) in _model(RUNS[:2]).items())
