@@ -77,6 +77,8 @@ class Column(_Model):
     nullable: bool = True
     #: Values the column may hold, matched without case and surrounding spaces and stored as declared.
     allowed: tuple[str, ...] = ()
+    #: A regular expression (RE2) every value of a STRING column must match whole, e.g. `[A-Z]{2}`.
+    pattern: str | None = None
     #: The least value of an integer column (e.g. 0 for ids that are never negative).
     minimum: int | None = None
     #: The quarantine reason of a value the column refuses (default: by its type, `bad_integer`, ...).
@@ -104,6 +106,22 @@ class Column(_Model):
             return f"DECIMAL({int(decimal.group(1))},{int(decimal.group(2))})"
         raise ValueError(f"type {value!r} is not one of {', '.join(SCALAR_TYPES)} or DECIMAL(p,s) (p <= 38)")
 
+    @model_validator(mode="after")
+    def _pattern(self) -> "Column":
+        if self.pattern is None:
+            return self
+        if self.type != "STRING" or self.allowed:
+            raise ValueError(f"column {self.name}: pattern is for a STRING column without allowed values")
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:  # the engine's validation matches it with pyarrow's RE2
+            pc.match_substring_regex(pa.array([""]), f"^(?:{self.pattern})$")
+        except pa.ArrowInvalid as error:
+            raise ValueError(f"column {self.name}: pattern {self.pattern!r} is not an RE2 regular expression "
+                             f"({str(error).splitlines()[0]})") from None
+        return self
+
     @property
     def is_integer(self) -> bool:
         return self.type in ("INT", "BIGINT")
@@ -113,7 +131,7 @@ class Column(_Model):
         """The reason a value of this column is refused for."""
         if self.reason is not None:
             return self.reason
-        if self.allowed:
+        if self.allowed or self.pattern is not None:
             return RefusalReason.BAD_VALUE
         return _TYPE_REASONS.get(self.type.split("(")[0], RefusalReason.BAD_VALUE)
 

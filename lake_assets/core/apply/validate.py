@@ -195,7 +195,15 @@ def _check(column: Column, values: pa.ChunkedArray) -> _Checked:
         return _timestamp(values, empty)
     if kind in ("DOUBLE", "DECIMAL"):
         return _number(values, arrow_type(column), empty)
+    if column.pattern is not None:
+        return _matching(values, column.pattern, empty)
     return _Checked(_string_or_null(values), None, empty)
+
+
+def _matching(values: pa.ChunkedArray, pattern: str, empty) -> _Checked:
+    """Well formed: the whole value matches `pattern` (RE2); empty is NULL."""
+    malformed = pc.and_(pc.invert(empty), pc.invert(pc.match_substring_regex(values, f"^(?:{pattern})$")))
+    return _Checked(_string_or_null(values), malformed if pc.any(malformed).as_py() else None, empty)
 
 
 def _integer(values: pa.ChunkedArray, kind: pa.DataType, minimum: int | None, empty) -> _Checked:

@@ -7,6 +7,7 @@ import pytest
 
 from lake_assets.core.apply.reader import RECORD
 from lake_assets.core.apply.validate import validate
+from lake_assets.core.declaration import DeclarationError
 from lake_assets.core.registry import parse
 
 pytestmark = pytest.mark.unit
@@ -47,3 +48,49 @@ def test_a_malformed_timestamp_or_another_offset_is_quarantined_not_a_crash() ->
     assert refused == {0: "bad_timestamp", 1: "bad_timestamp", 2: "bad_timestamp", 3: "bad_timestamp",
                        4: "bad_timestamp"}
     assert kept == {5: dt.datetime(2024, 4, 1, 10, tzinfo=UTC)}
+
+
+CODED = parse("""
+name: coded
+group: coded
+keys: [id]
+columns:
+  - {name: id, type: INT, nullable: false}
+  - {name: state, type: STRING, pattern: "[A-Z]{2}"}
+  - {name: ref, type: STRING, pattern: "ORD-[0-9]+|NONE", reason: bad_flag}
+sources:
+  - {prefix: raw/coded/fullload/, kind: snapshot}
+""", "test")
+
+
+def test_a_pattern_must_match_the_whole_trimmed_value() -> None:
+    states = ["CA", " NY ", "", "Ca", "CAL", "xCA", "CA", "TX"]
+    refs = ["ORD-1", "NONE", "ORD-22", "ORD-3", "ORD-4", "ORD-5", "ORD-", "NONE!"]
+    rows = pa.table({"id": [str(i) for i in range(len(states))], "state": states, "ref": refs,
+                     RECORD: list(range(len(states)))})
+    valid, refused = validate(CODED, rows, "L")
+    assert {int(r): reason for r, reason in zip(refused.records, refused.reasons)} == \
+        {3: "bad_value", 4: "bad_value", 5: "bad_value", 6: "bad_flag", 7: "bad_flag"}
+    assert dict(zip(valid["id"].to_pylist(), valid["state"].to_pylist())) == {0: "CA", 1: "NY", 2: None}
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    ("{name: state, type: STRING, pattern: '[A-Z'}", "column state: pattern '[A-Z' is not an RE2 regular expression"),
+    ("{name: state, type: STRING, pattern: '(?=A)A'}", "is not an RE2 regular expression"),  # no look-ahead in RE2
+    ("{name: state, type: INT, pattern: '[0-9]+'}", "column state: pattern is for a STRING column"),
+    ("{name: state, type: STRING, allowed: [CA], pattern: 'CA'}", "without allowed values"),
+])
+def test_a_pattern_the_engine_cannot_use_is_one_line_at_parse(column: str, message: str) -> None:
+    text = f"""
+name: coded
+group: coded
+keys: [id]
+columns:
+  - {{name: id, type: INT, nullable: false}}
+  - {column}
+sources:
+  - {{prefix: raw/coded/fullload/, kind: snapshot}}
+"""
+    with pytest.raises(DeclarationError) as raised:
+        parse(text, "coded.yaml")
+    assert message in str(raised.value) and "\n" not in str(raised.value)
