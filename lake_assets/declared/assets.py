@@ -12,7 +12,7 @@ import dagster as dg
 
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending
 from lake_assets.core.tables import LEDGER, LakeTable, table_set
-from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.declaration import Column, RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.ledger_states import REJECTED
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
@@ -138,16 +138,32 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
 
 
 def column_schema(declaration: TableDeclaration) -> dg.TableSchema:
-    """The table's columns with their types and descriptions (the audit columns described too)."""
+    """The table's columns with their types, descriptions and declared rules (the UI's column
+    table shows the rules as constraints; the audit columns are described too)."""
     described = {c.name: c for c in declaration.columns}
     columns = []
     for name in table_columns(declaration):
         column = described.get(name)
         if column is not None:
-            columns.append(dg.TableColumn(name, column.type.lower(), description=column.description))
+            columns.append(dg.TableColumn(name, column.type.lower(), description=column.description,
+                                          constraints=_constraints(declaration, column)))
         else:
             columns.append(dg.TableColumn(name, AUDIT_TYPES[name], description=AUDIT_DESCRIPTIONS[name]))
     return dg.TableSchema(columns=columns)
+
+
+def _constraints(declaration: TableDeclaration, column: Column) -> dg.TableColumnConstraints:
+    """What the declaration lets a value of `column` be; a refused value is quarantined."""
+    rules = []
+    if column.allowed:
+        rules.append(f"one of {', '.join(column.allowed)}")
+    if column.pattern is not None:
+        rules.append(f"matches {column.pattern}")
+    if column.minimum is not None:
+        rules.append(f">= {column.minimum}")
+    key = declaration.keys == (column.name,)
+    return dg.TableColumnConstraints(nullable=column.nullable and column.name not in declaration.keys, unique=key,
+                                     other=rules)
 
 
 AUDIT_TYPES = {"_operation": "string", "_source_file": "string", "_source_line": "bigint",

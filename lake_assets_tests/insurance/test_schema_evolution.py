@@ -126,3 +126,25 @@ def test_column_descriptions_reach_the_dagster_column_table(storage: LakeStorage
     assert described["policy_id"].startswith("Policy number")
     assert described["is_flagged"] and described["_sequence"]
     assert all(described.values())
+
+
+def test_declared_rules_reach_the_dagster_column_table_as_constraints() -> None:
+    from lake_assets.core.registry import parse
+    from lake_assets.declared.assets import column_schema
+
+    rules = {c.name: c.constraints for c in column_schema(DECLARED).columns}
+    assert (rules["policy_id"].nullable, rules["policy_id"].unique, rules["policy_id"].other) == (False, True, [">= 0"])
+    assert rules["flood_coverage"].other == ["one of Y, N"] and rules["flood_coverage"].nullable
+    coded = parse("""
+name: coded
+group: coded
+keys: [region, id]
+columns:
+  - {name: region, type: STRING, nullable: false, pattern: "[A-Z]{2}"}
+  - {name: id, type: INT}
+sources:
+  - {prefix: raw/coded/cdc/, kind: cdc}
+""", "test")
+    rules = {c.name: c.constraints for c in column_schema(coded).columns}
+    assert (rules["region"].nullable, rules["region"].unique, rules["region"].other) == (False, False, ["matches [A-Z]{2}"])
+    assert (rules["id"].nullable, rules["id"].unique) == (False, False)  # a key: never NULL, unique only with region
