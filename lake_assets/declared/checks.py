@@ -308,10 +308,26 @@ def history_matches_table(declaration: TableDeclaration, storage: LakeStorage,
     keys = list(declaration.keys)
     current = spark.read.format("delta").load(tables.history.uri(storage)).where(F.col(IS_CURRENT)).select(*data)
     table = spark.read.format("delta").load(tables.table.uri(storage)).select(*data)
-    counts = _differences(current, table, keys)
+    counts = _same(current, table, keys) or _differences(current, table, keys)
     passed = counts["keys_with_several_current_rows"] == 0 and counts["rows_only_in_history"] == 0 \
         and counts["rows_only_in_table"] == 0
     return dg.AssetCheckResult(passed=passed, metadata=counts)
+
+
+def _same(current: DataFrame, table: DataFrame, keys: list[str]) -> dict[str, int] | None:
+    """The counts of `current` against `table` when they hold the same rows, one per key, else
+    None: a cheaper query than `_differences` (each side read once and aggregated, no shuffle of
+    whole rows), comparing row counts, the current rows' distinct keys, and the sums of the rows'
+    64-bit hashes (each column's NULL flag hashed too: xxhash64 skips a NULL, which would make a
+    NULL and a value of two columns trade places unseen)."""
+    columns = current.columns
+    digest = F.sum(F.xxhash64(*columns, *[F.col(c).isNull() for c in columns]).cast("decimal(38,0)"))
+    found = current.agg(F.count(F.lit(1)).alias("h"), digest.alias("h_digest"), F.count_distinct(*keys).alias("k")) \
+        .crossJoin(table.agg(F.count(F.lit(1)).alias("t"), digest.alias("t_digest"))).collect()[0]
+    if found["h"] != found["t"] or found["k"] != found["h"] or found["h_digest"] != found["t_digest"]:
+        return None
+    return {"current_rows": int(found["h"]), "table_rows": int(found["t"]), "keys_with_several_current_rows": 0,
+            "rows_only_in_history": 0, "rows_only_in_table": 0}
 
 
 def _differences(current: DataFrame, table: DataFrame, keys: list[str]) -> dict[str, int]:

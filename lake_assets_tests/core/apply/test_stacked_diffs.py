@@ -4,7 +4,8 @@
 check's `_differences` (the history's current rows against the table) each read their two sides
 once, stacked and grouped; the models below say what they must give: Delta CDF's change types,
 and EXCEPT ALL's multiset differences. Random small frames with repeated rows, NULLs and
-repeated keys, on the session's Sail engine.
+repeated keys, on the session's Sail engine. The check's cheaper first query (`_same`, hashed
+sums) must pass exactly the sides `_differences` finds equal with one row per key.
 """
 
 import random
@@ -15,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.apply.feed import change_rows
 from lake_assets.core.change_feed import CHANGE_TYPE
-from lake_assets.declared.checks import _differences
+from lake_assets.declared.checks import _differences, _same
 
 SCHEMA = "id INT, name STRING, amount INT"
 COLUMNS = ["id", "name", "amount"]
@@ -59,3 +60,27 @@ def test_history_differences_are_except_all_counts(spark: SparkSession, seed: in
     current, table = _rows(seed, 7) + _rows(seed, 2), _rows(seed + 50, 5) + _rows(seed, 4)
     found = _differences(spark.createDataFrame(current, SCHEMA), spark.createDataFrame(table, SCHEMA), ["id"])
     assert found == differences_model(current, table)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_hashed_comparison_passes_only_equal_sides_with_a_row_per_key(spark: SparkSession, seed: int) -> None:
+    chance = random.Random(seed)
+    table = [(key, chance.choice(["a", "b", None]), chance.choice([1, 2, None])) for key in range(1, 9)]
+    shuffled = table[:]
+    chance.shuffle(shuffled)
+
+    def same(current: list[Row]) -> dict[str, int] | None:
+        return _same(spark.createDataFrame(current, SCHEMA), spark.createDataFrame(table, SCHEMA), ["id"])
+
+    assert same(shuffled) == differences_model(shuffled, table)
+    changed = [*shuffled[1:], (shuffled[0][0], "c", 3)]  # one key's values differ
+    for current in (changed, shuffled + shuffled[:1], shuffled[1:]):  # a value, a key twice, a key missing
+        assert same(current) is None and differences_model(current, table) != differences_model(table, table)
+
+
+def test_a_null_trading_places_with_a_value_is_a_difference(spark: SparkSession) -> None:
+    """xxhash64 skips a NULL, so (NULL, x) and (x, NULL) hash alike unless the NULLs are hashed too."""
+    schema = "id INT, a STRING, b STRING"
+    current, table = spark.createDataFrame([(1, None, "x")], schema), spark.createDataFrame([(1, "x", None)], schema)
+    assert _same(current, table, ["id"]) is None
+    assert _differences(current, table, ["id"])["rows_only_in_history"] == 1
