@@ -28,16 +28,6 @@ from lake_assets_tests.helpers.terminal import ctrl_c_reaches_it
 BIN = Path(sys.executable).parent
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 #: `lake dev`'s line for the sensor's run of the two files the test puts.
 RUN_LINE = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.*: "
                       r"files [12] applied, 0 refused, 0 held; rows [1-9]\d* applied, \d+ superseded, 0 quarantined "
@@ -56,8 +46,8 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
     dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT,
                            start_new_session=True, preexec_fn=ctrl_c_reaches_it)
     try:
-        web_port = _wait(lambda: printed_web_port(tmp_path / "dev.log"), 120, "the first line of lake dev")
-        _wait(lambda: web_up(web_port, tmp_path / "home"), 120, "the Dagster webserver")
+        web_port = wait_for(lambda: printed_web_port(tmp_path / "dev.log"), 120, "the first line of lake dev")
+        wait_for(lambda: web_up(web_port, tmp_path / "home"), 120, "the Dagster webserver")
         server = running_server(tmp_path / "home")
         assert server is not None and server.endpoint.startswith("http://127.0.0.1:")
 
@@ -72,7 +62,7 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
             result = lake("query", "SELECT insured_value FROM insurance WHERE policy_id = 100463", "--format", "json")
             return result.returncode == 0 and json.loads(result.stdout) == [{"insured_value": 1000000}]
 
-        _wait(applied, 150, "the CDC file to be applied by the sensor-launched run")
+        wait_for(applied, 150, "the CDC file to be applied by the sensor-launched run")
         elapsed = time.monotonic() - put_at
         print(f"put -> visible in lake query: {elapsed:.1f} s")
         status = json.loads(lake("status", "--format", "json").stdout)
@@ -80,7 +70,7 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         assert (tmp_path / "home" / SOCKET_FILE).exists()  # that answer came from lake dev's process
         # one line per finished run (the row is visible before the run's checks end): wait until the
         # finished runs' lines name both files, so no run is still in flight when lake dev is stopped
-        _wait(lambda: sum(map(int, RUN_FILES.findall((tmp_path / "dev.log").read_text()))) >= 2, 90,
+        wait_for(lambda: sum(map(int, RUN_FILES.findall((tmp_path / "dev.log").read_text()))) >= 2, 90,
               "lake dev's lines for the finished runs of both files")
     finally:
         os.killpg(dev.pid, signal.SIGINT)
@@ -130,8 +120,8 @@ def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path
     dev = subprocess.Popen([str(BIN / "lake"), "dev"], env=env, stdout=log, stderr=subprocess.STDOUT)
     tree: set[int] = set()
     try:
-        web_port = _wait(lambda: printed_web_port(tmp_path / "dev.log"), 300, "the first line of lake dev")
-        _wait(lambda: web_up(web_port, home), 300, "the Dagster webserver")
+        web_port = wait_for(lambda: printed_web_port(tmp_path / "dev.log"), 300, "the first line of lake dev")
+        wait_for(lambda: web_up(web_port, home), 300, "the Dagster webserver")
         server = running_server(home)
         tree = _descendants(dev.pid)
         assert server is not None and len(tree) >= 3, tree  # the group's leader, the services with the webserver, daemon, code server
@@ -140,11 +130,11 @@ def test_killing_lake_dev_takes_dagster_and_the_s3_server_with_it(tmp_path: Path
         if sig == signal.SIGTERM:
             assert dev.returncode == 0  # a clean stop, as with Ctrl-C
         try:
-            _wait(lambda: not any(pid_alive(pid) for pid in tree), 60, f"the Dagster services' tree to stop after {sig.name}")
+            wait_for(lambda: not any(pid_alive(pid) for pid in tree), 60, f"the Dagster services' tree to stop after {sig.name}")
         except AssertionError as error:  # name the survivors, so a failure says which process outlived its parent
             survivors = {pid: command_line(pid)[:160] for pid in tree if pid_alive(pid)}
             raise AssertionError(f"{error}: {survivors}") from None
-        _wait(lambda: not pid_alive(server.pid) and running_server(home) is None, 30, "the S3 server to stop")
+        wait_for(lambda: not pid_alive(server.pid) and running_server(home) is None, 30, "the S3 server to stop")
         assert not any(Path(s).exists() for s in server.sockets)
     finally:
         for pid in (_descendants(dev.pid) if dev.poll() is None else set()) | {p for p in tree if pid_alive(p)}:
