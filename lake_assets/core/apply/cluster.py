@@ -57,6 +57,12 @@ def clustered(frame: DataFrame, key: str, rows: int, cuts: Sequence[int] = ()) -
             .drop(_BUCKET).sortWithinPartitions(key))
 
 
+def laid_out(frame: DataFrame, keys: Sequence[str], integer_key: bool, rows: int, cuts: Sequence[int] = ()) -> DataFrame:
+    """`frame` as a table of the lake is written: `clustered` by its first key when that is an
+    integer, else sorted by its keys within each partition (a text key has no ranges to cut)."""
+    return clustered(frame, keys[0], rows, cuts) if integer_key else frame.sortWithinPartitions(*keys)
+
+
 def partition_labels(spark: SparkSession, partitions: int) -> list[int]:
     """A value per partition that `repartition(partitions, column)` sends there (a bigint column),
     found by asking the engine where it sends the first few thousand values."""

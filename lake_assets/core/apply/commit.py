@@ -34,7 +34,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake_assets.core.apply.cluster import clustered, file_cuts, files_meeting
+from lake_assets.core.apply.cluster import clustered, file_cuts, files_meeting, laid_out
 from lake_assets.core.apply.resolve import DELETE
 from lake_assets.core.apply.reader import SEQUENCE
 from lake_assets.core.apply.validate import OPERATION
@@ -210,10 +210,8 @@ def _overwrite(spark: SparkSession, target: DeltaTarget, batch: DataFrame, plan:
     changes = batch.join(rows, target.keys, "left").where(newer).drop("_row_sequence")
     kept = current.join(changes.select(*target.keys), target.keys, "left_anti").select(*target.columns)
     upserts = changes.where(F.col(OPERATION) != DELETE).select(*target.columns)
-    rows = kept.unionByName(upserts)
-    frame = clustered(rows, target.keys[0], plan.rows, plan.cuts) if target.integer_key else \
-        rows.sortWithinPartitions(*target.keys)
-    writer = frame.write.format("delta").mode("overwrite")
+    writer = laid_out(kept.unionByName(upserts), target.keys, target.integer_key, plan.rows, plan.cuts) \
+        .write.format("delta").mode("overwrite")
     if where is not None:
         writer = writer.option("replaceWhere", where)
     if plan.strategy is Strategy.REPARTITION:

@@ -36,7 +36,7 @@ from pyspark.sql.window import Window
 
 from deltalake import DeltaTable
 
-from lake_assets.core.apply.cluster import clustered, file_cuts
+from lake_assets.core.apply.cluster import file_cuts, laid_out
 from lake_assets.core.apply.commit import predicate, rows_within, touched_ranges
 from lake_assets.core.apply.resolve import DELETE
 from lake_assets.core.apply.unique import keys_unique
@@ -248,5 +248,4 @@ def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[
 def _write(rows: DataFrame, keys: list[str], integer_key: bool, count: int, cuts: list[int] | None = None):
     """A Delta writer of `rows` in files of disjoint key ranges (cluster.py), as the table's are:
     a small batch rewrites the few files holding its keys (`cuts`: where the files it replaces began)."""
-    frame = clustered(rows, keys[0], count, cuts or ()) if integer_key else rows.sortWithinPartitions(*keys)
-    return frame.write.format("delta")
+    return laid_out(rows, keys, integer_key, count, cuts or ()).write.format("delta")
