@@ -65,8 +65,13 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         wait_for(applied, 150, "the CDC file to be applied by the sensor-launched run")
         elapsed = time.monotonic() - put_at
         print(f"put -> visible in lake query: {elapsed:.1f} s")
-        status = json.loads(lake("status", "--format", "json").stdout)
-        assert {row["status"] for row in status} == {"applied"}
+
+        # the ledger is written last, after the feed and the history: the rows are visible first
+        def statuses() -> set[str]:
+            return {row["status"] for row in json.loads(lake("status", "--format", "json").stdout)}
+
+        wait_for(lambda: "pending" not in statuses(), 60, "lake status to account for both files")
+        assert statuses() == {"applied"}
         assert (tmp_path / "home" / SOCKET_FILE).exists()  # that answer came from lake dev's process
         # one line per finished run (the row is visible before the run's checks end): wait until the
         # finished runs' lines name both files, so no run is still in flight when lake dev is stopped
