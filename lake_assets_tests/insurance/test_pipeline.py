@@ -35,7 +35,8 @@ from lake_assets.core.registry import declaration
 from lake_assets.core.ledger import REVERTED, APPLIED, APPROVED, HELD, REJECTED, Ledger
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage, StorageUnavailable
-from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_QUARANTINE, INSURANCE_TOMBSTONES
+from lake_assets_tests.helpers.insurance_tables import INSURANCE, INSURANCE_HISTORY, INSURANCE_QUARANTINE, \
+    INSURANCE_TOMBSTONES
 from lake_assets_tests.conftest import DATA, make_storage
 
 INSURANCE_DECLARATION = declaration("insurance")
@@ -415,19 +416,46 @@ def test_late_insert_after_a_delete_inside_and_after_the_tombstone_window(
     put(storage, "raw/cdcload/20240403-090000000.csv", cdc("D,1,,,,,,,,", "D,2,,,,,,,,"))
     run(storage, spark)
     assert values(storage) == {}
-    tombs = {r["policy_id"]: r["_sequence"] for r in to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()}
-    deleted = f"20240403090000000000000.000000.{origin('raw/cdcload/20240403-090000000.csv')}.0001"
-    assert tombs == {1: f"{deleted}.0000000001", 2: f"{deleted}.0000000002"}
+    delete_file = "raw/cdcload/20240403-090000000.csv"
+    tombs = {r["policy_id"]: (r["_sequence"], r["source_file"], r["source_line"])
+             for r in to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()}
+    deleted = f"20240403090000000000000.000000.{origin(delete_file)}.0001"
+    assert tombs == {1: (f"{deleted}.0000000001", delete_file, 1), 2: (f"{deleted}.0000000002", delete_file, 2)}
 
     put(storage, "raw/cdcload/20240402-090000000.csv", cdc(f"U,{row(1, 2)}"))  # older than the delete
     run(storage, spark)
     assert values(storage) == {}  # inside the window: not resurrected
     assert ledger(storage)["raw/cdcload/20240402-090000000.csv"]["rows_superseded"] == 1
+    # the history places the late change before the delete, which closes it: the delete's own file and line
+    key_1 = sorted((r["_sequence"], r["_operation"], r["_source_file"], r["_source_line"])
+                   for r in to_arrow(open_table(storage, INSURANCE_HISTORY)).to_pylist() if r["policy_id"] == 1)
+    assert [(op, file, line) for _, op, file, line in key_1] == [
+        ("I", "raw/cdcload/20240401-090000000.csv", 1), ("U", "raw/cdcload/20240402-090000000.csv", 1),
+        ("D", delete_file, 1)]
 
     put(storage, "raw/cdcload/20240402-100000000.csv", cdc(f"U,{row(2, 2)}"))
     apply_pending(storage, spark, "run-late", IngestRules(tombstone_retention=dt.timedelta(0)))
     assert values(storage) == {2: 2}  # after the window the delete is forgotten (documented)
     assert open_table(storage, INSURANCE_TOMBSTONES).count() == 0
+
+
+def test_tombstones_an_earlier_release_wrote_gain_the_line_of_later_deletes(
+        storage: LakeStorage, spark: SparkSession) -> None:
+    old_delete = f"20240403090000000000000.000000.{origin('raw/cdcload/old.csv')}.0001.0000000001"
+    spark.createDataFrame(  # as an earlier release wrote them: no source_line column
+        [(1, old_delete, "raw/cdcload/old.csv", dt.datetime.now(dt.timezone.utc))],  # inside the retention
+        "policy_id INT, _sequence STRING, source_file STRING, deleted_at TIMESTAMP",
+    ).write.format("delta").mode("append").save(INSURANCE_TOMBSTONES.uri(storage))
+    put(storage, "raw/cdcload/20240402-090000000.csv", cdc(f"I,{row(1, 2)}"))  # older than the old delete
+    put(storage, "raw/cdcload/20240404-090000000.csv", cdc(f"I,{row(2, 1)}", "D,2,,,,,,,,"))
+    run(storage, spark)
+    assert values(storage) == {}
+    tombs = {r["policy_id"]: (r["source_file"], r["source_line"])
+             for r in to_arrow(open_table(storage, INSURANCE_TOMBSTONES)).to_pylist()}
+    assert tombs == {1: ("raw/cdcload/old.csv", None), 2: ("raw/cdcload/20240404-090000000.csv", 2)}
+    closing = [(r["_source_file"], r["_source_line"]) for r in to_arrow(open_table(storage, INSURANCE_HISTORY))
+               .to_pylist() if r["policy_id"] == 1 and r["_operation"] == "D"]
+    assert closing == [("raw/cdcload/old.csv", None)]  # the old tombstone knows no line
 
 
 def test_full_load_replaces_the_contents(storage: LakeStorage, spark: SparkSession) -> None:

@@ -1,7 +1,7 @@
 """A table's bookkeeping tables, written on the engine: its tombstones and its quarantine.
 
 - Tombstones (`<table>_tombstones`, Delta): per deleted key, the sequence of its last delete,
-  the object that deleted it and when; kept for the table's retention window so that an older
+  the object and line that deleted it (no line for a snapshot's delete: the key is not in it) and when; kept for the table's retention window so that an older
   change arriving late cannot bring the key back. Upserted (a newer delete replaces an older
   one), so a rerun converges.
 - Quarantine (`<table>_quarantine`, Delta, core/quarantine.py's columns): every refused raw row
@@ -14,39 +14,49 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lake_assets.core.apply.reader import DETAIL, RAW_TEXT, REASON, SEQUENCE, SOURCE_FILE, SOURCE_LINE
-from lake_assets.core.formats.delta import open_table
+from lake_assets.core.formats.delta import add_columns, open_table
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
-DELETED_AT = "deleted_at"
+DELETED_AT, LINE = "deleted_at", "source_line"
+#: Columns tombstones written by an earlier release lack (name, Spark SQL type): NULL in their rows.
+LATER_COLUMNS = [(LINE, "bigint")]
 
 
 def tombstone_columns(key_types: dict[str, str]) -> str:
-    """The tombstones' columns as Spark DDL: the keys, `_sequence`, `source_file`, `deleted_at`."""
+    """The tombstones' columns as Spark DDL: the keys, `_sequence`, `source_file`, `source_line`,
+    `deleted_at`."""
     return ", ".join([*(f"{k} {t}" for k, t in key_types.items()), f"{SEQUENCE} STRING", "source_file STRING",
-                      f"{DELETED_AT} TIMESTAMP"])
+                      f"{LINE} BIGINT", f"{DELETED_AT} TIMESTAMP"])
 
 
 def tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable) -> DataFrame | None:
-    """The table's tombstones (None: it has none)."""
+    """The table's tombstones (None: it has none), with every column of `tombstone_columns`."""
     if open_table(storage, table) is None:
         return None
-    return spark.read.format("delta").load(table.uri(storage))
+    frame = spark.read.format("delta").load(table.uri(storage))
+    for name, kind in LATER_COLUMNS:
+        if name not in frame.columns:
+            frame = frame.withColumn(name, F.lit(None).cast(kind))
+    return frame
 
 
 def record_tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable, key_types: dict[str, str],
                       deletes: DataFrame, at: dt.datetime) -> None:
-    """Upsert `deletes` (the key columns, `_sequence`, `_source_file`) into the tombstones."""
+    """Upsert `deletes` (the key columns, `_sequence`, `_source_file`, `_source_line`) into the tombstones."""
     keys = list(key_types)
     uri = table.uri(storage)
-    if open_table(storage, table) is None:
+    found = open_table(storage, table)
+    if found is None:
         spark.createDataFrame([], tombstone_columns(key_types)).write.format("delta").mode("append").save(uri)
+    else:  # an earlier release's tombstones gain the columns first (one schema change)
+        add_columns(found, LATER_COLUMNS)
     rows = deletes.select(*keys, SEQUENCE, F.col(SOURCE_FILE).alias("source_file"),
-                          F.lit(at).cast("timestamp").alias(DELETED_AT))
+                          F.col(SOURCE_LINE).cast("bigint").alias(LINE), F.lit(at).cast("timestamp").alias(DELETED_AT))
     view = "lake_apply_tombstones"
     rows.createOrReplaceTempView(view)
-    names = [*keys, SEQUENCE, "source_file", DELETED_AT]
+    names = [*keys, SEQUENCE, "source_file", LINE, DELETED_AT]
     on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
     spark.sql(f"MERGE INTO delta.`{uri}` AS t USING {view} AS s ON {on} "
               f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} THEN UPDATE SET "

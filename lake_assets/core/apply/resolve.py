@@ -95,8 +95,8 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
     published snapshot's parts; truncates left out: a truncate is a `snapshot` with no rows);
-    `table`: the table's rows as the run found them, `tombstones` (keys, `_sequence` and
-    `source_file`) its tombstones (None: there are none); `earlier`: the run's other published
+    `table`: the table's rows as the run found them, `tombstones` (keys, `_sequence`,
+    `source_file` and `source_line`) its tombstones (None: there are none); `earlier`: the run's other published
     snapshots, full loads and truncates, all older than `snapshot` (what they delete, it deletes
     too: they change only the history, and what an update's NULLs may take). A full load's rows are
     among `changes` whichever snapshot it is.
@@ -269,23 +269,25 @@ def _earlier(keys: list[str], known: DataFrame, existing: DataFrame | None, even
 
 
 def _late(keys: list[str], events: DataFrame, tombstones: DataFrame) -> DataFrame:
-    """(keys, `_present`, `_role`, `_sequence`, `_source_file`): a `closing` delete at the tombstone
-    of each key the table does not hold that has a change in the run older than its tombstone."""
+    """(keys, `_present`, `_role`, `_sequence`, `_source_file`, `_source_line`): a `closing` delete at
+    the tombstone of each key the table does not hold that has a change in the run older than its
+    tombstone, from the object and line of the delete it remembers."""
     late = events.where(~F.coalesce(F.col(PRESENT), F.lit(False)) & (F.col(SEQUENCE) < F.col(_EXISTING))) \
         .select(*keys).distinct()
     return tombstones.join(late, keys, "left_semi").select(
         *keys, F.lit(False).alias(PRESENT), F.lit(Role.CLOSING.value).alias(ROLE), SEQUENCE,
-        F.col("source_file").alias(SOURCE_FILE))
+        F.col("source_file").alias(SOURCE_FILE), F.col("source_line").alias(SOURCE_LINE))
 
 
 def _delete_rows(declaration: TableDeclaration, deletes: DataFrame, applied_at: dt.datetime) -> DataFrame:
-    """`deletes` (keys, `_present`, `_role`, `_sequence`, `_source_file`) as resolved rows: the key,
-    `D` at the sequence, nothing else."""
+    """`deletes` (keys, `_present`, `_role`, `_sequence`, `_source_file`, and `_source_line` when
+    the delete has one) as resolved rows: the key, `D` at the sequence, nothing else."""
     keys = list(declaration.keys)
     types = {c.name: c.type for c in declaration.columns}
     return deletes.select(
         *keys, *[F.lit(None).cast(types[c]).alias(c) for c in declaration.contract.names if c not in keys],
-        F.lit(DELETE).alias(OPERATION), F.col(SOURCE_FILE), F.lit(None).cast("bigint").alias(SOURCE_LINE),
+        F.lit(DELETE).alias(OPERATION), F.col(SOURCE_FILE),
+        (F.col(SOURCE_LINE) if SOURCE_LINE in deletes.columns else F.lit(None)).cast("bigint").alias(SOURCE_LINE),
         F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), F.col(SEQUENCE).cast("string").alias(SEQUENCE),
         F.lit(None).cast("int").alias(FILE_INDEX), F.col(ROLE), F.col(PRESENT))
 

@@ -268,7 +268,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         tombstones = bookkeeping.tombstones(spark, storage, tables.tombstones)
         resolved = stage.write("resolved", resolve(
             run.declaration, changes, found,
-            None if tombstones is None else tombstones.select(*run.keys, SEQUENCE, "source_file"),
+            None if tombstones is None else tombstones.select(*run.keys, SEQUENCE, "source_file", "source_line"),
             planned.floor, published_snapshot, applied_at, each))
         applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
                    .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()}
