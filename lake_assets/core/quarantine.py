@@ -2,10 +2,8 @@
 
 Every domain's quarantine is a Delta table with the same columns (`QUARANTINE_COLUMNS`),
 keyed on (source_file, source_etag, line_number). Rows are inserted only if absent, so a
-run that failed after quarantining and is re-run converges instead of duplicating them.
-Two writers share that rule: `insert_absent_arrow` (delta-rs, for rows the Dagster
-process parsed itself, as the insurance domain does) and `insert_absent_frame` (the
-engine, for rows that never leave it, as TPC-DS loading does).
+run that failed after quarantining and is re-run converges instead of duplicating them
+(`insert_absent_frame`: one MERGE on the engine; the rows never reach the Dagster process).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
 
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.tables import LakeTable
@@ -37,22 +34,6 @@ QUARANTINE_SCHEMA = pa.schema([(name, arrow_type) for name, arrow_type, _ in QUA
 QUARANTINE_NAMES = [name for name, _, _ in QUARANTINE_COLUMNS]
 #: A quarantined row is identified by where it came from.
 QUARANTINE_KEY = ("source_file", "source_etag", "line_number")
-
-
-def insert_absent_arrow(storage: LakeStorage, table: LakeTable, rows: pa.Table) -> None:
-    """Insert `rows` (QUARANTINE_SCHEMA) that are not in `table` yet, with delta-rs."""
-    if rows.num_rows == 0:
-        return
-    uri = table.uri(storage)
-    options = storage.delta_storage_options()
-    if open_table(storage, table) is None:
-        write_deltalake(uri, rows, mode="append", storage_options=options)
-        return
-    (DeltaTable(uri, storage_options=options)
-     .merge(rows, predicate=" AND ".join(f"t.{c} = s.{c}" for c in QUARANTINE_KEY),
-            source_alias="s", target_alias="t")
-     .when_not_matched_insert_all()
-     .execute())
 
 
 def insert_absent_frame(storage: LakeStorage, table: LakeTable, rows: DataFrame) -> None:

@@ -32,11 +32,6 @@ def is_data_file(key: str) -> bool:
     return key.lower().endswith(DATA_SUFFIX)
 
 
-def ignored_objects(storage: LakeStorage, prefixes: list[str]) -> list[dict]:
-    """Objects under `prefixes` that are not data files, in key order."""
-    return [o for prefix in prefixes for o in storage.list_objects(prefix) if not is_data_file(o["Key"])]
-
-
 def list_raw(storage: LakeStorage, prefix: str) -> list[RawObject]:
     """Objects under `prefix` in key order (zero-byte "directory" keys left out)."""
     return [RawObject(o["Key"], o["ETag"].strip('"'), int(o["Size"])) for o in storage.list_objects(prefix)]

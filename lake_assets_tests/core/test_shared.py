@@ -1,4 +1,4 @@
-"""Shared core pieces both domains use: the table registry, quarantine writers, the CDC MERGE."""
+"""Shared core pieces both domains use: the table registry, the quarantine writer, the CDC MERGE."""
 
 import datetime as dt
 
@@ -8,7 +8,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.cdc import merge_sql
 from lake_assets.core.formats import iceberg
-from lake_assets.core.quarantine import QUARANTINE_SCHEMA, insert_absent_arrow, insert_absent_frame
+from lake_assets.core.quarantine import QUARANTINE_SCHEMA, insert_absent_frame
 from lake_assets.core.tables import TABLES, Domain, LakeTable, TableFormat, table
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
@@ -36,11 +36,9 @@ def test_registry_knows_format_and_domain_of_every_table() -> None:
     assert {n for n, t in TABLES.items() if t.domain is Domain.TPCDS} == star | reports
 
 
-def test_both_quarantine_writers_insert_only_absent_rows(storage: LakeStorage, spark: SparkSession) -> None:
-    insert_absent_arrow(storage, PROBE, _rows([1, 2]))
-    insert_absent_arrow(storage, PROBE, _rows([2, 3]))  # a rerun after a failure repeats line 2
-    frame = spark.createDataFrame(_rows([3, 4]).to_pandas())
-    insert_absent_frame(storage, PROBE, frame)
+def test_the_quarantine_writer_inserts_only_absent_rows(storage: LakeStorage, spark: SparkSession) -> None:
+    insert_absent_frame(storage, PROBE, spark.createDataFrame(_rows([1, 2]).to_pandas()))
+    insert_absent_frame(storage, PROBE, spark.createDataFrame(_rows([2, 3, 4]).to_pandas()))  # a rerun repeats 2
     lines = DeltaTable(PROBE.uri(storage), storage_options=storage.delta_storage_options()).to_pyarrow_table()
     assert sorted(lines["line_number"].to_pylist()) == [1, 2, 3, 4]
 

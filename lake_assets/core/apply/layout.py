@@ -123,15 +123,6 @@ def dms_rows(rows: pa.Table, dms: DmsLayout) -> pa.Table:
     return rows
 
 
-def field_of(record_text: str, index: int) -> str:
-    """The `index`-th field of one record's raw text ('' when it has fewer)."""
-    try:
-        fields = next(csv.reader([record_text]), [])
-    except csv.Error:
-        return ""
-    return fields[index] if index < len(fields) else ""
-
-
 # --- a header ---------------------------------------------------------------------------
 
 def _by_header(declaration: TableDeclaration, names: list[str], raw: Sequence[str],

@@ -64,42 +64,9 @@ def file_ranges(delta: DeltaTable, column: str) -> tuple[np.ndarray, np.ndarray,
             np.asarray(pc.fill_null(actions["num_records"], 0), np.int64))
 
 
-#: At most this many key ranges from `key_ranges` (more are merged across the narrowest
-#: gaps: correct, only wider); each becomes a term of a predicate.
+#: At most this many key ranges in a narrow commit's predicate (commit.touched_ranges merges more
+#: across the narrowest gaps: correct, only wider); each becomes a term of the predicate.
 MAX_RANGES = 64
-
-
-def key_ranges(keys: np.ndarray, mins: np.ndarray, maxs: np.ndarray,
-               max_ranges: int = MAX_RANGES) -> list[tuple[int, int]]:
-    """Closed key ranges covering `keys` (sorted, unique) and every file that may hold one.
-
-    `mins`/`maxs` are the files' key statistics from the Delta log. A range is the union of
-    the ranges of the files holding a key, or the key itself where no file's range holds it
-    (a new key); overlapping and adjacent ranges are merged, then the narrowest gaps until
-    at most `max_ranges` remain.
-    """
-    if len(keys) == 0:
-        return []
-    touched = np.searchsorted(keys, mins, "left") < np.searchsorted(keys, maxs, "right")
-    lows, highs = mins[touched].astype(np.int64), maxs[touched].astype(np.int64)
-    covered = np.zeros(len(keys), bool)
-    for low, high in zip(lows, highs):
-        covered[np.searchsorted(keys, low, "left"):np.searchsorted(keys, high, "right")] = True
-    lows = np.concatenate([lows, keys[~covered]])
-    highs = np.concatenate([highs, keys[~covered]])
-    order = np.argsort(lows, kind="stable")
-    lows, highs = lows[order], highs[order]
-    reach = np.maximum.accumulate(highs)  # a range starts where no earlier one reaches
-    starts = np.concatenate([[True], lows[1:] > reach[:-1] + 1])
-    first = np.flatnonzero(starts)
-    merged_lows, merged_highs = lows[first], np.maximum.reduceat(highs, first)
-    if len(first) > max_ranges:  # keep the widest gaps as boundaries
-        gaps = merged_lows[1:] - merged_highs[:-1]
-        cut = np.sort(np.argsort(gaps, kind="stable")[len(gaps) - (max_ranges - 1):])
-        merged_lows = np.concatenate([merged_lows[:1], merged_lows[cut + 1]])
-        merged_highs = np.concatenate([merged_highs[cut], merged_highs[-1:]])
-    return [(int(low), int(high)) for low, high in zip(merged_lows, merged_highs)]
-
 
 
 def to_arrow(delta: DeltaTable) -> pa.Table:
