@@ -5,7 +5,9 @@ sequence prefix of their rows, or why they are refused by name), and the engine 
 `read_object` for each of them inside `mapInArrow`: the function fetches the object's bytes
 itself (S3 credentials from the engine's own environment; the endpoint and bucket, which are
 no secret, travel with the function), so no row and no raw byte ever passes through the
-orchestrator. Sail runs it in its own Python; a JVM Spark in its Python workers.
+orchestrator. Sail runs it in its own Python; a JVM Spark in its Python workers. An object is
+parsed whole, then validated and handed over a slice of rows at a time (`SLICE_ROWS`), so the
+engine writes one slice while the next is validated.
 
 The output is one frame of three kinds of rows (`KIND`):
 
@@ -33,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_assets.core.apply.layout import FileLayout, dms_rows, file_layout
-from lake_assets.core.apply.parse import parse_csv
+from lake_assets.core.apply.parse import ParsedFile, parse_csv
 from lake_assets.core.apply.validate import OPERATION, RECORD, Refused, arrow_type, validate
-from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.declaration import RefusalReason, Source, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.sequence import TIME_DIGITS, numbered
 
@@ -102,9 +104,15 @@ def _spark_decimal(kind: pa.DataType) -> str:
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+#: Valid rows validated and handed to the engine at a time: the engine writes one slice while the
+#: next is validated (a 5M-row object's stage: 4.1 s against 5.7 s validated whole).
+SLICE_ROWS = 1 << 20
+
+
 def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes,
-                etag: str) -> pa.Table:
-    """Every record of one object, as the reader's output rows (`output_schema`)."""
+                etag: str) -> Iterator[pa.Table]:
+    """Every record of one object, as the reader's output rows (`output_schema`): its valid rows
+    a slice at a time, then its refusals, then its `file` row."""
     schema = output_schema(declaration)
     source = next(s for s in declaration.sources if s.kind is obj.kind and obj.key.startswith(s.prefix))
     text = data.removeprefix(UTF8_BOM)  # written by Excel and PowerShell: not part of the first field
@@ -114,41 +122,55 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
     if obj.refusal is not None:  # refused by its name: that says it first
         reason, _, detail = obj.refusal.partition(": ")
         refusal = (RefusalReason(reason), detail)
+    valid_rows = 0
     if refusal is not None:  # refused whole: every record, with the reason
         records = np.sort(np.concatenate([parsed.rows[RECORD].to_numpy(), parsed.rejected.records]))
-        valid = pa.table({RECORD: pa.array([], pa.int64())})
         refused = Refused(records, [refusal[0].value] * len(records), [refusal[1]] * len(records))
     else:
-        # a snapshot's rows are `L`; CDC rows without DMS's operation field (CdcInsertsOnly) are inserts
-        cdc = obj.kind is SourceKind.CDC
-        operation = SNAPSHOT_OPERATION if not cdc else None if shape.operation else source.upserts[0]
-        valid, invalid = validate(declaration, dms_rows(parsed.rows, dms), operation, source.delete, source.upserts,
-                                  source.operation_column if cdc else None, source.truncate)
-        refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details) + invalid
-        if cdc and declaration.sequence_by is not None:
-            valid, unsequenced = _sequenced(valid, declaration.sequence_by, obj.prefix or "")
-            refused = refused + unsequenced
-    parts = []
-    if valid.num_rows:
-        records = valid[RECORD]
-        rows = {name: valid[name] for name in valid.column_names}
-        rows.update({FILE_INDEX: pa.repeat(pa.scalar(obj.index, pa.int32()), valid.num_rows),
-                     KIND: pa.repeat(RowKind.ROW.value, valid.num_rows),
-                     SOURCE_FILE: pa.repeat(obj.key, valid.num_rows),
-                     SOURCE_LINE: pa.array(parsed.line_numbers(records.to_numpy()), pa.int64())})
-        if SEQUENCE not in rows:  # the file's (a `sequence_by` column gave CDC rows theirs)
-            rows[SEQUENCE] = numbered(obj.prefix or "", records)
-        parts.append(_conformed(rows, valid.num_rows, schema))
+        refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details)
+        for start in range(0, parsed.rows.num_rows, SLICE_ROWS):
+            valid, invalid = _validated(declaration, source, obj, shape, dms, parsed.rows.slice(start, SLICE_ROWS))
+            refused = refused + invalid
+            valid_rows += valid.num_rows
+            if valid.num_rows:
+                yield _row_rows(obj, parsed, valid, schema)
     if len(refused):
-        parts.append(_refusal_rows(declaration, obj, parsed, shape, refused, schema))
+        yield _refusal_rows(declaration, obj, parsed, shape, refused, schema)
     summary = {FILE_INDEX: pa.array([obj.index], pa.int32()), KIND: pa.array([RowKind.FILE.value]),
                SOURCE_FILE: pa.array([obj.key]), "_etag": pa.array([etag]), "_size": pa.array([len(data)], pa.int64()),
                "_records": pa.array([parsed.record_count], pa.int64()),
-               "_valid": pa.array([valid.num_rows], pa.int64()), "_refused": pa.array([len(refused)], pa.int64()),
+               "_valid": pa.array([valid_rows], pa.int64()), "_refused": pa.array([len(refused)], pa.int64()),
                "_refusal": pa.array([f"{refusal[0].value}: {refusal[1]}" if refusal else None], pa.string()),
                "_contract": pa.array([shape.contract.version], pa.int32())}
-    parts.append(_conformed(summary, 1, schema))
-    return pa.concat_tables(parts)
+    yield _conformed(summary, 1, schema)
+
+
+def _validated(declaration: TableDeclaration, source: Source, obj: ObjectToRead, shape: FileLayout, dms: DmsLayout,
+               rows: pa.Table) -> tuple[pa.Table, Refused]:
+    """Parsed rows of one object split into typed valid rows (with `_sequence` when `sequence_by`
+    gives CDC rows theirs) and refusals."""
+    # a snapshot's rows are `L`; CDC rows without DMS's operation field (CdcInsertsOnly) are inserts
+    cdc = obj.kind is SourceKind.CDC
+    operation = SNAPSHOT_OPERATION if not cdc else None if shape.operation else source.upserts[0]
+    valid, refused = validate(declaration, dms_rows(rows, dms), operation, source.delete, source.upserts,
+                              source.operation_column if cdc else None, source.truncate)
+    if cdc and declaration.sequence_by is not None:
+        valid, unsequenced = _sequenced(valid, declaration.sequence_by, obj.prefix or "")
+        refused = refused + unsequenced
+    return valid, refused
+
+
+def _row_rows(obj: ObjectToRead, parsed: ParsedFile, valid: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Valid rows as `row` output rows, with their audit columns."""
+    records = valid[RECORD]
+    rows = {name: valid[name] for name in valid.column_names}
+    rows.update({FILE_INDEX: pa.repeat(pa.scalar(obj.index, pa.int32()), valid.num_rows),
+                 KIND: pa.repeat(RowKind.ROW.value, valid.num_rows),
+                 SOURCE_FILE: pa.repeat(obj.key, valid.num_rows),
+                 SOURCE_LINE: pa.array(parsed.line_numbers(records.to_numpy()), pa.int64())})
+    if SEQUENCE not in rows:  # the file's (a `sequence_by` column gave CDC rows theirs)
+        rows[SEQUENCE] = numbered(obj.prefix or "", records)
+    return _conformed(rows, valid.num_rows, schema)
 
 
 def unreadable(declaration: TableDeclaration, obj: ObjectToRead, error: str) -> pa.Table:
@@ -264,5 +286,6 @@ def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket:
                 except (BotoCoreError, ClientError) as error:
                     yield from unreadable(declaration, obj, str(error)).to_batches()
                     continue
-                yield from read_object(declaration, dms, obj, data, etag).to_batches(max_chunksize=BATCH_ROWS)
+                for part in read_object(declaration, dms, obj, data, etag):
+                    yield from part.to_batches(max_chunksize=BATCH_ROWS)
     return read

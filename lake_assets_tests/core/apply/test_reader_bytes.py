@@ -1,5 +1,6 @@
 """What the reader makes of an object's bytes before parsing: a UTF-8 byte order mark is not data."""
 
+import pyarrow as pa
 import pytest
 
 from lake_assets.core.apply.reader import KIND, REASON, UTF8_BOM, ObjectToRead, RowKind, read_object
@@ -24,7 +25,8 @@ sources:
 
 def _read(key: str, kind: SourceKind, data: bytes) -> tuple[list[tuple], list[str], dict]:
     prefix = next(s.prefix for s in DECLARED.sources if s.kind is kind)
-    out = read_object(DECLARED, DmsLayout(), ObjectToRead(0, key, kind, prefix, None), data, "etag").to_pylist()
+    out = pa.concat_tables(read_object(DECLARED, DmsLayout(), ObjectToRead(0, key, kind, prefix, None), data,
+                                       "etag")).to_pylist()
     rows = [(r["id"], r["name"]) for r in out if r[KIND] == RowKind.ROW.value]
     reasons = [r[REASON] for r in out if r[KIND] == RowKind.REFUSAL.value]
     (summary,) = [r for r in out if r[KIND] == RowKind.FILE.value]

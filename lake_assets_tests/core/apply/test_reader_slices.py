@@ -1,0 +1,58 @@
+"""The reader validates an object a slice of rows at a time: its output is the same as in one piece."""
+
+import pyarrow as pa
+import pytest
+
+from lake_assets.core.apply import reader
+from lake_assets.core.apply.reader import KIND, ObjectToRead, RowKind, read_object
+from lake_assets.core.declaration import SourceKind
+from lake_assets.core.dms import DmsLayout
+from lake_assets.core.registry import parse
+
+pytestmark = pytest.mark.unit
+
+SEQUENCED = parse("""
+name: events
+group: events
+keys: [id]
+sequence_by: changed
+columns:
+  - {name: id, type: INT, nullable: false}
+  - {name: state, type: STRING, allowed: [open, shut]}
+  - {name: changed, type: BIGINT}
+sources:
+  - {prefix: raw/events/fullload/, kind: snapshot}
+  - {prefix: raw/events/cdc/, kind: cdc}
+""", "test")
+
+#: Good rows with bad ones among them in every slice of three: a bad value, an empty key, a wrong
+#: field count (refused by the parse), an unknown operation, no sequence (`sequence_by` empty).
+CDC = b"".join([
+    b"I,1,open,5\n", b"U,2,ajar,6\n", b"I,,open,7\n", b"I,3,open,8\n", b"I,4,open\n", b"X,5,open,9\n",
+    b"D,6,,10\n", b"I,7,shut,\n", b"U,8,shut,11\n", b"I,9,open,12\n", b"U,10,shut,13\n",
+])
+
+
+def _output(monkeypatch: pytest.MonkeyPatch, slice_rows: int, kind: SourceKind, data: bytes) -> dict:
+    monkeypatch.setattr(reader, "SLICE_ROWS", slice_rows)
+    prefix = next(s.prefix for s in SEQUENCED.sources if s.kind is kind)
+    parts = list(read_object(SEQUENCED, DmsLayout(), ObjectToRead(3, f"{prefix}20240403-000000000.csv", kind,
+                                                                  "20240403000000000000000.000000.x.0001.", None),
+                             data, "etag"))
+    out = pa.concat_tables(parts).to_pylist()
+    by_kind = {k: sorted((r for r in out if r[KIND] == k.value), key=lambda r: r["_record"] or 0) for k in RowKind}
+    return {"parts": len(parts), **{k.value: rows for k, rows in by_kind.items()}}
+
+
+@pytest.mark.parametrize("kind", [SourceKind.CDC, SourceKind.SNAPSHOT])
+def test_slices_of_three_rows_give_the_output_of_one_slice(monkeypatch: pytest.MonkeyPatch, kind: SourceKind) -> None:
+    data = CDC if kind is SourceKind.CDC else b"".join(line.split(b",", 1)[1] for line in CDC.splitlines(True))
+    whole, sliced = _output(monkeypatch, 1 << 20, kind, data), _output(monkeypatch, 3, kind, data)
+    assert whole["parts"] == 3 and sliced["parts"] == 6  # rows (one part per slice), refusals, the file row
+    for part in RowKind:
+        assert sliced[part.value] == whole[part.value], part
+    (summary,) = sliced["file"]
+    assert (summary["_records"], summary["_valid"] + summary["_refused"]) == (11, 11)
+    assert summary["_refused"] == len(sliced["refusal"]) >= 4
+    sequences = [r["_sequence"] for r in sliced["row"]]
+    assert len(set(sequences)) == len(sequences)
