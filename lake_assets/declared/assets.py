@@ -10,6 +10,7 @@ import hashlib
 
 import dagster as dg
 
+from lake_assets.core.apply.bookkeeping import tombstone_fields
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending
 from lake_assets.core.tables import LEDGER, LakeTable, table_set
 from lake_assets.core.declaration import Column, RefusalReason, SourceKind, TableDeclaration
@@ -17,7 +18,14 @@ from lake_assets.core.ledger_states import REJECTED
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.apply.resolve import table_columns
-from lake_assets.core.column_descriptions import AUDIT_DESCRIPTIONS
+from lake_assets.core.column_descriptions import (
+    AUDIT_DESCRIPTIONS,
+    FEED_COLUMNS,
+    HISTORY_COLUMNS,
+    QUARANTINE_DESCRIPTIONS,
+    TOMBSTONE_DESCRIPTIONS,
+)
+from lake_assets.core.quarantine import QUARANTINE_COLUMNS
 from lake_assets.core.run_outcome import RunOutcome
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
@@ -80,19 +88,22 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                      kinds={"delta", "s3"},
                      description="Every raw row that could not be applied: reason, source file, line number, raw "
                                  "text. Each run's rows by reason are in its metadata (`quarantined_<reason>`, "
-                                 "plotted over time)."),
+                                 "plotted over time).",
+                     metadata={"dagster/column_schema": quarantine_schema()}),
         dg.AssetSpec(tables.tombstones.name, deps=[name], group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
-                     description=f"Keys deleted from `{name}` and the sequence of their delete, kept for "
-                                 f"{declaration.tombstone_retention_days} days (by default) so a late, older "
-                                 "change cannot bring a deleted key back."),
+                     description=f"Keys deleted from `{name}`, the sequence of their delete and the object and "
+                                 f"line that deleted them, kept for {declaration.tombstone_retention_days} days "
+                                 "(by default) so a late, older change cannot bring a deleted key back.",
+                     metadata={"dagster/column_schema": tombstone_schema(declaration)}),
     ]
     if declaration.change_feed:
         specs.append(dg.AssetSpec(
             tables.changes.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
             description=f"Change feed of `{name}` (Delta CDF semantics): the table's columns plus `_change_type` "
                         "(insert, update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`. "
-                        f"Read it with `lake changes {name} --from-version N`."))
+                        f"Read it with `lake changes {name} --from-version N`.",
+            metadata={"dagster/column_schema": derived_schema(declaration, FEED_COLUMNS)}))
     if declaration.history:
         specs.append(dg.AssetSpec(
             tables.history.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
@@ -100,7 +111,8 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                         "2`): one row per version a key had, valid from its `_sequence` to the key's next change "
                         "(`valid_to_sequence`; `valid_from`/`valid_to` their times), deletes as rows of their own "
                         "(`_operation = 'D'`), `is_current` for the live row, `commit_version` of the run that "
-                        "recorded it."))
+                        "recorded it.",
+            metadata={"dagster/column_schema": derived_schema(declaration, HISTORY_COLUMNS)}))
 
     @dg.multi_asset(name=f"{name}_tables", specs=specs, can_subset=False)
     def apply_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
@@ -150,6 +162,31 @@ def column_schema(declaration: TableDeclaration) -> dg.TableSchema:
         else:
             columns.append(dg.TableColumn(name, AUDIT_TYPES[name], description=AUDIT_DESCRIPTIONS[name]))
     return dg.TableSchema(columns=columns)
+
+
+def derived_schema(declaration: TableDeclaration, added: dict[str, tuple[str, str]]) -> dg.TableSchema:
+    """A change feed's or history's columns: the table's, then the `added` ones (name -> type, description).
+    Without the table's constraints: a key has many rows here, and a delete's row holds only its key."""
+    return dg.TableSchema(columns=[*(dg.TableColumn(c.name, c.type, description=c.description)
+                                     for c in column_schema(declaration).columns),
+                                   *(dg.TableColumn(name, kind, description=description)
+                                     for name, (kind, description) in added.items())])
+
+
+def quarantine_schema() -> dg.TableSchema:
+    """Every quarantine's columns (core/quarantine.py writes them)."""
+    return dg.TableSchema(columns=[dg.TableColumn(name, kind.lower(), description=QUARANTINE_DESCRIPTIONS[name])
+                                   for name, _, kind in QUARANTINE_COLUMNS])
+
+
+def tombstone_schema(declaration: TableDeclaration) -> dg.TableSchema:
+    """The tombstones' columns, described (bookkeeping.py writes them)."""
+    key_types = {k: declaration.column(k).type for k in declaration.keys}
+    return dg.TableSchema(columns=[
+        dg.TableColumn(column, kind.lower(), description=TOMBSTONE_DESCRIPTIONS.get(column) or
+                       f"A deleted key's {column}" + (f": {declaration.column(column).description}"
+                                                      if declaration.column(column).description else ""))
+        for column, kind in tombstone_fields(key_types)])
 
 
 def _constraints(declaration: TableDeclaration, column: Column) -> dg.TableColumnConstraints:

@@ -24,11 +24,16 @@ DELETED_AT, LINE = "deleted_at", "source_line"
 LATER_COLUMNS = [(LINE, "bigint")]
 
 
+def tombstone_fields(key_types: dict[str, str]) -> list[tuple[str, str]]:
+    """The tombstones' columns (name, Spark SQL type): the keys, `_sequence`, `source_file`,
+    `source_line`, `deleted_at`."""
+    return [*key_types.items(), (SEQUENCE, "STRING"), ("source_file", "STRING"), (LINE, "BIGINT"),
+            (DELETED_AT, "TIMESTAMP")]
+
+
 def tombstone_columns(key_types: dict[str, str]) -> str:
-    """The tombstones' columns as Spark DDL: the keys, `_sequence`, `source_file`, `source_line`,
-    `deleted_at`."""
-    return ", ".join([*(f"{k} {t}" for k, t in key_types.items()), f"{SEQUENCE} STRING", "source_file STRING",
-                      f"{LINE} BIGINT", f"{DELETED_AT} TIMESTAMP"])
+    """The tombstones' columns as Spark DDL."""
+    return ", ".join(f"{name} {kind}" for name, kind in tombstone_fields(key_types))
 
 
 def tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable) -> DataFrame | None:
