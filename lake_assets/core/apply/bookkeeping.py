@@ -1,9 +1,9 @@
 """A table's bookkeeping tables, written on the engine: its tombstones and its quarantine.
 
 - Tombstones (`<table>_tombstones`, Delta): per deleted key, the sequence of its last delete,
-  the object and line that deleted it (no line for a snapshot's delete: the key is not in it) and when; kept for the table's retention window so that an older
-  change arriving late cannot bring the key back. Upserted (a newer delete replaces an older
-  one), so a rerun converges.
+  the object and line that deleted it (no line for a snapshot's delete: the key is not in it)
+  and when; kept for the table's retention window so that an older change arriving late cannot
+  bring the key back. Upserted (a newer delete replaces an older one), so a rerun converges.
 - Quarantine (`<table>_quarantine`, Delta, core/quarantine.py's columns): every refused raw row
   with its reason, keyed on (object, ETag, line); inserted only if absent, so a rerun converges.
 """

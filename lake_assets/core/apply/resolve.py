@@ -96,10 +96,10 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
     published snapshot's parts; truncates left out: a truncate is a `snapshot` with no rows);
     `table`: the table's rows as the run found them, `tombstones` (keys, `_sequence`,
-    `source_file` and `source_line`) its tombstones (None: there are none); `earlier`: the run's other published
-    snapshots, full loads and truncates, all older than `snapshot` (what they delete, it deletes
-    too: they change only the history, and what an update's NULLs may take). A full load's rows are
-    among `changes` whichever snapshot it is.
+    `source_file` and `source_line`) its tombstones (None: there are none); `earlier`: the run's
+    other published snapshots, full loads and truncates, all older than `snapshot` (what they
+    delete, it deletes too: they change only the history, and what an update's NULLs may take).
+    A full load's rows are among `changes` whichever snapshot it is.
     """
     keys = list(declaration.keys)
     data = [c for c in declaration.written if c not in keys]
