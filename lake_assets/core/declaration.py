@@ -347,6 +347,11 @@ class TableDeclaration(_Model):
         return next(c for c in self.columns if c.name == name)
 
     @property
+    def key_types(self) -> dict[str, str]:
+        """Each key column's Spark SQL type, in key order."""
+        return {k: self.column(k).type for k in self.keys}
+
+    @property
     def written(self) -> list[str]:
         """The newest contract's columns the table stores (`except_columns` left out)."""
         return [n for n in self.contract.names if n not in self.except_columns]

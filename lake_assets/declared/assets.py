@@ -23,7 +23,7 @@ from lake_assets.core.column_descriptions import (
     FEED_COLUMNS,
     HISTORY_COLUMNS,
     QUARANTINE_DESCRIPTIONS,
-    TOMBSTONE_DESCRIPTIONS,
+    column_descriptions,
 )
 from lake_assets.core.quarantine import QUARANTINE_COLUMNS
 from lake_assets.core.run_outcome import RunOutcome
@@ -181,12 +181,10 @@ def quarantine_schema() -> dg.TableSchema:
 
 def tombstone_schema(declaration: TableDeclaration) -> dg.TableSchema:
     """The tombstones' columns, described (bookkeeping.py writes them)."""
-    key_types = {k: declaration.column(k).type for k in declaration.keys}
-    return dg.TableSchema(columns=[
-        dg.TableColumn(column, kind.lower(), description=TOMBSTONE_DESCRIPTIONS.get(column) or
-                       f"A deleted key's {column}" + (f": {declaration.column(column).description}"
-                                                      if declaration.column(column).description else ""))
-        for column, kind in tombstone_fields(key_types)])
+    described = column_descriptions(table_set(declaration).tombstones.name)
+    return dg.TableSchema(columns=[dg.TableColumn(column, kind.lower(),
+                                                  description=described.get(column, f"A deleted key's {column}"))
+                                   for column, kind in tombstone_fields(declaration.key_types)])
 
 
 def _constraints(declaration: TableDeclaration, column: Column) -> dg.TableColumnConstraints:

@@ -143,10 +143,6 @@ class _Run:
             tracked = tuple(declared.tracked)
         return history.Tracking(tracked, declared.timed)
 
-    @property
-    def key_types(self) -> dict[str, str]:
-        return {k: self.declaration.column(k).type for k in self.declaration.keys}
-
 
 def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession, run_id: str,
                   rules: IngestRules | None = None, reapply: bool = False) -> ApplyReport:
@@ -412,7 +408,7 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         run.report.derived.feed = run.report.derived.feed.add(written)
     doomed = resolved.where(deletes())
     if _any(doomed):
-        bookkeeping.record_tombstones(spark, storage, tables.tombstones, run.key_types, doomed, applied_at)
+        bookkeeping.record_tombstones(spark, storage, tables.tombstones, run.declaration.key_types, doomed, applied_at)
     if run.declaration.history:
         left = committed if committed is not None else \
             (run.report.commits[-1].version if run.report.commits else version_before)
