@@ -192,7 +192,7 @@ def numbered(prefix: str, records: pa.Array | pa.ChunkedArray | np.ndarray) -> p
     """`prefix` followed by each record number in ROW_DIGITS digits: the sequences of a file's rows.
 
     Built as fixed-width bytes in one buffer per chunk, without a string operation per row
-    (about ten times faster than padding and joining strings: 0.1 s for 5M rows).
+    (5M rows alone: 0.22 s, against 0.28 s padding and joining strings with pyarrow).
     """
     numbers = records if isinstance(records, np.ndarray) else records.to_numpy()
     numbers = numbers.astype(np.int64)
