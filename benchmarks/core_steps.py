@@ -1,6 +1,6 @@
 """Benchmark: where a run of the change core spends its time, step by step.
 
-    uv run --group bench python benchmarks/core_steps.py [--rows N] [--partition-by COLUMN]
+    uv run --group bench python benchmarks/core_steps.py [--rows N] [--partition-by COLUMN] [--iceberg]
 
 On a private lake (temporary LAKE_HOME, its embedded S3 server and Sail), `apply_pending` of
 the `insurance` declaration applies a full load of N rows (default 1M), then a 1,000-row CDC
@@ -11,6 +11,8 @@ listing). `engine_side.py` measures the same work as a user runs it (`lake run`,
 
 With `--partition-by state_code`, the same two runs follow on a copy of the declaration
 partitioned by that column (`partition_by`), and the ratios to the unpartitioned runs are printed.
+With `--iceberg`, they follow on a copy declared `format: iceberg` (in the catalog as
+`bench.insurance_iceberg`), with the ratios to the Delta table's runs.
 """
 
 import argparse
@@ -36,7 +38,8 @@ STEPS = [("lake_assets.core.apply.stage", "Stage.write"), ("lake_assets.core.app
          ("lake_assets.core.apply.history", "record"), ("lake_assets.core.apply.history", "start_over"),
          ("lake_assets.core.apply.bookkeeping", "record_tombstones"),
          ("lake_assets.core.apply.bookkeeping", "quarantine"), ("lake_assets.core.apply.run", "_guard"),
-         ("lake_assets.core.apply.plan", "plan"), ("lake_assets.core.ledger", "Ledger.record")]
+         ("lake_assets.core.apply.plan", "plan"), ("lake_assets.core.ledger", "Ledger.record"),
+         ("lake_assets.core.apply.curated_iceberg", "IcebergCurated.commit")]
 CDC_ROWS = 1_000
 
 
@@ -79,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partition-by", help="also run a copy of the table partitioned by this column")
+    parser.add_argument("--iceberg", action="store_true", help="also run a copy of the table kept as Iceberg")
     args = parser.parse_args()
     rows = args.rows
     with private_lake("core-steps-") as (_home, server):
@@ -97,15 +101,19 @@ def main() -> None:
         spent: dict[str, float] = defaultdict(float)
         wrap_steps(spent)
         tables = [declaration("insurance")]
+        declared = tables[0].model_dump(mode="json")
+
+        def copy(name: str, folder: str, **changed: Any):
+            return load_declaration({**declared, "name": name, **changed, "sources": [
+                {**s, "prefix": f"raw/{folder}/{s['prefix'].removeprefix('raw/')}"} for s in declared["sources"]]},
+                name)
         if args.partition_by:
-            declared = tables[0].model_dump(mode="json")
-            tables.append(load_declaration({
-                **declared, "name": "insurance_partitioned", "partition_by": [args.partition_by],
-                "sources": [{**s, "prefix": f"raw/partitioned/{s['prefix'].removeprefix('raw/')}"}
-                            for s in declared["sources"]]}, "--partition-by"))
+            tables.append(copy("insurance_partitioned", "partitioned", partition_by=[args.partition_by]))
+        if args.iceberg:
+            tables.append(copy("insurance_iceberg", "iceberg", format="iceberg", group="bench"))
         times: list[list[float]] = []
         for table in tables:
-            print(f"{table.name} (partition_by: {list(table.partition_by) or 'none'})")
+            print(f"{table.name} ({table.format.value}, partition_by: {list(table.partition_by) or 'none'})")
             times.append([])
             snapshot, changes = (next(s.prefix for s in table.sources if s.kind == kind) for kind in ("snapshot", "cdc"))
             storage.put_bytes(f"{snapshot}LOAD00000001.csv", full_load_csv(rows))
@@ -120,9 +128,9 @@ def main() -> None:
                 for step, seconds in sorted(spent.items(), key=lambda item: -item[1]):
                     if seconds > 0.05:
                         print(f"    {step:40s} {seconds:6.2f} s")
-        if len(times) == 2:
-            print(f"partitioned / unpartitioned: full load {times[1][0] / times[0][0]:.2f}x, "
-                  f"CDC batch {times[1][1] / times[0][1]:.2f}x")
+        for table, spent_times in zip(tables[1:], times[1:]):
+            print(f"{table.name} / insurance: full load {spent_times[0] / times[0][0]:.2f}x, "
+                  f"CDC batch {spent_times[1] / times[0][1]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -81,4 +81,5 @@ def _iceberg_feed(storage: LakeStorage, entry: LakeTable, start: int, end: int |
     handle = iceberg.open_table(storage, entry)
     if handle is None or handle.current_snapshot() is None:
         raise TableNotBuilt(entry.name)
-    return iceberg_changes.read(handle, list(KEYS[entry.identifier[1]]), start, end)
+    keys = entry.keys or KEYS[entry.identifier[1]]  # a declared table's, or the TPC-DS star's
+    return iceberg_changes.read(handle, list(keys), start, end)

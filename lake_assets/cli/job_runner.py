@@ -170,8 +170,11 @@ def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> 
         materialization = event.materialization
         if materialization.asset_key.to_user_string() in {d.name for d in declarations()}:
             meta = {k: v.value for k, v in materialization.metadata.items()}
+            version = "snapshot_id" if "snapshot_id" in meta else "delta_version"  # Iceberg or Delta
+            change = version_change(meta.get(f"{version}_before"), meta.get(version),
+                                    "snapshot" if version == "snapshot_id" else "version")
             console.print(
-                f"{materialization.asset_key.to_user_string()}: {version_change(meta.get('delta_version_before'), meta.get('delta_version'))}, "
+                f"{materialization.asset_key.to_user_string()}: {change}, "
                 f"rows {meta.get('rows_before')} -> {meta.get('rows_after')} "
                 f"(+{meta.get('rows_inserted')} inserted, {meta.get('rows_updated')} updated, "
                 f"{meta.get('rows_deleted')} deleted, {meta.get('rows_superseded')} superseded, "
@@ -185,15 +188,16 @@ def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> 
     return EXIT_FILES_REFUSED if refused else EXIT_OK
 
 
-def version_change(before: int | None, after: int | None) -> str:
-    """What a run did to the table's version, in words (the run's metadata says -1 for no table)."""
+def version_change(before: int | None, after: int | None, word: str = "version") -> str:
+    """What a run did to the table's version (an Iceberg table's: `snapshot`), in words (the run's
+    metadata says -1 for no table)."""
     if after is None or after < 0:
         return "no table yet"
     if before is None or before < 0:
-        return f"created at version {after}"
+        return f"created at {word} {after}"
     if after == before:
-        return f"version {after} (unchanged)"
-    return f"version {before} -> {after}"
+        return f"{word} {after} (unchanged)"
+    return f"{word} {before} -> {after}"
 
 
 def describe_run(lake: LakeSession, run_id: str) -> str:

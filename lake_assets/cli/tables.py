@@ -9,6 +9,7 @@ from lake_assets.cli.app import app, friendly
 from lake_assets.cli.output import Format, console, render
 from lake_assets.core.source_kind import SourceKind
 from lake_assets.core.errors import UsageError
+from lake_assets.core.tables import TableFormat
 
 table_app = typer.Typer(help="Declared tables: scaffold one from a sample CSV, check them, list them.",
                         no_args_is_help=True)
@@ -21,6 +22,8 @@ def add(
     name: Annotated[str, typer.Argument(help="the table's name (lower-case letters, digits, _)")],
     sample: Annotated[Path, typer.Option("--sample", help="a sample CSV of the table's raw files")],
     kind: Annotated[SourceKind | None, typer.Option(help="what the sample is (default: read from it)")] = None,
+    table_format: Annotated[TableFormat, typer.Option("--format", help="keep the table as Delta, or as Iceberg in "
+                                                      "the catalog")] = TableFormat.DELTA,
 ) -> None:
     """Write a declaration for NAME, guessed from a sample CSV: columns and types, the key (marked
     for review), a full-load and a CDC raw zone; then check it against the other declarations.
@@ -38,7 +41,7 @@ def add(
         guess = scaffold.guess(sample.read_bytes(), kind)
     except ValueError as error:
         raise UsageError(f"{sample}: {error}") from None
-    text = scaffold.render(name, guess, str(sample))
+    text = scaffold.render(name, guess, str(sample), table_format.value)
     declared = registry.check_together([*((p, registry.read_file(p)) for p in registry.files()),
                                         (target, registry.parse(text, str(target)))])
     target.parent.mkdir(parents=True, exist_ok=True)

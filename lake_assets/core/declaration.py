@@ -292,9 +292,9 @@ class TableDeclaration(_Model):
         kinds = [s.kind for s in self.sources]
         if len(set(kinds)) != len(kinds):
             raise ValueError("sources: declare one source per kind (one snapshot prefix, one cdc prefix)")
-        if self.format is not TableFormat.DELTA:
-            raise ValueError(f"format: {self.format} is not yet a format of declared tables (the change core "
-                             "writes Delta; TPC-DS's Iceberg tables are the lake's own)")
+        if self.format is TableFormat.ICEBERG and not _NAME.fullmatch(self.group):
+            raise ValueError(f"group: {self.group!r} names an Iceberg table's catalog namespace "
+                             "(lower-case letters, digits and _, a letter first)")
         for source in self.sources:
             if source.operation_column is not None and source.operation_column not in names:
                 raise ValueError(f"sources: operation_column {source.operation_column} not among the columns "

@@ -17,6 +17,7 @@ import yaml
 
 from lake_assets.core.declaration import DeclarationError, TableDeclaration, load_declaration
 from lake_assets.core.errors import UsageError
+from lake_assets.core.tables import TableFormat
 
 #: The tables the lake ships (the seed's insurance table), next to the code location.
 BUILT_IN = Path(__file__).resolve().parent.parent / "tables"
@@ -79,6 +80,9 @@ def check_together(declared: list[tuple[Path, TableDeclaration]]) -> tuple[Table
             raise DeclarationError(f"{path}: table {table.name} is declared in {names[table.name]} too")
         if table.name in RESERVED or table.name.startswith("tpcds"):
             raise DeclarationError(f"{path}: name: {table.name} is the lake's own table's; choose another name")
+        if table.format is TableFormat.ICEBERG and table.group == "tpcds":
+            raise DeclarationError(f"{path}: group: tpcds is the TPC-DS star's catalog namespace; an Iceberg table's "
+                                   "group names its namespace: choose another group")
         names[table.name] = path
         for source in table.sources:
             if source.prefix.startswith(RESERVED_PREFIX) or RESERVED_PREFIX.startswith(source.prefix):

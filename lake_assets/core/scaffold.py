@@ -101,7 +101,7 @@ def _key(names: list[str], columns: list[list[str]]) -> str:
     return (named or unique or names)[0]
 
 
-def render(name: str, found: Guess, sample: str) -> str:
+def render(name: str, found: Guess, sample: str, table_format: str = "delta") -> str:
     """The declaration's YAML text, with what is guessed marked for review."""
     snapshot, cdc = f"raw/{name}/fullload/", f"raw/{name}/cdc/"
     lines = [
@@ -110,6 +110,7 @@ def render(name: str, found: Guess, sample: str) -> str:
         f"name: {name}",
         f"description: {name} (from {sample.rsplit('/', 1)[-1]})",
         f"group: {name}",
+        f"format: {table_format}  # delta: curated/{name} in the bucket; iceberg: <group>.{name} in the catalog",
         f"keys: [{found.key}]  # review: guessed from the sample (its values are all present and distinct there)",
         "columns:  # review: types read from the sample's values",
     ]

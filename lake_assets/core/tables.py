@@ -129,21 +129,27 @@ class TableSet:
 
     def kept(self, declaration: "TableDeclaration") -> list[LakeTable]:
         """The tables the declaration keeps (a feed and a history only when declared)."""
-        return [self.table, self.quarantine, self.tombstones, *([self.changes] if declaration.change_feed else []),
+        return [self.table, self.quarantine, self.tombstones, *([self.changes] if self.table.feed else []),
                 *([self.history] if declaration.history else [])]
 
 
 def table_set(declaration: "TableDeclaration") -> TableSet:
-    """The tables of a declared table: itself (`curated/<name>`) and, beside it, its quarantine,
-    tombstones, change feed and SCD2 history (`curated/<name>_quarantine`, ...)."""
+    """The tables of a declared table: itself (Delta: `curated/<name>`; Iceberg: `<group>.<name>` in
+    the catalog) and, beside it, its quarantine, tombstones, change feed (Delta tables only: an
+    Iceberg table's is read from its snapshots) and SCD2 history (Delta, `curated/<name>_quarantine`, ...)."""
     name = declaration.name
+    if declaration.format is TableFormat.ICEBERG:  # in the catalog, its namespace the group; a feed from snapshots
+        curated = LakeTable(f"{declaration.group}.{name}", "", declaration.description, TableFormat.ICEBERG,
+                            domain=declaration.group, written_under=name, keys=declaration.keys)
+    else:
+        curated = LakeTable(name, f"curated/{name}", declaration.description, domain=declaration.group,
+                            keys=declaration.keys, feed=f"{name}_changes" if declaration.change_feed else "")
 
     def beside(suffix: str, description: str) -> LakeTable:
         return LakeTable(f"{name}_{suffix}", f"curated/{name}_{suffix}", description, domain=declaration.group,
-                         written_under=name, derived_from=(name,), keys=declaration.keys)
+                         written_under=name, derived_from=(curated.name,), keys=declaration.keys)
     return TableSet(
-        LakeTable(name, f"curated/{name}", declaration.description, domain=declaration.group, keys=declaration.keys,
-                  feed=f"{name}_changes" if declaration.change_feed else ""),
+        curated,
         beside("quarantine", "raw rows that could not be applied, with the reason"),
         beside("tombstones", "deleted keys and the sequence of their delete, kept for the retention window"),
         beside("changes", f"change feed of {name}: one row per insert, update pre/post image or delete, per table "

@@ -12,12 +12,12 @@ import dagster as dg
 
 from lake_assets.core.apply.bookkeeping import tombstone_fields
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending
-from lake_assets.core.tables import LEDGER, LakeTable, table_set
+from lake_assets.core.tables import LEDGER, LakeTable, TableFormat, table_set
 from lake_assets.core.declaration import Column, RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.ledger_states import REJECTED
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.apply.resolve import table_columns
+from lake_assets.core.apply.resolve import AUDIT_TYPES, table_columns
 from lake_assets.core.column_descriptions import (
     AUDIT_DESCRIPTIONS,
     FEED_COLUMNS,
@@ -76,11 +76,15 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     owners = list(declaration.owners)
     name = declaration.name
     specs = [
-        dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners, kinds={"delta", "spark", "s3"},
+        dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners,
+                     kinds={declaration.format.value, "spark", "s3"},
                      description=f"{declaration.description}: snapshots and CDC changes applied per key in "
                                  "sequence order, with audit columns; a suspicious snapshot is held for "
                                  "`lake approve`." + (f" Partitioned by {', '.join(declaration.partition_by)}."
-                                                      if declaration.partition_by else ""),
+                                                      if declaration.partition_by else "")
+                                 + (f" An Iceberg table in the catalog: `{tables.table.name}` in `lake query`, its "
+                                    f"changes read from its snapshots (`lake changes {tables.table.name}`)."
+                                    if tables.table.format is TableFormat.ICEBERG else ""),
                      metadata={"dagster/column_schema": column_schema(declaration),
                                **({"partition_by": ", ".join(declaration.partition_by)}
                                   if declaration.partition_by else {})}),
@@ -97,7 +101,7 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                                  "(by default) so a late, older change cannot bring a deleted key back.",
                      metadata={"dagster/column_schema": tombstone_schema(declaration)}),
     ]
-    if declaration.change_feed:
+    if tables.table.feed:
         specs.append(dg.AssetSpec(
             tables.changes.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
             description=f"Change feed of `{name}` (Delta CDF semantics): the table's columns plus `_change_type` "
@@ -201,10 +205,6 @@ def _constraints(declaration: TableDeclaration, column: Column) -> dg.TableColum
                                      other=rules)
 
 
-AUDIT_TYPES = {"_operation": "string", "_source_file": "string", "_source_line": "bigint",
-               "_applied_at": "timestamp", "_sequence": "string"}
-
-
 #: The ingestion ledger, an asset of its own: every declared table's run records its objects there
 #: and logs an observation of it with what the run did (`ledger_metadata`).
 LEDGER_KEY = dg.AssetKey(LEDGER.name)
@@ -241,9 +241,11 @@ def _rows(storage: LakeStorage, table: LakeTable) -> int:
 def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[str, dict]:
     """Each asset's materialization metadata from one run's report."""
     tables = table_set(declaration)
+    iceberg = tables.table.format is TableFormat.ICEBERG
+    version = "snapshot_id" if iceberg else "delta_version"
     metadata = {declaration.name: {
-        "delta_version": report.version_after if report.version_after is not None else -1,
-        "delta_version_before": report.version_before if report.version_before is not None else -1,
+        version: report.version_after if report.version_after is not None else -1,
+        f"{version}_before": report.version_before if report.version_before is not None else -1,
         "rows_before": report.rows_before,
         "rows_after": report.rows_after,
         "dagster/row_count": report.rows_after,
@@ -259,7 +261,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         "held_files": dg.MetadataValue.json([{"file": f.source_file, "reason": f.detail} for f in report.held]),
         "duration_seconds": round(report.duration_seconds, 3),
         "dagster/column_schema": column_schema(declaration),
-        "table_uri": tables.table.uri(storage),
+        **({"iceberg_table": tables.table.engine_name} if iceberg else {"table_uri": tables.table.uri(storage)}),
         **{f"expectation_{name}_failed_rows": failed for name, failed in report.expectations.items()},
     }, tables.quarantine.name: {
         "rows_quarantined": report.file_total("rows_quarantined"),
@@ -273,7 +275,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         "dagster/row_count": _rows(storage, tables.tombstones),
         "table_uri": tables.tombstones.uri(storage),
     }}
-    if declaration.change_feed:
+    if tables.table.feed:
         feed = report.derived.feed
         changes = open_table(storage, tables.changes)
         metadata[tables.changes.name] = {

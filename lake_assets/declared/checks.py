@@ -1,8 +1,9 @@
 """A declared table's asset checks, made from its declaration; blocking, run after each apply.
 
 Each check verifies the table independently of the code that wrote it: delta-rs reads the log
-(a second reader), the engine counts and compares rows (the orchestrator holds none), and the
-raw objects are recounted on the engine by Python's csv module, not by the lake's parser.
+(a second reader; pyiceberg the catalog's metadata for an Iceberg table), the engine counts and
+compares rows (the orchestrator holds none), and the raw objects are recounted on the engine by
+Python's csv module, not by the lake's parser.
 """
 
 import csv
@@ -20,12 +21,14 @@ from lake_assets.core.apply import feed
 from lake_assets.core.apply.history import IS_CURRENT
 from lake_assets.core.apply.layout import file_layout
 from lake_assets.core.apply.plan import LEDGER_KIND
-from lake_assets.core.apply.resolve import table_columns
-from lake_assets.core.tables import table_set
+from lake_assets.core.apply.resolve import AUDIT_TYPES, table_columns
+from lake_assets.core.apply.curated_iceberg import iceberg_type
+from lake_assets.core.formats import iceberg
+from lake_assets.core.tables import LakeTable, TableFormat, table_set
 from lake_assets.core.change_feed import covered_through, read_commit
 from lake_assets.core.declaration import Action, Expectation, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
-from lake_assets.core.formats.delta import open_table, row_count
+from lake_assets.core.formats.delta import open_table
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -43,7 +46,7 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
     tables = table_set(declaration)
 
     @dg.asset_check(asset=name, name="schema_matches_contract", blocking=True,
-                    description="The Delta schema equals the declared contract's columns and the audit columns.")
+                    description="The table's schema equals the declared contract's columns and the audit columns.")
     def schema(storage: StorageResource) -> dg.AssetCheckResult:
         with storage.running() as running:
             return schema_matches_contract(declaration, running)
@@ -56,7 +59,7 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
 
     @dg.asset_check(asset=name, name="row_count_reconciles", blocking=True,
                     description="For every commit of the run: rows before + inserted - deleted = rows after, "
-                                "counted by delta-rs.")
+                                "counted from the table's metadata (delta-rs or pyiceberg).")
     def reconciles(context: dg.AssetCheckExecutionContext, storage: StorageResource) -> dg.AssetCheckResult:
         with storage.running() as running:
             return row_count_reconciles(declaration, _latest_metadata(context, name), running)
@@ -71,7 +74,7 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
             return rows_conserved(declaration, context.run.run_id, running, engine.session(running))
 
     checks = [schema, key, reconciles, conserved, *(_expectation_check(declaration, e) for e in declaration.expectations)]
-    if declaration.change_feed:
+    if tables.table.feed:
         @dg.asset_check(asset=tables.changes.name, name="covers_table", blocking=True,
                         description=f"The feed covers every version of `{name}`: no version newer than the feed's "
                                     "newest has changes left to derive.")
@@ -115,6 +118,8 @@ def _latest_metadata(context: dg.AssetCheckExecutionContext, name: str) -> dict:
 
 
 def schema_matches_contract(declaration: TableDeclaration, storage: LakeStorage) -> dg.AssetCheckResult:
+    if declaration.format is TableFormat.ICEBERG:
+        return _iceberg_schema_matches(declaration, storage)
     delta = open_table(storage, table_set(declaration).table)
     if delta is None:
         return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
@@ -130,6 +135,37 @@ def schema_matches_contract(declaration: TableDeclaration, storage: LakeStorage)
         "actual_partition_columns": dg.MetadataValue.json(actual_partitioning)})
 
 
+def _iceberg_schema_matches(declaration: TableDeclaration, storage: LakeStorage) -> dg.AssetCheckResult:
+    """The Iceberg schema (pyiceberg) against the declared columns, and its identity partitions."""
+    found = iceberg.open_table(storage, table_set(declaration).table)
+    if found is None:
+        return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
+    schema = found.schema()
+    actual = [(f.name, str(f.field_type)) for f in schema.fields]
+    types = {c.name: c.type for c in declaration.columns} | {k: v.upper() for k, v in AUDIT_TYPES.items()}
+    expected = [(name, str(iceberg_type(types[name]))) for name in table_columns(declaration)]
+    partitioned = list(declaration.partition_by)
+    actual_partitioning = [schema.find_field(f.source_id).name for f in found.spec().fields]
+    return dg.AssetCheckResult(passed=actual == expected and actual_partitioning == partitioned, metadata={
+        "expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual),
+        "expected_partition_columns": dg.MetadataValue.json(partitioned),
+        "actual_partition_columns": dg.MetadataValue.json(actual_partitioning)})
+
+
+def _exists(storage: LakeStorage, table: LakeTable) -> bool:
+    if table.format is TableFormat.ICEBERG:
+        found = iceberg.open_table(storage, table)
+        return found is not None and found.current_snapshot() is not None
+    return open_table(storage, table) is not None
+
+
+def _read(spark: SparkSession, storage: LakeStorage, table: LakeTable) -> DataFrame:
+    """The table's current rows, read by the engine (by catalog name or by path)."""
+    if table.format is TableFormat.ICEBERG:
+        return spark.read.table(table.engine_name)
+    return spark.read.format("delta").load(table.uri(storage))
+
+
 def _in_order(fields: list[tuple[str, str]], partition_columns: list[str]) -> list[tuple[str, str]]:
     """The fields in the order a table's schema must keep: its data columns as declared, then its
     partition columns (which an engine may move: Sail puts them last)."""
@@ -143,10 +179,10 @@ def _delta_type(sql_type: str) -> str:
 
 def key_unique_not_null(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession) -> dg.AssetCheckResult:
     table = table_set(declaration).table
-    if open_table(storage, table) is None:
+    if not _exists(storage, table):
         return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
     keys = list(declaration.keys)
-    rows = spark.read.format("delta").load(table.uri(storage))
+    rows = _read(spark, storage, table)
     keyed = F.when(F.greatest(*[F.col(k).isNull().cast("int") for k in keys]) == 0, F.lit(1)) if len(keys) > 1 \
         else F.when(F.col(keys[0]).isNotNull(), F.lit(1))
     row = rows.agg(F.count(F.lit(1)).alias("n"), F.count(keyed).alias("keyed"),
@@ -164,10 +200,21 @@ def row_count_reconciles(declaration: TableDeclaration, metadata: dict, storage:
         delta = open_table(storage, table, version=version)
         return delta.to_pyarrow_dataset().count_rows() if delta else 0  # Parquet footers: no row is read
 
+    found = iceberg.open_table(storage, table) if table.format is TableFormat.ICEBERG else None
+
+    def snapshot_rows(snapshot_id: int | None) -> int:  # from the snapshot's summary
+        snapshot = found.snapshot_by_id(snapshot_id) if found is not None and snapshot_id is not None else None
+        return iceberg.live_rows(snapshot) if snapshot is not None else 0
+
     for commit in commits:
         version = commit["version"]
-        before = count(version - 1) if version > 0 else 0
-        after = count(version)
+        if found is not None:
+            snapshot = found.snapshot_by_id(version)
+            before = snapshot_rows(snapshot.parent_snapshot_id) if snapshot is not None else 0
+            after = snapshot_rows(version)
+        else:
+            before = count(version - 1) if version > 0 else 0
+            after = count(version)
         if before + commit["inserted"] - commit["deleted"] != after:
             problems.append(f"v{version}: {before} + {commit['inserted']} - {commit['deleted']} != {after}")
         previous = after
@@ -300,14 +347,14 @@ def history_matches_table(declaration: TableDeclaration, storage: LakeStorage,
                           spark: SparkSession) -> dg.AssetCheckResult:
     """The history's current rows equal the table's rows (data columns), one per key."""
     tables = table_set(declaration)
-    live = open_table(storage, tables.table)
-    if open_table(storage, tables.history) is None or live is None:
-        passed = live is None or row_count(live) == 0
+    live = _exists(storage, tables.table)
+    if open_table(storage, tables.history) is None or not live:
+        passed = not live or _read(spark, storage, tables.table).limit(1).count() == 0
         return dg.AssetCheckResult(passed=passed, metadata={"note": "no history yet"})
     data = declaration.written  # `except_columns` are stored in neither
     keys = list(declaration.keys)
     current = spark.read.format("delta").load(tables.history.uri(storage)).where(F.col(IS_CURRENT)).select(*data)
-    table = spark.read.format("delta").load(tables.table.uri(storage)).select(*data)
+    table = _read(spark, storage, tables.table).select(*data)
     counts = _same(current, table, keys) or _differences(current, table, keys)
     passed = counts["keys_with_several_current_rows"] == 0 and counts["rows_only_in_history"] == 0 \
         and counts["rows_only_in_table"] == 0

@@ -34,6 +34,7 @@ from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.history import feed_of
 from lake_assets.core.formats.delta import WINDOW_SETTING, file_ranges, open_table, window_start
 from lake_assets.core.lock import DEFAULT_WAIT_SECONDS, LockOwner, table_lock
+from lake_assets.core.apply.stage import Stage
 from lake_assets.core.tables import TABLES, LakeTable, TableFormat
 from lake_assets.core.registry import declarations
 from lake_assets.core.tables import table_set
@@ -169,6 +170,10 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
             handle = iceberg.open_table(running, table)
             if handle is None:
                 continue
+            if _stopped_run(running, table):
+                context.log.warning(f"{table.name}: skipped; a run stopped after staging its commit waits for the "
+                                    "table's next run to finish it (its commit is known by being the next snapshot)")
+                continue
             before = iceberg_maintenance.table_stats(running, handle)
             # compaction replaces partitions with what it read: a load committing meanwhile would be lost
             with table_lock(running, table.write_lock, owner=owner, wait_seconds=config.lock_wait_seconds):
@@ -188,6 +193,13 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
                 "partitions_compacted": partitions, "snapshots_expired": len(expired), "orphans_removed": len(removed),
                 "before": before.as_metadata(), "after": after.as_metadata()}
         context.add_output_metadata(metadata)
+
+
+def _stopped_run(storage: LakeStorage, table: LakeTable) -> bool:
+    """Whether a declared table's run was stopped between recording its manifest and its ledger:
+    the next run finishes it, and tells whether its commit landed by the snapshot that follows
+    the one it found (core/apply/curated_iceberg.py), which a compaction must not be."""
+    return any(stage.manifest() is not None for stage in Stage.left_behind(storage, table.write_lock))
 
 
 @dg.job(tags={TABLE_TAG: "maintenance"}, executor_def=dg.in_process_executor,

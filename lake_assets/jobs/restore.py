@@ -23,7 +23,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.tables import LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
+from lake_assets.core.tables import LEDGER, OWN_TABLES, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
 from lake_assets.core.apply.restore import RestoreReport, restore_as_before, restore_declared
 from lake_assets.core.registry import declaration
 from lake_assets.resources.engine import SparkEngine
@@ -48,6 +48,10 @@ def restorable(name: str) -> LakeTable:
     entry = table(name)
     if entry.name in NOT_RESTORABLE:
         raise UsageError(f"{entry.name} cannot be restored: {NOT_RESTORABLE[entry.name]}")
+    if entry.format is TableFormat.ICEBERG and entry.name not in OWN_TABLES:
+        raise UsageError(f"{entry.name} cannot be restored yet: `lake restore` of a declared Iceberg table is not "
+                         "built (its history, tombstones and ledger must go back with it); time travel reads it "
+                         f"as of a snapshot: `lake query \"SELECT * FROM {entry.name} VERSION AS OF <snapshot>\"`")
     if entry.derived_from:
         sources = entry.derived_from
         which = sources[0] if len(sources) == 1 else f"the one of {', '.join(sources)} to go back"

@@ -3,7 +3,6 @@ checked, loaded (a full load, then CDC files), and read back as a table with its
 change feed and ledger; bad declarations are one line and start nothing."""
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,6 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.cli import lake
 
 SAMPLE = "order_id,customer,amount,placed_on\n1,ann,10.50,2024-01-02\n2,bob,3.00,2024-01-03\n3,cyd,7.25,2024-01-04\n"
-
-
-@pytest.fixture
-def tables_dir(lake_env: LakeStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A team's own declarations directory (LAKE_TABLES_DIR) for the test's commands."""
-    folder = tmp_path / "tables"
-    monkeypatch.setenv(registry.TABLES_DIR_VARIABLE, str(folder))
-    registry.declarations.cache_clear()
-    yield folder
-    registry.declarations.cache_clear()
 
 
 def _read(storage: LakeStorage, name: str) -> list[dict]:

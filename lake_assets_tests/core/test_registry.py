@@ -65,7 +65,7 @@ def test_a_good_declaration_reads(tmp_path: Path) -> None:
       "- {name: status, type: STRING, allowed: [NEW, PAID]}\n  - {name: region, type: STRING, since: 2}\n"
       "partition_by: [region]"), "partition_by: region must be in the first contract version"),
     (("name: orders", "name: Orders"), "must be lower-case"),
-    (("group: sales", "group: sales\nformat: iceberg"), "format: iceberg is not yet a format of declared tables"),
+    (("group: sales", "group: Sales\nformat: iceberg"), "group: 'Sales' names an Iceberg table's catalog namespace"),
     (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc}\n  - {prefix: raw/o2/, kind: cdc}"),
      "sources: declare one source per kind"),
     (("kind: cdc}", "kind: cdc, header: always}"), "sources.0.header: Extra inputs are not permitted"),
@@ -90,6 +90,9 @@ def test_two_tables_on_one_raw_prefix_are_refused(tmp_path: Path) -> None:
     reserved = declared(GOOD.replace("raw/orders/cdc/", "raw/tpcds/orders/"), tmp_path, "tpcds_like.yaml")
     with pytest.raises(DeclarationError, match="the TPC-DS star's raw zone"):
         registry.check_together([(reserved, registry.read_file(reserved))])
+    star = declared(GOOD.replace("group: sales", "group: tpcds\nformat: iceberg"), tmp_path, "star.yaml")
+    with pytest.raises(DeclarationError, match="group: tpcds is the TPC-DS star's catalog namespace"):
+        registry.check_together([(star, registry.read_file(star))])
 
 
 def test_the_built_in_declarations_read(monkeypatch: pytest.MonkeyPatch) -> None:

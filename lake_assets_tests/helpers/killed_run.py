@@ -6,7 +6,8 @@ process SIGKILLs itself there: no `except`, `finally` or thread gets to run, exa
 the machine or an operator kills a run. Seams:
 
 - `table-commit`: just after the table's commit returns (a declared table: the engine's
-  commit, core/apply/commit.py; before the feed, tombstones, history and ledger);
+  commit, core/apply/commit.py, or an Iceberg one's, core/apply/curated_iceberg.py; before the
+  feed, tombstones, history and ledger);
 - `tombstones`: just after the tombstones are written, before the table commit (TPC-DS);
 - `ledger`: at the ledger write, the apply's last step (everything else is written).
 
@@ -55,11 +56,13 @@ def _die_at(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def _arm(seam: str) -> None:
     from lake_assets.core.apply import commit
+    from lake_assets.core.apply.curated_iceberg import IcebergCurated
     from lake_assets.core.ledger import Ledger
     from lake_assets.tpcds import apply
 
     if seam == "table-commit":
         commit.commit = _die_after(commit.commit)
+        IcebergCurated.commit = _die_after(IcebergCurated.commit)  # type: ignore[method-assign]
     elif seam == "tombstones":
         apply._record_tombstones = _die_after(apply._record_tombstones)
     elif seam == "ledger":
@@ -69,7 +72,8 @@ def _arm(seam: str) -> None:
 
 
 def _work(storage: LakeStorage, work: str, arguments: list[str]) -> None:
-    """insurance [reapply] | corrections [reapply] | days DAY... (ISO dates; `null` for no date)."""
+    """insurance [reapply] | corrections [reapply] | days DAY... (ISO dates; `null` for no date) |
+    declared PATH (a declaration file)."""
     import datetime as dt
 
     spark = SparkConfig(engine="remote", remote=os.environ["KILLED_RUN_REMOTE"]).session(storage)
@@ -79,6 +83,10 @@ def _work(storage: LakeStorage, work: str, arguments: list[str]) -> None:
     elif work == "corrections":
         from lake_assets.tpcds.corrections import apply_corrections
         apply_corrections(storage, spark, "killed-run", reapply="reapply" in arguments)
+    elif work == "declared":
+        from lake_assets.core.apply.run import apply_pending
+        from lake_assets.core.registry import read_file
+        apply_pending(read_file(Path(arguments[0])), storage, spark, "killed-run")
     elif work == "days":
         from lake_assets.tpcds.load import load_fact_days
         load_fact_days(storage, spark, [None if a == "null" else dt.date.fromisoformat(a) for a in arguments],

@@ -76,6 +76,10 @@ class CommitPlan:
     rows: int = 0
     cuts: tuple[int, ...] = ()  # where the files it replaces began: the rewrite keeps their ranges
 
+    @property
+    def name(self) -> str:
+        return self.strategy.value
+
 
 def choose(spark: SparkSession, target: DeltaTarget, found: DeltaTable | None, batch: DataFrame,
            inserted: int, deleted: int) -> CommitPlan:

@@ -86,6 +86,9 @@ def table_columns(declaration: TableDeclaration) -> list[str]:
 
 #: The audit columns every curated row carries.
 AUDIT = [OPERATION, SOURCE_FILE, SOURCE_LINE, APPLIED_AT, SEQUENCE]
+#: Their Spark SQL types.
+AUDIT_TYPES = {OPERATION: "string", SOURCE_FILE: "string", SOURCE_LINE: "bigint", APPLIED_AT: "timestamp",
+               SEQUENCE: "string"}
 
 
 def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame | None, tombstones: DataFrame | None,

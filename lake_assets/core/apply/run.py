@@ -4,7 +4,8 @@ Data flows one way, and every row-level step runs on the engine:
 
     raw objects -> read (reader.py: fetch, layout, tolerant parse, validate; staged once)
     -> quarantine (refused rows) -> snapshot guards -> resolve per key (resolve.py; staged once)
-    -> ONE table commit (commit.py) -> change feed, tombstones, SCD2 history -> ledger
+    -> ONE table commit (curated.py: Delta by commit.py, Iceberg by curated_iceberg.py)
+    -> change feed (Delta), tombstones, SCD2 history -> ledger
 
 The orchestrator lists objects, plans (plan.py: deliveries, sequences, snapshot groups), asks
 the engine for per-object and per-snapshot counts, decides holds, submits the writes and
@@ -23,11 +24,11 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake_assets.core.apply import bookkeeping, commit as committing, expectations, feed, history
+from lake_assets.core.apply import bookkeeping, expectations, feed, history
+from lake_assets.core.apply.curated import Curated, Target, open_curated
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
     refused_by_older_contract
 from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
@@ -39,7 +40,7 @@ from lake_assets.core.apply.validate import OPERATION, TRUNCATE
 from lake_assets.core.change_feed import FeedReport
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
-from lake_assets.core.formats.delta import add_columns, open_table, row_count
+from lake_assets.core.formats.delta import open_table
 from lake_assets.core.formats.delta_as_of import replaced_rows
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
@@ -135,6 +136,16 @@ class _Run:
         return self.declaration.column(self.declaration.keys[0]).is_integer
 
     @property
+    def target(self) -> Target:
+        key_type = self.declaration.column(self.keys[0]).type
+        return Target(self.columns, self.keys, self.integer_key, "int" if key_type == "INT" else "bigint",
+                      self.declaration.partition_by)
+
+    def curated(self) -> Curated:
+        """The table as it is now."""
+        return open_curated(self.declaration, self.storage, self.tables.table, self.target)
+
+    @property
     def tracking(self) -> history.Tracking:
         """How the table's history is kept (`track_history`, and whether its sequences are times)."""
         declared = self.declaration
@@ -150,20 +161,20 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
     restore` reverted. A run stopped after its table commit is finished first."""
     started = time.perf_counter()
     tables = table_set(declaration)
-    before = open_table(storage, tables.table)
-    run = _Run(declaration, tables, storage, spark, run_id, rules or IngestRules(),
-               ApplyReport(run_id, before.version() if before else None, row_count(before) if before else 0))
+    run = _Run(declaration, tables, storage, spark, run_id, rules or IngestRules(), ApplyReport(run_id, None, 0))
+    before = run.curated()
+    run.report.version_before, run.report.rows_before = before.version, before.rows
     ledger = Ledger(storage)
     _finish_stopped(run, ledger)
-    if declaration.change_feed:
+    if tables.table.feed:
         caught_up = feed.catch_up(spark, storage, tables.table, tables.changes, run.keys)
         run.report.derived.feed = run.report.derived.feed.add(caught_up)
-    before = open_table(storage, tables.table)
+    before = run.curated()
     _evolve(run, before)
-    if declaration.history and before is not None:  # a history an earlier release wrote on the commit axis
-        history.start_over(tables.history.uri(storage), open_table(storage, tables.history),
-                           spark.read.format("delta").load(tables.table.uri(storage)), run.keys, run.columns,
-                           before.version(), run.tracking)
+    found = before.read(spark)
+    if declaration.history and found is not None:  # a history an earlier release wrote on the commit axis
+        history.start_over(tables.history.uri(storage), open_table(storage, tables.history), found, run.keys,
+                           run.columns, before.version, run.tracking)
     entries = ledger.entries(declaration.name)
     latest = {(e["source_file"], e["source_etag"]): e for e in entries.to_pylist()}
     todo = pending(declaration, raw_files(declaration, storage), latest, reapply)
@@ -207,7 +218,7 @@ class _Snapshot:
         return any(p.approved is not None for p in self.parts)
 
 
-def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, latest: dict) -> None:
+def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: dict) -> None:
     spark, storage, tables = run.spark, run.storage, run.tables
     stage = Stage(storage, run.declaration.name, run.run_id)
     applied_at = dt.datetime.now(dt.timezone.utc)
@@ -238,8 +249,7 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
             dt.timedelta(days=run.declaration.tombstone_retention_days)
         bookkeeping.prune_tombstones(spark, storage, tables.tombstones, applied_at - retention)
 
-        found = None if before is None else \
-            spark.read.format("delta").option("versionAsOf", before.version()).load(tables.table.uri(storage))
+        found = before.read(spark)
         snapshots = [_Snapshot(parts, summaries) for parts in planned.snapshots.values()]
         for snapshot in snapshots:
             if not snapshot.approved:
@@ -274,19 +284,19 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: DeltaTable | None, 
         counts = _commit_counts(resolved)
         entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
         operation = "full load" if newest is not None else "merge"
-        version_before = before.version() if before is not None else None
+        version_before = before.version
         committed = None
         batch = resolved.where(in_commit())
         if sum(counts) or _any(batch):
-            how = committing.choose(spark, _target(run), before, batch, counts[0], counts[2])
-            label = f"{operation} ({how.strategy.value})"
+            how = before.plan(spark, batch, *counts)
+            label = f"{operation} ({how.name})"
             stage.record(Manifest(run.run_id, applied_at, version_before, label, entries,
                                   [planned.files[i].file.key for i in sources]))
-            committing.commit(spark, _target(run), batch, how, label)
-            after = open_table(storage, tables.table)
-            assert after is not None  # just committed
-            committed = after.version()
-            run.report.commits.append(Commit(committed, operation, *counts, row_count(after), how.strategy.value))
+            before.commit(spark, batch, how, label)
+            after = before.reopened()
+            assert after.version is not None  # just committed
+            committed = after.version
+            run.report.commits.append(Commit(committed, operation, *counts, after.rows, how.name))
         _after_commit(run, resolved, version_before, committed, applied_at)
         recorded = _versioned(entries, sources, committed)
         ledger.record(recorded)
@@ -347,13 +357,13 @@ def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLay
 
 
 def _guard(run: _Run, snapshot: _Snapshot, parsed: DataFrame, found: DataFrame | None,
-           before: DeltaTable | None) -> str | None:
+           before: Curated) -> str | None:
     """Why a snapshot is held for `lake approve` (None: it publishes), by the shared guard
     (core/snapshot_guard.py): its scope is the whole table, which keeps, once it is published, the
     snapshot's keys and the keys changed after it (counted on the engine)."""
     rules = run.declaration.guard
     max_shrink = run.rules.max_shrink if run.rules.max_shrink is not None else rules.max_shrink
-    rows_before = row_count(before) if before is not None else 0
+    rows_before = before.rows
     after = snapshot.rows
     if rows_before and snapshot.rows and not snapshot.refused and found is not None:
         inside = parsed.where((F.col(KIND) == RowKind.ROW.value) &
@@ -379,12 +389,6 @@ def _any(frame: DataFrame) -> bool:
     return bool(frame.limit(1).count())
 
 
-def _target(run: _Run) -> committing.DeltaTarget:
-    key_type = run.declaration.column(run.keys[0]).type
-    return committing.DeltaTarget(run.tables.table.uri(run.storage), run.columns, run.keys, run.integer_key,
-                                  "int" if key_type == "INT" else "bigint", run.declaration.partition_by)
-
-
 def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,
                   applied_at: dt.datetime) -> None:
     """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes.
@@ -394,7 +398,7 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
     touched, and Sail 0.7.2 cannot time-travel to most versions older than a checkpoint it wrote
     (one every 10 commits: `versionAsOf` 9 fails once version 10 exists)."""
     spark, storage, tables = run.spark, run.storage, run.tables
-    if committed is not None and run.declaration.change_feed:
+    if committed is not None and tables.table.feed:  # Delta; an Iceberg table's feed is read from its snapshots
         commit_rows = resolved.where(in_commit())
         added = commit_rows.where(F.col(OPERATION) != "D").select(*run.columns)
         if version_before is None:
@@ -414,7 +418,7 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
             (run.report.commits[-1].version if run.report.commits else version_before)
         found = open_table(storage, tables.history)
         recorded = history.record(spark, tables.history.uri(storage), found, resolved.where(recorded_changes()),
-                                  run.keys, run.columns, run.integer_key, left, _target(run).key_type,
+                                  run.keys, run.columns, run.integer_key, left, run.target.key_type,
                                   run.tracking, closing=resolved.where(closing()))
         stored = open_table(storage, tables.history)
         if recorded and stored is not None:
@@ -498,31 +502,19 @@ def _finish_stopped(run: _Run, ledger: Ledger) -> None:
 
 
 def _committed(run: _Run, manifest: Manifest) -> int | None:
-    """The version of the manifest's commit, if it was made (the next version after the one it
-    found carries its label), else None."""
-    delta = open_table(run.storage, run.tables.table)
-    if delta is None:
-        return None
-    expected = 0 if manifest.version_before is None else manifest.version_before + 1
-    if delta.version() < expected:
-        return None
-    for commit in delta.history():
-        if int(commit.get("version", -1)) == expected:
-            return expected if commit.get("userMetadata") == manifest.label else None
-    return None
+    """The version of the manifest's commit, if it was made, else None."""
+    return run.curated().committed(manifest.version_before, manifest.label)
 
 
 # --- contract evolution ------------------------------------------------------------------------
 
-def _evolve(run: _Run, delta: DeltaTable | None) -> None:
+def _evolve(run: _Run, table: Curated) -> None:
     """Add the columns of contract versions declared since the table was written, as one
-    schema-change commit. Rows written before read the new columns as NULL."""
-    if delta is None:
+    schema change. Rows written before read the new columns as NULL."""
+    if table.version is None:
         return
     written = set(run.declaration.written)  # `except_columns` are never added
-    added = [c for c in run.declaration.contract.columns
-             if c.name in written and c.name not in {f.name for f in delta.schema().fields}]
-    if add_columns(delta, [(c.name, c.type) for c in added], {c.name: c.description for c in added}):
-        run.report.commits.append(Commit(delta.version(), f"add columns ({', '.join(c.name for c in added)}) "
-                                         f"for contract v{run.declaration.contract.version}", 0, 0, 0,
-                                         row_count(delta)))
+    added = [c for c in run.declaration.contract.columns if c.name in written and c.name not in table.column_names]
+    if table.add_columns([(c.name, c.type) for c in added], {c.name: c.description for c in added}):
+        run.report.commits.append(Commit(table.version, f"add columns ({', '.join(c.name for c in added)}) "
+                                         f"for contract v{run.declaration.contract.version}", 0, 0, 0, table.rows))

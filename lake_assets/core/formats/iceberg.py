@@ -55,6 +55,12 @@ def row_count(iceberg: Table) -> int:
     return _live_rows(snapshot.summary.additional_properties) or 0
 
 
+def live_rows(snapshot) -> int:
+    """Rows a snapshot holds, from its summary (0 without one)."""
+    summary = snapshot.summary
+    return (_live_rows(summary.additional_properties) or 0) if summary is not None else 0
+
+
 def _live_rows(summary: dict[str, str]) -> int | None:
     """The rows a snapshot holds: its data files' records less its position deletes (each one row: a
     merge-on-read MERGE deletes a row once, and an overwrite drops the delete files with the rows)."""
