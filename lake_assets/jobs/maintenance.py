@@ -170,7 +170,7 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
             handle = iceberg.open_table(running, table)
             if handle is None:
                 continue
-            if _stopped_run(running, table):
+            if stopped_run_waits(running, table):
                 context.log.warning(f"{table.name}: skipped; a run stopped after staging its commit waits for the "
                                     "table's next run to finish it (its commit is known by being the next snapshot)")
                 continue
@@ -195,7 +195,7 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
         context.add_output_metadata(metadata)
 
 
-def _stopped_run(storage: LakeStorage, table: LakeTable) -> bool:
+def stopped_run_waits(storage: LakeStorage, table: LakeTable) -> bool:
     """Whether a declared table's run was stopped between recording its manifest and its ledger:
     the next run finishes it, and tells whether its commit landed by the snapshot that follows
     the one it found (core/apply/curated_iceberg.py), which a compaction must not be."""

@@ -1,7 +1,8 @@
 """A declared Iceberg table's run killed (a real SIGKILL) after its table commit, or at its
 ledger write: the next run finishes it from its stage, recognising its commit as the snapshot
 that follows the one it found (Sail keeps no label on an Iceberg snapshot), so the changes are
-committed once, the ledger and the history follow, and nothing is applied twice or lost."""
+committed once, the ledger and the history follow, and nothing is applied twice or lost; until
+then maintenance sees the stopped run and leaves the table alone."""
 
 import uuid
 from pathlib import Path
@@ -15,6 +16,7 @@ from lake_assets.core.formats import iceberg
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.registry import read_file
 from lake_assets.core.tables import table_set
+from lake_assets.jobs.maintenance import stopped_run_waits
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.helpers.killed_run import KILLED, killed
 
@@ -53,8 +55,10 @@ def test_a_stopped_run_is_finished_once(storage: LakeStorage, spark: SparkSessio
     stopped = iceberg.open_table(storage, tables.table).current_snapshot()
     assert stopped.parent_snapshot_id == first  # the killed run committed, once
     assert [e["status"] for e in Ledger(storage).entries(declared.name).to_pylist()] == ["applied"]
+    assert stopped_run_waits(storage, tables.table)  # maintenance leaves the table alone: its next snapshot is the run's
 
     report = apply_pending(declared, storage, spark, "run-3")
+    assert not stopped_run_waits(storage, tables.table)
     assert report.commits == []  # nothing pending after finishing the stopped run: no commit again
     found = iceberg.open_table(storage, tables.table)
     assert found.current_snapshot().snapshot_id == stopped.snapshot_id
