@@ -17,7 +17,7 @@ import yaml
 
 from lake_assets.core.declaration import DeclarationError, TableDeclaration, load_declaration
 from lake_assets.core.errors import UsageError
-from lake_assets.core.tables import TableFormat
+from lake_assets.core.tables import LakeTable, TableFormat, table_set
 
 #: The tables the lake ships (the seed's insurance table), next to the code location.
 BUILT_IN = Path(__file__).resolve().parent.parent / "tables"
@@ -103,3 +103,8 @@ def declaration(name: str) -> TableDeclaration:
             return declared
     known = ", ".join(d.name for d in declarations())
     raise UsageError(f"{name} is not a declared table; declared: {known} (see `lake table list`)")
+
+
+def declared_by(table: LakeTable) -> TableDeclaration | None:
+    """The declaration whose curated table is `table` (None: one of the lake's own)."""
+    return next((d for d in declarations() if table_set(d).table.name == table.name), None)

@@ -75,6 +75,18 @@ def _application(entry: dict) -> tuple:
                                     "rows_quarantined"))
 
 
+def first_runs_without_commit(history: pa.Table) -> dict[FileId, dt.datetime]:
+    """When each object's first applied entry without a table version was recorded: the run
+    that applied it and committed nothing (all its rows superseded). Which version contains it
+    follows from the version current when that run started (a restore reinstating the entry
+    copies it later; the object's applications that committed are other runs)."""
+    found: dict[FileId, dt.datetime] = {}
+    for entry in history.to_pylist():
+        if entry["status"] == APPLIED and entry["table_version"] is None:
+            found.setdefault((entry["source_file"], entry["source_etag"]), entry["recorded_at"])
+    return found
+
+
 def record_restore(ledger: Ledger, changes: LedgerChanges, restore: str, run_id: str, started: dt.datetime) -> None:
     """Record the reverted, reinstated and restated objects as of `started`, when the restore
     began (before it changed anything: see `derived_until`); `restore` names it ("restore to

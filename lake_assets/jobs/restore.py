@@ -23,9 +23,10 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.tables import LEDGER, OWN_TABLES, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
+from lake_assets.core.tables import LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
 from lake_assets.core.apply.restore import RestoreReport, restore_as_before, restore_declared
-from lake_assets.core.registry import declaration
+from lake_assets.core.apply.restore_iceberg import restore_declared_iceberg
+from lake_assets.core.registry import declaration, declared_by
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -48,10 +49,6 @@ def restorable(name: str) -> LakeTable:
     entry = table(name)
     if entry.name in NOT_RESTORABLE:
         raise UsageError(f"{entry.name} cannot be restored: {NOT_RESTORABLE[entry.name]}")
-    if entry.format is TableFormat.ICEBERG and entry.name not in OWN_TABLES:
-        raise UsageError(f"{entry.name} cannot be restored yet: `lake restore` of a declared Iceberg table is not "
-                         "built (its history, tombstones and ledger must go back with it); time travel reads it "
-                         f"as of a snapshot: `lake query \"SELECT * FROM {entry.name} VERSION AS OF <snapshot>\"`")
     if entry.derived_from:
         sources = entry.derived_from
         which = sources[0] if len(sources) == 1 else f"the one of {', '.join(sources)} to go back"
@@ -91,7 +88,9 @@ def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, 
 
 
 def asset_key(entry: LakeTable) -> dg.AssetKey:
-    return dg.AssetKey(entry.name.split("."))
+    """The asset of the table: a declared table's is its declaration's name."""
+    declared = declared_by(entry)
+    return dg.AssetKey(declared.name) if declared is not None else dg.AssetKey(entry.name.split("."))
 
 
 @dg.op(description="Restore a table to an earlier version (Delta) or snapshot (Iceberg), as a new commit.")
@@ -103,10 +102,14 @@ def restore_table(context: dg.OpExecutionContext, config: RestoreConfig, storage
             table_lock(running, entry.write_lock, owner=LockOwner.current(context.run_id)) as lease:
         target = target_version(running, entry, config.version, config.as_of)
         lease.check()
-        if entry.format is TableFormat.ICEBERG:
+        declared = declared_by(entry)
+        if declared is None:  # the TPC-DS star's
             metadata = _rollback_iceberg(running, entry, target, context.run_id)
+        elif entry.format is TableFormat.ICEBERG:
+            metadata = restore_metadata(restore_declared_iceberg(running, declared, target, context.run_id),
+                                        "snapshot")
         else:  # a declared Delta table: every other Delta table is derived from one, or the ledger
-            report = restore_declared(running, declaration(entry.name), target, context.run_id)
+            report = restore_declared(running, declared, target, context.run_id)
             _catch_up_feed(running, engine, entry.name)  # the restore's changes reach the feed at once
             metadata = restore_metadata(report)
         for file in metadata["reverted_files"].value:
@@ -125,15 +128,19 @@ def _catch_up_feed(storage: LakeStorage, engine: SparkEngine, name: str) -> None
 
 
 
-def restore_metadata(report: RestoreReport) -> dict:
+def restore_metadata(report: RestoreReport, word: str = "version") -> dict:
+    """The restore's materialization metadata (`word`: how the table numbers its versions; an
+    Iceberg table's snapshot is current again, not restored as a new one)."""
+    key = "snapshot_id" if word == "snapshot" else "delta_version"
+    done = f"made snapshot {report.restored_version} current" if word == "snapshot" else \
+        f"restored version {report.restored_version} as version {report.version_after}"
     return {
         "operation": "restore",
         "description": dg.MetadataValue.text(
-            f"restored version {report.restored_version} as version {report.version_after} "
-            f"(was {report.version_before}); rows {report.rows_before} -> {report.rows_after}"),
-        "restored_from_version": report.restored_version,
-        "delta_version_before": report.version_before,
-        "delta_version": report.version_after,
+            f"{done} (was {report.version_before}); rows {report.rows_before} -> {report.rows_after}"),
+        f"restored_from_{word}": report.restored_version,
+        f"{key}_before": report.version_before,
+        key: report.version_after,
         "rows_before": report.rows_before,
         "rows_after": report.rows_after,
         "dagster/row_count": report.rows_after,

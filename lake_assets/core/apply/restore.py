@@ -36,14 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from lake_assets.core.errors import UsageError
 from lake_assets.core import restore_ledger
 from lake_assets.core.formats.delta import commit_times, open_table, row_count
-from lake_assets.core.ledger import APPLIED, Ledger
-from lake_assets.core.restore_ledger import FileId
+from lake_assets.core.ledger import Ledger
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.tables import LakeTable, table_set
 from lake_assets.resources.storage import LakeStorage
@@ -112,13 +110,8 @@ def version_rules(delta: DeltaTable, history: pa.Table,
     the tombstones follow those runs)."""
     times = commit_times(delta)
     operations = {h["version"]: h for h in delta.history()}
-    # the run that committed nothing: the object's first applied entry without a table version
-    # (a restore reinstating it copies it later; the object's applications that committed are
-    # other runs: found by test_restore_model, a reapplication was judged by their start)
-    first_run: dict[FileId, dt.datetime] = {}
-    for entry in history.filter(pc.equal(history["status"], APPLIED)).to_pylist():
-        if entry["table_version"] is None:
-            first_run.setdefault((entry["source_file"], entry["source_etag"]), entry["recorded_at"])
+    # (found by test_restore_model: a reapplication was judged by its own start)
+    first_run = restore_ledger.first_runs_without_commit(history)
     lineage = {-1}  # before version 0: files whose run committed nothing into no table
     at = version
     while at >= 0:
