@@ -2,7 +2,8 @@
 catalog, applies a full load and CDC files to it, keeps its SCD2 history, quarantine and ledger
 beside it (Delta), runs its checks, and the CLI queries it, lists its snapshots, reads its
 changes from them, maintains it, and restores it to an earlier snapshot (the ledger, tombstones
-and history going back with it) from which `lake run --reapply` applies the reverted file again. The table is read back by pyiceberg, not by the engine that wrote it."""
+and history going back with it) from which `lake run --reapply` applies the reverted file
+again. The table is read back by pyiceberg, not by the engine that wrote it."""
 
 import json
 from pathlib import Path
