@@ -114,7 +114,8 @@ class DeltaCurated:
              deleted: int) -> committing.CommitPlan:
         return committing.choose(spark, self._delta_target(), self.delta, batch, inserted, deleted)
 
-    def commit(self, spark: SparkSession, batch: DataFrame, plan: committing.CommitPlan, label: str) -> None:
+    def commit(self, spark: SparkSession, batch: DataFrame, plan: Planned, label: str) -> None:
+        assert isinstance(plan, committing.CommitPlan)  # this table's own plan
         committing.commit(spark, self._delta_target(), batch, plan, label)
 
     def reopened(self) -> DeltaCurated:

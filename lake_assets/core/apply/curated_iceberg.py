@@ -36,7 +36,7 @@ from lake_assets.resources.storage import LakeStorage
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from lake_assets.core.apply.curated import Target
+    from lake_assets.core.apply.curated import Planned, Target
 
 #: Changes to this share of the table's rows (updates and deletes) or more rewrite it whole.
 REWRITE_SHARE = 0.25
@@ -97,7 +97,8 @@ class IcebergCurated:
             return IcebergPlan("rewrite")
         return IcebergPlan("merge")
 
-    def commit(self, spark: SparkSession, batch: DataFrame, plan: IcebergPlan, label: str) -> None:
+    def commit(self, spark: SparkSession, batch: DataFrame, plan: Planned, label: str) -> None:
+        assert isinstance(plan, IcebergPlan)  # this table's own plan
         columns, name = self.target.columns, self.table.engine_name
         upserts = batch.where(F.col(OPERATION) != DELETE)
         if plan.name == "create":
@@ -117,8 +118,8 @@ class IcebergCurated:
         current = self.read(spark)
         assert current is not None  # a rewrite follows a first commit
         rows = current.select(*keys, F.col(SEQUENCE).alias("_row_sequence"))
-        newer = F.col("_row_sequence").isNull() | (F.col(SEQUENCE) >= F.col("_row_sequence"))
-        changes = batch.join(rows, keys, "left").where(newer).drop("_row_sequence")
+        at_least_as_new = F.col("_row_sequence").isNull() | (F.col(SEQUENCE) >= F.col("_row_sequence"))
+        changes = batch.join(rows, keys, "left").where(at_least_as_new).drop("_row_sequence")
         kept = current.join(changes.select(*keys), keys, "left_anti").select(*columns)
         kept.unionByName(changes.where(F.col(OPERATION) != DELETE).select(*columns)).createOrReplaceTempView(view)
         spark.sql(f"INSERT OVERWRITE {name} SELECT {', '.join(columns)} FROM {view}").collect()

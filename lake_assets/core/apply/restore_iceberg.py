@@ -33,12 +33,14 @@ def restore_declared_iceberg(storage: LakeStorage, declaration: TableDeclaration
     started = dt.datetime.now(dt.timezone.utc)
     tables = table_set(declaration)
     handle = iceberg.open_table(storage, tables.table)
-    if handle is None or handle.current_snapshot() is None:
+    current = handle.current_snapshot() if handle is not None else None
+    if handle is None or current is None:
         raise UsageError(f"table {tables.table.name} does not exist yet; see `lake status`")
-    before, rows_before = iceberg.current_snapshot_id(handle), iceberg.row_count(handle)
+    before, rows_before = current.snapshot_id, iceberg.row_count(handle)
     log = [(entry.timestamp_ms, entry.snapshot_id) for entry in handle.history()]  # before the restore's own
     iceberg_maintenance.rollback(handle, snapshot)
     after = iceberg.open_table(storage, tables.table)
+    assert after is not None  # it existed a moment ago; the write lease keeps it
     report = RestoreReport(tables.table.name, snapshot, before, snapshot, rows_before, iceberg.row_count(after))
     ledger = Ledger(storage)
     history = ledger.entries(declaration.name)

@@ -172,7 +172,8 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
     before = run.curated()
     _evolve(run, before)
     found = before.read(spark)
-    if declaration.history and found is not None:  # a history an earlier release wrote on the commit axis
+    # a history an earlier release wrote on the commit axis
+    if declaration.history and found is not None and before.version is not None:
         history.start_over(tables.history.uri(storage), open_table(storage, tables.history), found, run.keys,
                            run.columns, before.version, run.tracking)
     entries = ledger.entries(declaration.name)
