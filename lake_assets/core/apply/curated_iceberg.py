@@ -47,7 +47,9 @@ PROPERTIES = {"format-version": "2", "write.parquet.compression-codec": "zstd",
 
 @dataclass(frozen=True)
 class IcebergPlan:
-    name: str  # create, append, merge or rewrite
+    """A commit's strategy: create, append, merge or rewrite (see the module docstring)."""
+
+    name: str
 
 
 class IcebergCurated:
