@@ -212,13 +212,15 @@ class TableDeclaration(_Model):
     name: str
     description: str = ""
     group: str = Field(description="the Dagster asset group and `lake status` domain it belongs to")
+    #: Delta at `curated/<name>`, or Iceberg as `<group>.<name>` in the lake's catalog.
     format: TableFormat = TableFormat.DELTA
     columns: tuple[Column, ...]
     keys: tuple[str, ...]
     sources: tuple[Source, ...]
     #: SCD type 2 history on the source's sequence axis, beside the SCD type 1 table.
     history: bool = True
-    #: A change feed (Delta CDF semantics) beside the table.
+    #: A change feed (Delta CDF semantics): a table beside a Delta table; an Iceberg table's is
+    #: read from its snapshots.
     change_feed: bool = True
     guard: SnapshotRules = SnapshotRules()
     #: How long a deleted key is remembered against late, older changes.
@@ -238,8 +240,9 @@ class TableDeclaration(_Model):
     track_history_except: tuple[str, ...] = ()
     expectations: tuple[Expectation, ...] = ()
     freshness: Freshness | None = None
-    #: The table's Delta partition columns (`PARTITIONED BY`): a folder per value, and a query
-    #: filtering on them reads only those folders. The history and feed are not partitioned.
+    #: The table's partition columns (`PARTITIONED BY`; Delta: a folder per value; Iceberg:
+    #: identity partitions), and a query filtering on them reads only those files. The history
+    #: and feed are not partitioned.
     partition_by: tuple[str, ...] = ()
 
     @field_validator("name")
