@@ -33,6 +33,11 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 SEQUENCE_TYPES = ("INT", "BIGINT", "DATE", "TIMESTAMP")
 #: The types a `partition_by` column may have (exact values that name a folder).
 PARTITION_TYPES = ("INT", "BIGINT", "STRING", "DATE", "BOOLEAN")
+#: Characters a field delimiter may not be: a quote, line ends, a space, and the `?` the parser
+#: puts in place of a byte that is not UTF-8 (core/apply/parse.py).
+FORBIDDEN_DELIMITERS = ('"', "\n", "\r", " ", "?")
+#: A data file's name ending: one dot and letters or digits (a compressed `.csv.gz` is not read).
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]+")
 
 
 class DeclarationError(UsageError):
@@ -147,7 +152,8 @@ class Source(_Model):
     A CDC file's operation is DMS's first field (`I`, `U`, `D`) by default; `operation_column`
     names a declared column holding it instead (`APPLY AS DELETE WHEN operation = 'DELETE'`):
     `delete` and `truncate` are its values that delete a key and truncate the table, any other
-    value (or none) is an upsert."""
+    value (or none) is an upsert. `delimiter` and `suffix` say how the files are written when not
+    as DMS's defaults (`,` between fields, names ending `.csv`): a `|`-separated `.dat` export."""
 
     prefix: str = Field(description="key prefix in the lake bucket, ending in /, e.g. raw/cdcload/")
     kind: SourceKind
@@ -158,6 +164,10 @@ class Source(_Model):
     operation_column: str | None = None
     #: The operation value that truncates the table (`APPLY AS TRUNCATE WHEN`; None: none does).
     truncate: str | None = None
+    #: What separates a record's fields (DMS's `CsvDelimiter`): one character, e.g. `|` or a tab.
+    delimiter: str = ","
+    #: How the names of the source's data files end (DMS writes `.csv`); other objects are ignored.
+    suffix: str = ".csv"
 
     @field_validator("prefix")
     @classmethod
@@ -165,6 +175,23 @@ class Source(_Model):
         if not prefix.endswith("/") or prefix.startswith("/") or ".." in prefix.split("/"):
             raise ValueError(f"prefix {prefix!r} must be a relative key prefix ending in / (e.g. raw/orders/cdc/)")
         return prefix
+
+    @field_validator("delimiter")
+    @classmethod
+    def _delimiter(cls, delimiter: str) -> str:
+        printable = delimiter.isprintable() or delimiter == "\t"
+        if len(delimiter) != 1 or delimiter in FORBIDDEN_DELIMITERS or delimiter.isalnum() or not printable:
+            raise ValueError(f"delimiter {delimiter!r} must be one character: a tab or a sign other than a quote, "
+                             "a space or ? (e.g. ',', '|', ';' or '\\t'), not a letter or digit")
+        return delimiter
+
+    @field_validator("suffix")
+    @classmethod
+    def _suffix(cls, suffix: str) -> str:
+        if not _SUFFIX.fullmatch(suffix):
+            raise ValueError(f"suffix {suffix!r} must be a file name ending such as .csv, .txt or .dat "
+                             "(one dot, then letters and digits: compressed files are not read)")
+        return suffix.lower()
 
 
 class SnapshotRules(_Model):

@@ -26,9 +26,9 @@ Service" (and its S3Settings API reference):
 - `DatePartitionEnabled` puts files in date folders, `DatePartitionSequence` (default
   `YYYYMMDD`) and `DatePartitionDelimiter` (default `SLASH`) say how they are written;
 - `CsvNullValue` is what a NULL is written as (by default an empty field); `CsvDelimiter`
-  `,`, `CsvRowDelimiter` `\\n`, `Rfc4180` quoting, `CompressionType` NONE and `DataFormat`
-  csv are the defaults the lake reads (a `.csv.gz` or `.parquet` object is not a `.csv`
-  file: ignored, core/raw_zone.py).
+  is `,` unless a source declares its `delimiter`; `CsvRowDelimiter` `\\n`, `Rfc4180` quoting,
+  `CompressionType` NONE and `DataFormat` csv are the defaults the lake reads (a `.csv.gz` or
+  `.parquet` object is not a `.csv` file: ignored, core/raw_zone.py).
 """
 
 import re

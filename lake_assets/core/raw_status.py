@@ -66,10 +66,11 @@ def file_statuses(storage: "LakeStorage", latest: LatestEntries) -> list[FileSta
         entries = latest.get(declaration.name, {})
         for source in declaration.sources:
             for obj in storage.list_objects(source.prefix):
-                if is_data_file(obj["Key"]):
+                if is_data_file(obj["Key"], source.suffix):
                     found.append(_status(obj, entries, declaration.name, declaration.group))
                 else:
-                    found.append(_ignored(obj, declaration.name, declaration.group, "not a .csv file: never applied"))
+                    found.append(_ignored(obj, declaration.name, declaration.group,
+                                          f"not a {source.suffix} file: never applied"))
     return found + _tpcds_statuses(storage, latest)
 
 

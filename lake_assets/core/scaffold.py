@@ -1,17 +1,21 @@
 """A table declaration scaffolded from a sample CSV (`lake table add NAME --sample FILE`).
 
-The sample's first records say what the declaration starts from: whether the first one is a
-header (every field a name) or the columns are numbered (`c1`, `c2`, ...); whether records lead
+The sample's first records say what the declaration starts from: what separates their fields
+(`,`, `|`, `;` or a tab: the one that splits most records into one count of fields), whether
+the first one is a header (every field a name) or the columns are numbered (`c1`, `c2`, ...); whether records lead
 with AWS DMS's operation field (`I`, `U`, `D`: a CDC file); each column's type, the narrowest
 that reads every non-empty sampled value (INT, BIGINT, DATE, TIMESTAMP, DOUBLE, BOOLEAN, else
 STRING); and the key, guessed as the first column whose sampled values are all present and
 distinct (one named like an id first). What is guessed is marked in the file for review.
 """
 
+import collections
 import csv
 import io
+import json
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from lake_assets.core.declaration import SourceKind
 
@@ -25,6 +29,8 @@ _BOOLEAN = {"true", "false", "t", "f", "yes", "no"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ $#-]*")
 #: The operation field DMS writes first in a CDC record.
 _DMS_OPERATION = re.compile(r"[IUDiud]")
+#: The delimiters a sample is tried with, the first winning a tie.
+DELIMITERS = (",", "|", ";", "\t")
 
 
 @dataclass(frozen=True)
@@ -36,12 +42,14 @@ class Guess:
     header: bool
     operation: bool  # records lead with DMS's operation field
     kind: SourceKind
+    delimiter: str = ","
 
 
 def guess(sample: bytes, kind: SourceKind | None = None) -> Guess:
     """The declaration a sample CSV suggests (see the module's docstring)."""
     text = sample.decode("utf-8-sig", errors="replace")  # -sig: a byte order mark is not the first name
-    records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][:SAMPLE_RECORDS + 1]
+    delimiter = _delimiter(text)
+    records = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if r][:SAMPLE_RECORDS + 1]
     if not records:
         raise ValueError("the sample holds no record")
     first = [f.strip() for f in records[0]]
@@ -63,7 +71,23 @@ def guess(sample: bytes, kind: SourceKind | None = None) -> Guess:
               for i in range(width)]
     columns = [(name, _type(column)) for name, column in zip(names, values)]
     key = _key(names, [[r[i].strip() if i < len(r) else "" for r in body] for i in range(width)])
-    return Guess(columns, key, header, operation, kind or (SourceKind.CDC if operation else SourceKind.SNAPSHOT))
+    return Guess(columns, key, header, operation, kind or (SourceKind.CDC if operation else SourceKind.SNAPSHOT),
+                 delimiter)
+
+
+def _delimiter(text: str) -> str:
+    """The delimiter that splits the most sampled records into their most common count of fields
+    (more than one), then into the most fields (`1|Smith, John|x`: `|` makes 3, `,` 2)."""
+    def agreeing(delimiter: str) -> tuple[int, int]:
+        try:
+            counts = collections.Counter(len(r) for r in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+                                         if r)
+        except csv.Error:
+            return 0, 0
+        fields, records = max(counts.items(), key=lambda c: (c[1], c[0]), default=(0, 0))
+        return (records, fields) if fields > 1 else (0, 0)
+
+    return max(DELIMITERS, key=lambda d: (*agreeing(d), -DELIMITERS.index(d)))
 
 
 def _leads_with_operations(records: list[list[str]]) -> bool:
@@ -104,6 +128,12 @@ def _key(names: list[str], columns: list[list[str]]) -> str:
 def render(name: str, found: Guess, sample: str, table_format: str = "delta") -> str:
     """The declaration's YAML text, with what is guessed marked for review."""
     snapshot, cdc = f"raw/{name}/fullload/", f"raw/{name}/cdc/"
+    written = ""  # how the files are written, when not as DMS's defaults
+    if found.delimiter != ",":
+        written += f", delimiter: {json.dumps(found.delimiter)}"
+    suffix = PurePosixPath(sample).suffix.lower()
+    if suffix not in ("", ".csv") and re.fullmatch(r"\.[a-z0-9]+", suffix):
+        written += f", suffix: {suffix}"
     lines = [
         f"# `{name}`, scaffolded by `lake table add` from {sample}: review the marked lines, then",
         "# `lake table check`. The fields are described in the docs' \"Declare your own table\" page.",
@@ -119,8 +149,9 @@ def render(name: str, found: Guess, sample: str, table_format: str = "delta") ->
         lines.append(f"  - {{name: {column}, type: {kind}{required}, description: \"\"}}")
     lines += [
         "sources:",
-        f"  - {{prefix: {snapshot}, kind: snapshot}}  # full loads (DMS's LOAD00000001.csv ...), with or without a header",
-        f"  - {{prefix: {cdc}, kind: cdc}}  # changes, DMS's operation I/U/D first, named by their time",
+        f"  - {{prefix: {snapshot}, kind: snapshot{written}}}  # full loads (DMS's LOAD00000001.csv ...), with or "
+        "without a header",
+        f"  - {{prefix: {cdc}, kind: cdc{written}}}  # changes, DMS's operation I/U/D first, named by their time",
         "history: true  # an SCD type 2 history beside the table",
         "change_feed: true",
         "# sequence_by: a_column  # order changes by a column instead of the file's DMS time",

@@ -20,13 +20,12 @@ from pyspark.sql import functions as F
 from lake_assets.core.apply import feed
 from lake_assets.core.apply.history import IS_CURRENT
 from lake_assets.core.apply.layout import file_layout
-from lake_assets.core.apply.plan import LEDGER_KIND
 from lake_assets.core.apply.resolve import AUDIT_TYPES, table_columns
 from lake_assets.core.apply.curated_iceberg import iceberg_type
 from lake_assets.core.formats import iceberg
 from lake_assets.core.tables import LakeTable, TableFormat, table_set
 from lake_assets.core.change_feed import covered_through, read_commit
-from lake_assets.core.declaration import Action, Expectation, SourceKind, TableDeclaration
+from lake_assets.core.declaration import Action, Expectation, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.ledger import HELD, Ledger
@@ -261,7 +260,7 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
                        entries: list[dict], dms: DmsLayout | None = None) -> dict[tuple[str, str], int]:
     """Records per object per Python's csv module, counted on the engine (objects it cannot judge
     are left out: see `record_count`)."""
-    chosen = [(e["source_file"], e["source_etag"], e["source_kind"]) for e in entries
+    chosen = [(e["source_file"], e["source_etag"]) for e in entries
               if (e["source_size"] or 0) <= RECOUNT_LIMIT_BYTES]
     if not chosen:
         return {}
@@ -279,13 +278,14 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
             for row in batch.to_pylist():
                 got = client.get_object(Bucket=bucket, Key=row["key"])
                 count = None
-                if got["ETag"].strip('"') == row["etag"]:
+                source = declaration.source(row["key"])  # None: a prefix no longer declared
+                if got["ETag"].strip('"') == row["etag"] and source is not None:
                     data = got["Body"].read()
-                    kind = SourceKind.SNAPSHOT if row["kind"] == LEDGER_KIND[SourceKind.SNAPSHOT] else SourceKind.CDC
-                    count = record_count(data, file_layout(declaration, kind, data, dms).header, widths)
+                    count = record_count(data, file_layout(declaration, source, data, dms).header, widths,
+                                         source.delimiter)
                 yield pa.RecordBatch.from_pylist([{"key": row["key"], "etag": row["etag"], "count": count}],
                                                  schema=_COUNTS)
-    objects = spark.createDataFrame(chosen, "key STRING, etag STRING, kind STRING")
+    objects = spark.createDataFrame(chosen, "key STRING, etag STRING")
     counted = objects.mapInArrow(recount, "key STRING, etag STRING, count BIGINT").collect()
     return {(r["key"], r["etag"]): int(r["count"]) for r in counted if r["count"] is not None}
 
@@ -293,7 +293,7 @@ def independent_counts(declaration: TableDeclaration, storage: LakeStorage, spar
 _COUNTS = pa.schema([("key", pa.string()), ("etag", pa.string()), ("count", pa.int64())])
 
 
-def record_count(data: bytes, header: bool, widths: list[int]) -> int | None:
+def record_count(data: bytes, header: bool, widths: list[int], delimiter: str = ",") -> int | None:
     """Records in `data` per Python's csv module (a header is not one; a row may lead with DMS's
     operation and timestamp fields). None when it is not UTF-8 text or its quoting is broken: a quote left
     open at the end, or a record spanning lines with the wrong field count (there the lake's
@@ -305,7 +305,7 @@ def record_count(data: bytes, header: bool, widths: list[int]) -> int | None:
         return None
     expected = {w + extra for w in widths for extra in (0, 1, 2)}
     records, line = 0, 0
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
         for row in reader:
             spans_lines, line = reader.line_num > line + 1, reader.line_num

@@ -47,8 +47,13 @@ RunLookup = Callable[[str], str | None]
 
 
 def zone(declaration: TableDeclaration) -> Zone:
-    """The raw zone of a declared table: its sources' prefixes, data files only."""
-    return Zone(tuple(s.prefix for s in declaration.sources), is_data_file)
+    """The raw zone of a declared table: its sources' prefixes, data files only (each source's suffix)."""
+
+    def is_data(key: str) -> bool:
+        source = declaration.source(key)
+        return source is not None and is_data_file(key, source.suffix)
+
+    return Zone(tuple(s.prefix for s in declaration.sources), is_data)
 
 
 def _follow_up(storage: LakeStorage, table: str, cursor: Cursor, runs: RunLookup,

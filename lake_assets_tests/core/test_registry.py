@@ -69,6 +69,10 @@ def test_a_good_declaration_reads(tmp_path: Path) -> None:
     (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc}\n  - {prefix: raw/o2/, kind: cdc}"),
      "sources: declare one source per kind"),
     (("kind: cdc}", "kind: cdc, header: always}"), "sources.0.header: Extra inputs are not permitted"),
+    (("kind: cdc}", "kind: cdc, delimiter: '||'}"), "sources.0.delimiter: delimiter '||' must be one character"),
+    (("kind: cdc}", "kind: cdc, delimiter: '\"'}"), "a tab or a sign other than a quote"),
+    (("kind: cdc}", "kind: cdc, delimiter: x}"), "not a letter or digit"),
+    (("kind: cdc}", "kind: cdc, suffix: .csv.gz}"), "sources.0.suffix: suffix '.csv.gz' must be a file name ending"),
 ])
 def test_a_mistake_is_one_line_naming_the_field(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     assert expected in refused(GOOD.replace(*change), tmp_path)
@@ -100,3 +104,4 @@ def test_the_built_in_declarations_read(monkeypatch: pytest.MonkeyPatch) -> None
     registry.declarations.cache_clear()
     assert [t.name for t in registry.declarations()] == ["insurance"]
     registry.declarations.cache_clear()
+

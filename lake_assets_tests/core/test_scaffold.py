@@ -39,3 +39,26 @@ def test_a_headerless_column_of_grades_is_data() -> None:
     found = guess(b"A,4\nB,3\nC,2\n")
     assert not found.header and not found.operation
     assert found.columns == [("c1", "STRING"), ("c2", "INT")]
+
+
+@pytest.mark.parametrize("delimiter", ["|", ";", "\t"])
+def test_the_delimiter_is_the_one_that_splits_the_records_alike(delimiter: str) -> None:
+    sample = "c_id|name|since\n1|Smith, John|2024-01-02\n2|Doe, Jane|2024-02-03\n".replace("|", delimiter)
+    found = guess(sample.encode())
+    assert found.delimiter == delimiter and found.header
+    assert found.columns == [("c_id", "INT"), ("name", "STRING"), ("since", "DATE")]
+
+
+def test_a_comma_sample_stays_comma_when_another_sign_is_data() -> None:
+    assert guess(b"id,path\n1,a|b\n2,c|d\n3,e;f\n").delimiter == ","
+
+
+def test_the_declaration_says_how_the_files_are_written(tmp_path) -> None:
+    from lake_assets.core.registry import parse
+    from lake_assets.core.scaffold import render
+
+    found = guess(b"1|Smith, John|10\n2|Doe, Jane|20\n")
+    declared = parse(render("people", found, str(tmp_path / "people.dat")), "scaffold")
+    assert {(s.delimiter, s.suffix) for s in declared.sources} == {("|", ".dat")}
+    plain = parse(render("people", guess(b"id,name\n1,a\n"), "people.csv"), "scaffold")
+    assert {(s.delimiter, s.suffix) for s in plain.sources} == {(",", ".csv")}

@@ -20,7 +20,9 @@ A file is read by what it says, never half one way and half another:
   the fields left are the contract version's columns. A DMS timestamp anywhere else (where
   a contract has a column of another type, or past the newest contract) means a layout the
   lake does not read: the file is refused whole (`dms_layout`, naming TimestampColumnName);
-- fields separated by `;`, `|` or a tab (DMS's CsvDelimiter) are refused whole (`dms_layout`);
+- records are split by the source's declared delimiter (`,` by default, DMS's CsvDelimiter);
+  fields separated by another of `,`, `;`, `|` or a tab are refused whole (`dms_layout`,
+  naming the delimiter to declare);
 - the name: DMS's transaction files (`CDC_TXN-...`, PreserveTransactions) are refused
   whole, a CDC file with no time in its name or folders is refused (`no_sequence`).
 """
@@ -74,7 +76,7 @@ def snapshot_group(key: str) -> str:
     ... `LOAD0000000A.csv` ..., `SEGMENT1_LOAD00000001.csv`), else the object alone."""
     folder, _, name = key.rpartition("/")
     stem, dot, suffix = name.rpartition(".")
-    return f"{folder}/LOAD*.csv" if dot and suffix.lower() == "csv" and LOAD_PART.fullmatch(stem) else key
+    return f"{folder}/LOAD*.{suffix.lower()}" if dot and LOAD_PART.fullmatch(stem) else key
 
 
 def object_refusal(source: Source, key: str, dms: DmsLayout, timed: bool = True) -> Refusal | None:
@@ -93,10 +95,11 @@ def object_refusal(source: Source, key: str, dms: DmsLayout, timed: bool = True)
     return None
 
 
-def file_layout(declaration: TableDeclaration, kind: SourceKind, data: bytes, dms: DmsLayout) -> FileLayout:
-    """How to read the object of `kind` whose bytes are `data`."""
+def file_layout(declaration: TableDeclaration, source: Source, data: bytes, dms: DmsLayout) -> FileLayout:
+    """How to read the object of `source` whose bytes are `data`."""
     declared = {len(c.names) + extra for c in declaration.contracts for extra in (0, 1, 2)}
-    shape = file_shape(data, declared)
+    shape = file_shape(data, declared, source.delimiter)
+    kind = source.kind
     current = declaration.contract
     if not shape.records:
         if kind is SourceKind.SNAPSHOT:  # DMS writes no file for an empty table: an upload cut short
@@ -106,7 +109,7 @@ def file_layout(declaration: TableDeclaration, kind: SourceKind, data: bytes, dm
     names = [f.strip().lower() for f in shape.records[0]]
     if all(_is_name(n) for n in names) or _names_a_contract(declaration, names):
         return _by_header(declaration, names, shape.records[0], shape.records[1:], dms)
-    return _by_records(declaration, kind, [r for r in shape.records if len(r) == shape.fields])
+    return _by_records(declaration, source, [r for r in shape.records if len(r) == shape.fields])
 
 
 def dms_rows(rows: pa.Table, dms: DmsLayout) -> pa.Table:
@@ -178,15 +181,16 @@ def _is_name(field: str) -> bool:
 
 # --- no header ----------------------------------------------------------------------------
 
-def _by_records(declaration: TableDeclaration, kind: SourceKind, records: list[Sequence[str]]) -> FileLayout:
+def _by_records(declaration: TableDeclaration, source: Source, records: list[Sequence[str]]) -> FileLayout:
     """The layout headerless `records` (all of the file's most common field count) say."""
     fields = len(records[0])
     current = declaration.contract
-    delimiter = _other_delimiter(declaration, records)
+    delimiter = _other_delimiter(declaration, records, source.delimiter)
     if delimiter is not None:
         return _fields(current, header=False, refusal=Refusal(
-            Reason.DMS_LAYOUT, f"its fields are separated by {delimiter!r} (DMS's CsvDelimiter), not by ',': the lake "
-                               "reads DMS's default; nothing of the file was applied"))
+            Reason.DMS_LAYOUT, f"its fields are separated by {delimiter!r} (DMS's CsvDelimiter), not by the declared "
+                               f"{source.delimiter!r}: declare `delimiter: {delimiter!r}` on the source {source.prefix} "
+                               "if its files are written so; nothing of the file was applied"))
     operation, timestamp, contract = _dms_fields(declaration, records)
     data = fields - operation - timestamp
     prefix = ([OPERATION] if operation else []) + ([DMS_TIMESTAMP] if timestamp else [])
@@ -205,7 +209,7 @@ def _by_records(declaration: TableDeclaration, kind: SourceKind, records: list[S
                                       f"contract v{current.version}) declares {len(current.names)} columns"
                                       f"{_besides(operation, timestamp)}; the file stays in the raw zone and applies "
                                       "once a contract version declares the new column(s)"))
-    if kind is SourceKind.SNAPSHOT or operation or contract is not None:
+    if source.kind is SourceKind.SNAPSHOT or operation or contract is not None:
         return _fields(contract or current, header=False, prefix=prefix)
     return _fields(current, header=False, prefix=[OPERATION])  # rows of no known shape: quarantined one by one
 
@@ -227,13 +231,13 @@ def _dms_fields(declaration: TableDeclaration, records: list[Sequence[str]]) -> 
     return next((r for r in readings if r[2] is not None), readings[0])
 
 
-def _other_delimiter(declaration: TableDeclaration, records: list[Sequence[str]]) -> str | None:
-    """A delimiter other than `,` that splits every one of `records` (each one field) into
-    as many fields as a contract's records have (with or without DMS's operation), or None."""
+def _other_delimiter(declaration: TableDeclaration, records: list[Sequence[str]], declared: str) -> str | None:
+    """A delimiter other than the `declared` one that splits every one of `records` (each one
+    field) into as many fields as a contract's records have (with or without DMS's operation), or None."""
     if len(records[0]) != 1:
         return None
     counts = {len(c.names) + extra for c in declaration.contracts for extra in (0, 1, 2)}
-    for delimiter in (";", "|", "\t"):
+    for delimiter in (d for d in (",", ";", "|", "\t") if d != declared):
         if all(len(next(csv.reader([r[0]], delimiter=delimiter), [])) in counts for r in records):
             return delimiter
     return None

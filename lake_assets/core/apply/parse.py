@@ -1,4 +1,5 @@
 """Tolerant CSV parsing: raw bytes -> string columns, plus every record that could not be parsed.
+Fields are separated by `,` or by the source's declared delimiter (`|`, `;`, a tab, ...).
 
 The engine's CSV reader fails a whole file on one malformed row, so raw files are parsed
 here, by pyarrow's multi-threaded reader unless the file's quoting is broken; then it is
@@ -63,6 +64,7 @@ class ParsedFile:
     rows: pa.Table  # all-string columns plus RECORD
     rejected: Rejected
     header: list[str] | None = None
+    delimiter: str = ","
     _lines: "RecordLines | None" = field(default=None, repr=False)
     _per_line: bool | None = field(default=None, repr=False)  # every line is one record
     _released_rows: int | None = field(default=None, repr=False)  # rows there were before `release`
@@ -110,18 +112,20 @@ class ParsedFile:
 
     def lines(self) -> "RecordLines":
         if self._lines is None:
-            self._lines = RecordLines(self.data, records=self.record_count + (self.header is not None))
+            self._lines = RecordLines(self.data, records=self.record_count + (self.header is not None),
+                                      delimiter=self.delimiter)
         return self._lines
 
 
-def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_header: bool) -> ParsedFile:
-    """Parse `data` as CSV with `column_names`, all values as strings."""
+def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_header: bool,
+              delimiter: str = ",") -> ParsedFile:
+    """Parse `data` as CSV with `column_names` and fields separated by `delimiter`, all values as strings."""
     invalid = _invalid_utf8(data)
     text = _as_text(data, invalid)  # same length and line structure as `data`, valid UTF-8
     lines = None
-    table, bad = _read_clean(text, column_names)
+    table, bad = _read_clean(text, column_names, delimiter)
     if table is None:
-        table, bad, lines = _read_dirty(text, column_names)
+        table, bad, lines = _read_dirty(text, column_names, delimiter)
 
     bad_numbers = np.array([number for number, _, _ in bad], dtype=np.int64)
     total = table.num_rows + len(bad)
@@ -130,7 +134,7 @@ def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_hea
     rejected = Rejected(bad_numbers, [reason for _, reason, _ in bad], [detail for _, _, detail in bad])
     if invalid or b"\0" in data:
         if lines is None:
-            lines = RecordLines(text, records=total)
+            lines = RecordLines(text, records=total, delimiter=delimiter)
         lines._data = data  # raw text shows the original bytes (U+FFFD for the invalid ones)
         table, rejected = _reject_non_text(data, invalid, lines, table, rejected)
 
@@ -144,10 +148,11 @@ def parse_csv(key: str, etag: str, data: bytes, column_names: list[str], has_hea
             keep = rejected.records != 1
             rejected = Rejected(rejected.records[keep], [r for r, k in zip(rejected.reasons, keep) if k],
                                 [d for d, k in zip(rejected.details, keep) if k])
-    return ParsedFile(key, etag, data, table, rejected, header, _lines=lines)
+    return ParsedFile(key, etag, data, table, rejected, header, delimiter, _lines=lines)
 
 
-def _read_clean(data: bytes, column_names: list[str]) -> tuple[pa.Table | None, list[tuple[int, str, str]]]:
+def _read_clean(data: bytes, column_names: list[str],
+                delimiter: str) -> tuple[pa.Table | None, list[tuple[int, str, str]]]:
     """pyarrow's reader, if the file is clean enough for it; (None, []) sends it to `_read_dirty`.
 
     A file with only single-line records of the wrong field count stays here (re-read on one
@@ -155,9 +160,9 @@ def _read_clean(data: bytes, column_names: list[str]) -> tuple[pa.Table | None, 
     value runs over a line break (a quote left open at the end), go to `_read_dirty`.
     """
     try:
-        table, bad = _read(data, column_names, use_threads=True)
+        table, bad = _read(data, column_names, delimiter, use_threads=True)
         if bad:  # dirty file: parse again on one thread, which numbers the bad records
-            table, bad = _read(data, column_names, use_threads=False)
+            table, bad = _read(data, column_names, delimiter, use_threads=False)
     except pa.ArrowInvalid:
         return None, []
     if any(_LINE_BREAK.search(text) for _, _, text in bad):
@@ -167,7 +172,8 @@ def _read_clean(data: bytes, column_names: list[str]) -> tuple[pa.Table | None, 
     return table, [(number, Reason.WRONG_FIELD_COUNT.value, detail) for number, detail, _ in bad]
 
 
-def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.Table, list[tuple[int, str, str]]]:
+def _read(data: bytes, column_names: list[str], delimiter: str,
+          use_threads: bool) -> tuple[pa.Table, list[tuple[int, str, str]]]:
     """pyarrow's reader; rows with the wrong field count are collected as (number, detail, text)."""
     bad: list[tuple[int, str, str]] = []
     expected = len(column_names)
@@ -180,7 +186,7 @@ def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.T
         io.BytesIO(data),
         read_options=pacsv.ReadOptions(column_names=column_names, use_threads=use_threads,
                                        block_size=16 << 20),
-        parse_options=pacsv.ParseOptions(invalid_row_handler=collect, newlines_in_values=True),
+        parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=collect, newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in column_names},
                                              strings_can_be_null=False, quoted_strings_can_be_null=False),
     )
@@ -189,7 +195,7 @@ def _read(data: bytes, column_names: list[str], use_threads: bool) -> tuple[pa.T
 
 _LINE_BREAK = re.compile(r"[\r\n]")
 _LINE_END = re.compile(rb"\r\n|\n|\r")  # what ends a line for pyarrow and Python's csv
-_REPLACEMENT = ord("?")  # stands in for a byte that is not UTF-8; never a CSV delimiter
+_REPLACEMENT = ord("?")  # stands in for a byte that is not UTF-8; never a delimiter (declaration.py refuses it)
 
 
 def _invalid_utf8(data: bytes) -> list[tuple[int, int]]:
@@ -244,7 +250,8 @@ def _reject_non_text(data: bytes, invalid: list[tuple[int, int]], lines: "Record
     return table.filter(good), rejected
 
 
-def _read_dirty(text: bytes, column_names: list[str]) -> tuple[pa.Table, list[tuple[int, str, str]], "RecordLines"]:
+def _read_dirty(text: bytes, column_names: list[str],
+                delimiter: str) -> tuple[pa.Table, list[tuple[int, str, str]], "RecordLines"]:
     """Record by record with Python's csv reader, recovering after every bad record."""
     clean = text
     bounds = [0, *(m.end() for m in _LINE_END.finditer(clean))]
@@ -252,7 +259,7 @@ def _read_dirty(text: bytes, column_names: list[str]) -> tuple[pa.Table, list[tu
         bounds.append(len(clean))  # a last line without a line end
     line_starts, line_ends = bounds[:-1], bounds[1:]
     lines = [clean[s:e].decode("utf-8") for s, e in zip(line_starts, line_ends)]
-    spans = _records(lines, len(column_names))
+    spans = _records(lines, len(column_names), delimiter)
 
     rows: list[list[str]] = []
     bad: list[tuple[int, str, str]] = []
@@ -269,10 +276,10 @@ def _read_dirty(text: bytes, column_names: list[str]) -> tuple[pa.Table, list[tu
     tails = np.array([len(line) - len(line.rstrip("\r\n")) for line in lines], np.int64)  # line end bytes
     stops = ends - (tails[lasts] if len(lasts) else lasts)
     starts = np.array(line_starts, np.int64)[firsts] if len(firsts) else firsts
-    return table, bad, RecordLines.from_spans(text, starts.tolist(), stops.tolist(), (firsts + 1).tolist())
+    return table, bad, RecordLines.from_spans(text, starts.tolist(), stops.tolist(), (firsts + 1).tolist(), delimiter)
 
 
-def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] | None, str, str]]:
+def _records(lines: list[str], expected: int, delimiter: str) -> list[tuple[int, int, list[str] | None, str, str]]:
     """(first line, last line, fields or None, reason, detail) of each record, lines 0-based.
 
     A record that spans lines and has the wrong field count, or runs to the end of the file
@@ -283,7 +290,7 @@ def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] 
     records: list[tuple[int, int, list[str] | None, str, str]] = []
     at = 0
     while at < len(lines):
-        reader = csv.reader(lines[at:])
+        reader = csv.reader(lines[at:], delimiter=delimiter)
         consumed, restart = 0, None
         while restart is None:
             first = at + consumed
@@ -292,7 +299,7 @@ def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] 
             except StopIteration:
                 break
             except csv.Error as error:  # a value larger than the csv module allows: a runaway quote
-                reason = Reason.UNTERMINATED_QUOTE if _ends_inside_quotes(lines[first:first + 1]) \
+                reason = Reason.UNTERMINATED_QUOTE if _ends_inside_quotes(lines[first:first + 1], delimiter) \
                     else Reason.WRONG_FIELD_COUNT
                 records.append((first, first, None, reason.value, f"not CSV: {error}"))
                 restart = first + 1
@@ -302,8 +309,9 @@ def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] 
             if not fields:
                 continue  # a blank line
             runaway = last > first and (len(fields) != expected or
-                                        (last == len(lines) - 1 and _ends_inside_quotes(lines[first:last + 1])))
-            if runaway and _holds_a_record(lines[first + 1:last + 1], expected):
+                                        (last == len(lines) - 1 and _ends_inside_quotes(lines[first:last + 1],
+                                                                                        delimiter)))
+            if runaway and _holds_a_record(lines[first + 1:last + 1], expected, delimiter):
                 records.append((first, first, None, Reason.UNTERMINATED_QUOTE.value,
                                 f"a quote opened on this line is not closed (it ran to line {last + 1}); "
                                 f"reading resumed on the next line"))
@@ -319,20 +327,20 @@ def _records(lines: list[str], expected: int) -> list[tuple[int, int, list[str] 
     return records
 
 
-def _holds_a_record(lines: list[str], expected: int) -> bool:
+def _holds_a_record(lines: list[str], expected: int, delimiter: str) -> bool:
     """True if `lines`, read on their own, contain a record with the expected field count."""
     try:
-        return any(len(fields) == expected for fields in csv.reader(lines))
+        return any(len(fields) == expected for fields in csv.reader(lines, delimiter=delimiter))
     except csv.Error:
         return False
 
 
-def _ends_inside_quotes(lines: list[str]) -> bool:
+def _ends_inside_quotes(lines: list[str], delimiter: str) -> bool:
     """True if a quoted value is still open at the end of `lines` (the CSV quoting rules:
     a quote opens a value only at the start of a field; `""` inside one is a quote)."""
     quoted, field_start, skip = False, 0, -1
     text = "".join(lines)
-    for token in re.finditer(r'"|,|\r\n|\n|\r', text):
+    for token in re.finditer(f'"|{re.escape(delimiter)}|\r\n|\n|\r', text):
         at, char = token.start(), token.group()
         if at == skip:
             continue
@@ -358,16 +366,18 @@ class RecordLines:
     ends; when it disagrees with the parser's count of `records`, an exact scan is used.
     """
 
-    def __init__(self, data: bytes, quoted: bool = True, records: int | None = None) -> None:
+    def __init__(self, data: bytes, quoted: bool = True, records: int | None = None, delimiter: str = ",") -> None:
         self._data = data
+        self._delimiter = delimiter
         if self._vectorised(data, quoted) != records and records is not None and quoted:
             self._scan(data)
 
     @classmethod
-    def from_spans(cls, data: bytes, starts: list[int], stops: list[int], lines: list[int]) -> "RecordLines":
+    def from_spans(cls, data: bytes, starts: list[int], stops: list[int], lines: list[int],
+                   delimiter: str = ",") -> "RecordLines":
         """Record boundaries already known (byte offsets, first line of each record)."""
         spans = cls.__new__(cls)
-        spans._data = data
+        spans._data, spans._delimiter = data, delimiter
         spans._starts, spans._stops = np.array(starts, np.int64), np.array(stops, np.int64)
         spans._line_of_start = np.array(lines, np.int64)
         return spans
@@ -377,7 +387,7 @@ class RecordLines:
         newlines = np.flatnonzero(buffer == 10)
         ends = newlines
         if quoted and b'"' in data:
-            quotes = self._structural_quotes(buffer)
+            quotes = self._structural_quotes(buffer, ord(self._delimiter))
             ends = newlines[np.searchsorted(quotes, newlines) % 2 == 0]
         starts = np.concatenate([[0], ends + 1])
         stops = np.concatenate([ends, [len(data)]])
@@ -390,11 +400,11 @@ class RecordLines:
         return len(self._starts)
 
     @staticmethod
-    def _structural_quotes(buffer: np.ndarray) -> np.ndarray:
+    def _structural_quotes(buffer: np.ndarray, delimiter: int) -> np.ndarray:
         """Quotes that can open or close a value: next to a delimiter, a line end, the file's
         ends or another quote. A quote inside an unquoted value (`5" pipe`) is a literal."""
         quotes = np.flatnonzero(buffer == 34)
-        edges = np.array([44, 10, 13, 34], np.uint8)
+        edges = np.array([delimiter, 10, 13, 34], np.uint8)
         before = np.isin(buffer[np.maximum(quotes - 1, 0)], edges) | (quotes == 0)
         after = np.isin(buffer[np.minimum(quotes + 1, len(buffer) - 1)], edges) | (quotes == len(buffer) - 1)
         return quotes[before | after]
@@ -405,7 +415,8 @@ class RecordLines:
         starts, stops, lines = [], [], []
         line, start, field_start, quoted, skip = 1, 0, 0, False, -1
         first_line = 1  # the line the current record started on
-        for token in re.finditer(rb'"|,|\r\n|\n|\r', data):
+        separator = self._delimiter.encode()
+        for token in re.finditer(b'"|' + re.escape(separator) + rb'|\r\n|\n|\r', data):
             at, text = token.start(), token.group()
             if at == skip:
                 continue
@@ -415,11 +426,11 @@ class RecordLines:
                         skip = at + 1
                     else:
                         quoted = False
-                elif text != b",":
+                elif text != separator:
                     line += 1
             elif text == b'"':
                 quoted = at == field_start
-            elif text == b",":
+            elif text == separator:
                 field_start = at + 1
             else:
                 if at > start:
@@ -467,7 +478,7 @@ SHAPE_MIN_RECORDS = 10
 SHAPE_MAX_BYTES = 1 << 24
 
 
-def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
+def file_shape(data: bytes, declared: Collection[int] = (), delimiter: str = ",") -> FileShape:
     """The layout of a file from its first complete records: at least `SHAPE_MIN_RECORDS` of
     them (fewer if the file has fewer), read from a 64 KiB sample that grows while it holds
     fewer, up to `SHAPE_MAX_BYTES`; the last record of a sample that cuts the file is never
@@ -477,7 +488,7 @@ def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
     size = SHAPE_SAMPLE_BYTES
     while True:
         cut = len(data) > size
-        records = _sample_records(data[:size])
+        records = _sample_records(data[:size], delimiter)
         if cut:
             records = records[:-1]
         if not cut or len(records) >= SHAPE_MIN_RECORDS or size >= SHAPE_MAX_BYTES:
@@ -490,14 +501,14 @@ def file_shape(data: bytes, declared: Collection[int] = ()) -> FileShape:
     return FileShape([f.strip().lower() for f in records[0]], fields, tuple(tuple(r) for r in records))
 
 
-def _sample_records(sample: bytes) -> list[list[str]]:
+def _sample_records(sample: bytes, delimiter: str) -> list[list[str]]:
     """The non-empty records of `sample` (at most SHAPE_SAMPLE_RECORDS + 1); broken quoting ends it.
     Fields may be as long as the sample (the csv module's own limit, 128 KiB, is lifted meanwhile)."""
     text = sample.decode("utf-8", errors="replace").replace("\0", "")
     records = []
     limit = csv.field_size_limit(max(len(text), csv.field_size_limit()))
     try:
-        for record in csv.reader(io.StringIO(text, newline="")):
+        for record in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter):
             if record:
                 records.append(record)
             if len(records) > SHAPE_SAMPLE_RECORDS:

@@ -39,7 +39,7 @@ def raw_files(declaration: TableDeclaration, storage: LakeStorage) -> list[RawFi
     """Every raw data object of the table: its sources in declared order, each in key order."""
     return [RawFile(o["Key"], o["ETag"].strip('"'), int(o["Size"]), source.kind)
             for source in declaration.sources for o in storage.list_objects(source.prefix)
-            if is_data_file(o["Key"])]
+            if is_data_file(o["Key"], source.suffix)]
 
 
 def pending(declaration: TableDeclaration, files: list[RawFile], latest: dict[tuple[str, str], dict],

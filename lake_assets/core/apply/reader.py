@@ -116,8 +116,8 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
     schema = output_schema(declaration)
     source = next(s for s in declaration.sources if s.kind is obj.kind and obj.key.startswith(s.prefix))
     text = data.removeprefix(UTF8_BOM)  # written by Excel and PowerShell: not part of the first field
-    shape = file_layout(declaration, obj.kind, text, dms)
-    parsed = parse_csv(obj.key, etag, text, list(shape.columns), has_header=shape.header)
+    shape = file_layout(declaration, source, text, dms)
+    parsed = parse_csv(obj.key, etag, text, list(shape.columns), has_header=shape.header, delimiter=source.delimiter)
     refusal = None if shape.refusal is None else (shape.refusal.reason, shape.refusal.detail)
     if obj.refusal is not None:  # refused by its name: that says it first
         reason, _, detail = obj.refusal.partition(": ")

@@ -21,7 +21,7 @@ TS = "2024-04-01 09:50:00.123456"
 
 
 def layout(kind: SourceKind, *lines: str, dms: DmsLayout = DMS):
-    return file_layout(INSURANCE, kind, "".join(f"{line}\n" for line in lines).encode(), dms)
+    return file_layout(INSURANCE, SOURCES[kind], "".join(f"{line}\n" for line in lines).encode(), dms)
 
 
 @pytest.mark.parametrize(("kind", "lines", "columns", "header"), [
@@ -69,7 +69,8 @@ def test_a_header_names_the_timestamp_column_anywhere_when_told_its_name() -> No
      ["LAKE_DMS_TIMESTAMP_COLUMN=commit_time"]),
     (FULLLOAD, [], Reason.BAD_HEADER, ["empty"]),
     (CDCLOAD, [f"I;{DATA.replace(',', ';')}"], Reason.DMS_LAYOUT, ["CsvDelimiter", "';'"]),
-    (FULLLOAD, [DATA.replace(",", "|"), DATA.replace(",", "|")], Reason.DMS_LAYOUT, ["CsvDelimiter"]),
+    (FULLLOAD, [DATA.replace(",", "|"), DATA.replace(",", "|")], Reason.DMS_LAYOUT,
+     ["CsvDelimiter", "delimiter: '|'", "raw/fullload/"]),
 ])
 def test_refused_whole(kind: str, lines: list[str], reason: Reason, words: list[str]) -> None:
     refusal = layout(kind, *lines).refusal
@@ -144,5 +145,41 @@ sources:
 ])
 def test_data_that_looks_like_dms_fields_is_data_when_only_that_reading_fits(table, kind: SourceKind,
                                                                              lines: list[str], columns: tuple) -> None:
-    found = file_layout(table, kind, "".join(f"{line}\n" for line in lines).encode(), DMS)
+    source = next(s for s in table.sources if s.kind is kind)
+    found = file_layout(table, source, "".join(f"{line}\n" for line in lines).encode(), DMS)
     assert (found.columns, found.header, found.refusal) == (columns, False, None)
+
+
+def _with_delimiter(delimiter: str):
+    """The insurance declaration with both sources' fields separated by `delimiter`."""
+    return INSURANCE.model_copy(update={"sources": tuple(s.model_copy(update={"delimiter": delimiter})
+                                                         for s in INSURANCE.sources)})
+
+
+@pytest.mark.parametrize("delimiter", ["|", ";", "\t"])
+@pytest.mark.parametrize(("kind", "lines", "columns", "header"), [
+    (CDCLOAD, [f"I,{TS},{DATA}", f"D,{TS},{DATA}"], (OPERATION, DMS_TIMESTAMP, *V1.names), False),
+    (FULLLOAD, [DATA, f"{DATA}"], V1.names, False),
+    (FULLLOAD, [",".join(V2.names), f"{DATA},true"], V2.names, True),
+    (CDCLOAD, ["Op," + ",".join(V1.names), f"U,{DATA}"], (OPERATION, *V1.names), True),
+])
+def test_a_declared_delimiter_reads_the_layouts_a_comma_does(delimiter: str, kind: SourceKind, lines: list[str],
+                                                              columns: tuple, header: bool) -> None:
+    table = _with_delimiter(delimiter)
+    source = next(s for s in table.sources if s.kind is kind)
+    data = "".join(f"{line.replace(',', delimiter)}\n" for line in lines).encode()
+    found = file_layout(table, source, data, DMS)
+    assert (found.columns, found.header, found.refusal) == (tuple(columns), header, None)
+
+
+def test_a_file_of_another_delimiter_than_declared_is_refused_naming_both() -> None:
+    table = _with_delimiter("|")
+    source = next(s for s in table.sources if s.kind is FULLLOAD)
+    refusal = file_layout(table, source, f"{DATA}\n{DATA}\n".encode(), DMS).refusal
+    assert refusal is not None and refusal.reason == Reason.DMS_LAYOUT
+    assert "separated by ','" in refusal.detail and "not by the declared '|'" in refusal.detail
+
+
+def test_parts_of_a_load_group_whatever_their_suffix() -> None:
+    assert snapshot_group("raw/dims/LOAD00000002.dat") == "raw/dims/LOAD*.dat"
+    assert snapshot_group("raw/dims/LOAD00000002.CSV") == "raw/dims/LOAD*.csv"
