@@ -163,20 +163,21 @@ class _Registry(Mapping[str, LakeTable]):
     """Every table by name: the lake's own, and every declared table's (read from the declarations
     when first asked, so a mistake in one surfaces as a command's one-line error, not at import)."""
 
-    def _tables(self) -> dict[str, LakeTable]:
-        from lake_assets.core.registry import declarations  # the declarations read this module's types
-
-        declared = {t.name: t for d in declarations() for t in table_set(d).kept(d)}
-        return {**declared, **OWN_TABLES}
-
     def __getitem__(self, name: str) -> LakeTable:
-        return self._tables()[name]
+        return _tables()[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._tables())
+        return iter(_tables())
 
     def __len__(self) -> int:
-        return len(self._tables())
+        return len(_tables())
+
+
+def _tables() -> dict[str, LakeTable]:
+    from lake_assets.core.registry import declarations  # the declarations read this module's types
+
+    declared = {t.name: t for d in declarations() for t in table_set(d).kept(d)}
+    return {**declared, **OWN_TABLES}
 
 
 TABLES: Mapping[str, LakeTable] = _Registry()
@@ -190,10 +191,16 @@ class UnknownTable(UsageError):
 
 
 def table(name: str) -> LakeTable:
-    try:
-        return TABLES[name]
-    except KeyError:
-        raise UnknownTable(name) from None
+    """The table called `name`; a declared Iceberg table also by its declaration's name (`orders`
+    for `shop.orders`, as `lake put`, `lake status` and its assets call it)."""
+    tables = _tables()
+    if name in tables:
+        return tables[name]
+    declared = [t for t in tables.values()
+                if t.format is TableFormat.ICEBERG and t.written_under == name and t.name == f"{t.domain}.{name}"]
+    if len(declared) == 1:
+        return declared[0]
+    raise UnknownTable(name)
 
 
 class TableNotBuilt(UsageError):

@@ -105,3 +105,20 @@ def test_the_built_in_declarations_read(monkeypatch: pytest.MonkeyPatch) -> None
     assert [t.name for t in registry.declarations()] == ["insurance"]
     registry.declarations.cache_clear()
 
+
+def test_a_declared_iceberg_table_is_found_by_its_declarations_name_too(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from lake_assets.core.tables import UnknownTable, table
+
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    declared(GOOD.replace("group: sales", "group: sales\nformat: iceberg"), folder)
+    monkeypatch.setenv(registry.TABLES_DIR_VARIABLE, str(folder))
+    registry.declarations.cache_clear()
+    try:
+        assert table("orders") == table("sales.orders")  # as `lake put` and `lake status` name it
+        assert table("orders_history").name == "orders_history"
+        with pytest.raises(UnknownTable):
+            table("sales")
+    finally:
+        registry.declarations.cache_clear()
