@@ -92,6 +92,9 @@ class Column(_Model):
     minimum_reason: RefusalReason | None = None
     #: The contract version that added the column (1: the first).
     since: int = Field(default=1, ge=1)
+    #: Whether surrounding spaces are trimmed off a value (False: a STRING value is stored as written,
+    #: e.g. fixed-width text or TPC-DS's trailing spaces; only an empty value is NULL).
+    trim: bool = True
 
     @field_validator("name")
     @classmethod
@@ -113,6 +116,9 @@ class Column(_Model):
 
     @model_validator(mode="after")
     def _pattern(self) -> "Column":
+        if not self.trim and (self.type != "STRING" or self.allowed):
+            raise ValueError(f"column {self.name}: trim: false is for a STRING column without allowed values "
+                             "(other values are read without their surrounding spaces)")
         if self.pattern is None:
             return self
         if self.type != "STRING" or self.allowed:

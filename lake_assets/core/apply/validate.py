@@ -4,8 +4,8 @@ Runs inside the engine (the reader's `mapInArrow` function, core/apply/reader.py
 with pyarrow compute: no per-row Python. A row gets the first reason that applies: the
 operation (CDC), then the key columns (empty, malformed, below their minimum), then, for rows
 that are not deletes (a delete only needs its key), every other column in declared order.
-Values are trimmed; an empty value is NULL (refused as `missing_value` where the column is
-not nullable). A file of an older contract version lacks the columns later versions added:
+Values are trimmed (a STRING column declared `trim: false` keeps them as written); an empty
+value is NULL (refused as `missing_value` where the column is not nullable). A file of an older contract version lacks the columns later versions added:
 they are NULL in its rows.
 
 Clean columns take a fast path: a column whose values have no surrounding whitespace is not
@@ -105,7 +105,8 @@ def validate(declaration: TableDeclaration, rows: pa.Table, operation: str | Non
         ops = pa.repeat(operation, rows.num_rows)
         is_delete = pa.repeat(False, rows.num_rows)
         allowed = upserts[:1]
-    checks = {c.name: _check(c, trimmed[c.name]) for c in declaration.contract.columns if c.name in trimmed}
+    checks = {c.name: _check(c, trimmed[c.name] if c.trim else rows[c.name])
+              for c in declaration.contract.columns if c.name in trimmed}
     reason = pa.nulls(rows.num_rows, pa.string())
     detail = pa.nulls(rows.num_rows, pa.string())
     checked = pc.invert(pc.equal(ops, TRUNCATE))  # a truncate has nothing to check

@@ -94,3 +94,44 @@ sources:
     with pytest.raises(DeclarationError) as raised:
         parse(text, "coded.yaml")
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+TEXTS = parse("""
+name: texts
+group: texts
+keys: [id]
+columns:
+  - {name: id, type: INT, nullable: false}
+  - {name: kept, type: STRING, trim: false}
+  - {name: trimmed, type: STRING}
+  - {name: code, type: STRING, trim: false, pattern: "[A-Z]{2}", nullable: false}
+sources:
+  - {prefix: raw/texts/fullload/, kind: snapshot}
+""", "test")
+
+
+def test_trim_false_keeps_a_value_as_written_and_judges_it_so() -> None:
+    written = [" a b ", "  ", "", "x"]
+    rows = pa.table({"id": ["1", "2", "3", "4"], "kept": written, "trimmed": written,
+                     "code": ["AB", "AB", "AB", " AB"], RECORD: [1, 2, 3, 4]})
+    valid, refused = validate(TEXTS, rows, "L")
+    assert valid.select(["id", "kept", "trimmed"]).to_pylist() == [
+        {"id": 1, "kept": " a b ", "trimmed": "a b"}, {"id": 2, "kept": "  ", "trimmed": None},
+        {"id": 3, "kept": None, "trimmed": None}]  # only an empty value is NULL when kept as written
+    assert [(int(r), reason) for r, reason in zip(refused.records, refused.reasons)] == [(4, "bad_value")]
+
+
+@pytest.mark.parametrize("column", ["{name: n, type: INT, trim: false}",
+                                    "{name: n, type: STRING, allowed: [A], trim: false}"])
+def test_trim_false_is_for_free_text_only(column: str) -> None:
+    with pytest.raises(DeclarationError, match="trim: false is for a STRING column without allowed values"):
+        parse(f"""
+name: texts
+group: texts
+keys: [id]
+columns:
+  - {{name: id, type: INT, nullable: false}}
+  - {column}
+sources:
+  - {{prefix: raw/texts/fullload/, kind: snapshot}}
+""", "test")
