@@ -10,7 +10,8 @@ they are NULL in its rows.
 
 Clean columns take a fast path: a column whose values have no surrounding whitespace is not
 trimmed (a look at each value's first and last byte says so), an integer column of plain
-digits is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once.
+digits is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once,
+a DECIMAL column whose values all cast without an exponent is cast at once.
 Any other column is checked value by value with the same rules, so both paths accept and
 refuse exactly the same values.
 """
@@ -272,6 +273,30 @@ def _timestamp(values: pa.ChunkedArray, empty) -> _Checked:
 def _number(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked:
     """Well formed: a decimal number (DOUBLE: an exponent too); a DECIMAL value must fit its
     precision and scale exactly (no rounding); empty is NULL."""
+    if pa.types.is_decimal(kind):
+        plain = _plain_decimals(values, kind, empty)
+        if plain is not None:
+            return plain
+    return _numbers_by_pattern(values, kind, empty)
+
+
+def _plain_decimals(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked | None:
+    """The fast path of a DECIMAL column whose every value is well formed: one cast, no pattern.
+    Arrow's string-to-decimal cast reads exactly NUMBER_PATTERN's numbers (a sign, digits, a point:
+    `5.`, `.5`, `+1.5`) plus exponents, and refuses a value that would lose a digit or exceed the
+    precision, as `_numbers_by_pattern` does; so with no exponent among the values, a cast that
+    succeeds is that function's result. None (any exponent, any refused value): judge value by value."""
+    if pc.any(pc.match_substring(values, "e", ignore_case=True)).as_py():
+        return None
+    try:
+        typed = pc.cast(pc.if_else(empty, pa.scalar(None, pa.string()), values), kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return _Checked(typed, None, empty)
+
+
+def _numbers_by_pattern(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked:
+    """`_number`, value by value: each value matched against NUMBER_PATTERN (and a DECIMAL's digits counted)."""
     shaped = pc.match_substring_regex(values, NUMBER_PATTERN)
     if pa.types.is_decimal(kind):
         shaped = pc.and_(shaped, pc.invert(pc.match_substring_regex(values, "[eE]")))

@@ -3,10 +3,13 @@
 import datetime as dt
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from lake_assets.core.apply.reader import RECORD
-from lake_assets.core.apply.validate import validate
+from lake_assets.core.apply.validate import _numbers_by_pattern, _plain_decimals, validate
 from lake_assets.core.declaration import DeclarationError
 from lake_assets.core.registry import parse
 
@@ -135,3 +138,30 @@ columns:
 sources:
   - {{prefix: raw/texts/fullload/, kind: snapshot}}
 """, "test")
+
+
+_NUMBERISH = st.text(st.sampled_from(list("0123456789.+-eE ,x")) | st.characters(codec="utf-8"), max_size=12)
+
+
+_DECIMALS = st.from_regex(r"[+-]?[0-9]{0,9}\.?[0-9]{0,4}", fullmatch=True)
+_EXPONENTS = st.from_regex(r"[+-]?[0-9]{1,4}(\.[0-9]{0,3})?[eE][+-]?[0-9]{1,2}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NUMBERISH | _DECIMALS | _EXPONENTS, min_size=1, max_size=8),
+       st.sampled_from([(7, 2), (10, 0), (12, 6), (38, 10)]))
+@example(["1e2", "1.5"], (7, 2)).via("an exponent Arrow reads")
+@example(["5.", ".5", "+1.5", "-.5", "", "00012.30"], (7, 2)).via("the pattern's plain forms")
+@example(["1.234", "1.230", "99999.99", "100000.00"], (7, 2)).via("a digit lost, or past the precision")
+@example(["+", "-", ".", " 1", "1,5", "nan", "\u0661"], (10, 0)).via("not numbers")
+def test_the_decimal_fast_path_reads_what_the_pattern_reads(values: list[str], shape: tuple[int, int]) -> None:
+    """A DECIMAL column cast at once (`_plain_decimals`) gets the values and verdicts the value-by-value
+    path gives, and every column that path finds clean and without an exponent takes the fast path."""
+    column = pa.chunked_array([pa.array(values, pa.string())])
+    kind, empty = pa.decimal128(*shape), pc.equal(column, "")
+    by_pattern = _numbers_by_pattern(column, kind, empty)
+    fast = _plain_decimals(column, kind, empty)
+    if fast is not None:
+        assert fast.values.to_pylist() == by_pattern.values.to_pylist() and by_pattern.malformed is None
+    clean = by_pattern.malformed is None and not any(c in v for v in values for c in "eE")
+    assert (fast is not None) == clean, (values, shape)
