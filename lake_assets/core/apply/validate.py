@@ -10,7 +10,7 @@ they are NULL in its rows.
 
 Clean columns take a fast path: a column whose values have no surrounding whitespace is not
 trimmed (a look at each value's first and last byte says so), an integer column of plain
-digits is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once,
+digits (or empty) is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once,
 a DECIMAL column whose values all cast without an exponent is cast at once.
 Any other column is checked value by value with the same rules, so both paths accept and
 refuse exactly the same values.
@@ -213,8 +213,10 @@ def _integer(values: pa.ChunkedArray, kind: pa.DataType, minimum: int | None, em
     info = np.iinfo(kind.to_pandas_dtype())
     digits = len(str(info.max))
     present = pc.invert(empty)
-    if len(values) and pc.all(pc.ascii_is_decimal(values)).as_py() and pc.max(pc.binary_length(values)).as_py() < digits:
-        numbers = pc.cast(values, pa.int64())  # plain digits, fewer than the type's: in range
+    plain = pc.or_(pc.ascii_is_decimal(values), empty)  # plain digits, or empty (NULL): no sign, no pattern
+    if len(values) and pc.all(plain).as_py() and pc.max(pc.binary_length(values)).as_py() < digits:
+        present_values = pc.if_else(empty, pa.scalar(None, pa.string()), values) if pc.any(empty).as_py() else values
+        numbers = pc.cast(present_values, pa.int64())  # fewer digits than the type's: in range
         malformed = None
     else:
         shaped = pc.and_(present, pc.match_substring_regex(values, INTEGER_PATTERN))

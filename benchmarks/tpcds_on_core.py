@@ -1,0 +1,116 @@
+"""Benchmark: the TPC-DS objects through the declared change core against the star's own loader.
+
+    uv run --group bench python benchmarks/tpcds_on_core.py [--scale 1] [--format delta|iceberg]
+
+What moving the TPC-DS tables onto the core (issues 29 and 30) would cost, measured on the same
+objects: on a private lake (temporary LAKE_HOME, its embedded S3 server and Sail), `lake tpcds
+generate`'s code lands the star's raw objects at `--scale`; the star's loader
+(`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
+does (the baseline, in the same run). Then the same bytes are landed under declared tables'
+prefixes, a declaration per table written from the star's schema as a user would (`|`, `.dat`,
+no header, `trim: false` on text), and `apply_pending` of the change core applies each as one
+full load: the dimensions as they are, web_sales as ONE snapshot of all its days (the core has no
+snapshot scoped to a day folder: that is one of the steps left). Prints each table's seconds on
+both paths, the ratio, and the core's steps that took longest (core_steps.py's timers).
+"""
+
+import argparse
+import sys
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from core_steps import wrap_steps  # noqa: E402
+from private_lake import private_lake  # noqa: E402
+
+
+def declaration_text(name: str, table: str, group: str, table_format: str) -> str:
+    """A user's declaration of the star's `table` (its schema.py columns and keys) fed by `|`-separated `.dat`."""
+    from lake_assets.tpcds.schema import COLUMNS, KEYS
+
+    keys = list(KEYS[table])
+    columns = "\n".join(f"  - {{name: {c}, type: \"{t}\""
+                        f"{', nullable: false' if c in keys else ', trim: false' if t == 'STRING' else ''}}}"
+                        for c, t in COLUMNS[table])
+    return f"""
+name: {name}
+group: {group}
+format: {table_format}
+keys: [{', '.join(keys)}]
+columns:
+{columns}
+sources:
+  - {{prefix: raw/{name}/full/, kind: snapshot, delimiter: "|", suffix: .dat}}
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--format", choices=("delta", "iceberg"), default="iceberg",
+                        help="the declared tables' format (the star is Iceberg)")
+    args = parser.parse_args()
+    with private_lake("tpcds-on-core-") as (_home, server):
+        from lake_assets.core.apply.run import apply_pending
+        from lake_assets.core.registry import parse
+        from lake_assets.resources.engine import SparkEngine
+        from lake_assets.resources.storage import LakeStorage
+        from lake_assets.settings import LakeSettings
+        from lake_assets.tpcds.generate import generate
+        from lake_assets.tpcds.layout import fact_layout
+        from lake_assets.tpcds.load import load_dimension, load_fact_days
+        from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable
+
+        settings = LakeSettings.from_env()
+        storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
+        storage.ensure_bucket()
+        spark = SparkEngine.from_settings(settings).session(storage)
+        spark.sql("SELECT 1").collect()  # the engine started before anything is timed
+        generated = generate(storage, args.scale)
+        print(f"TPC-DS scale {args.scale:g}: {generated.objects} objects, {generated.bytes / 2**20:,.0f} MiB; rows "
+              + ", ".join(f"{t} {n:,}" for t, n in generated.rows.items()))
+
+        star: dict[str, float] = {}
+        for table in DIMENSIONS:
+            started = time.perf_counter()
+            load_dimension(storage, spark, table, f"star-{table}")
+            star[table] = time.perf_counter() - started
+        layout = fact_layout(storage)
+        started = time.perf_counter()
+        load_fact_days(storage, spark, list(layout.objects), "star-web_sales", layout)
+        star[TpcdsTable.WEB_SALES] = time.perf_counter() - started
+
+        spent: dict[str, float] = defaultdict(float)
+        wrap_steps(spent)
+        core: dict[str, float] = {}
+        group = f"bench_{uuid.uuid4().hex[:4]}"
+        print(f"{'table':12s} {'star loader':>12s} {'core (' + args.format + ')':>16s} {'ratio':>7s}  "
+              "the core's longest steps")
+        for table in [*DIMENSIONS, TpcdsTable.WEB_SALES]:
+            name = f"{group}_{table}"
+            declared = parse(declaration_text(name, table, group, args.format), f"{table} (benchmark)")
+            if table == TpcdsTable.WEB_SALES:  # every day's object, as one snapshot of the table
+                data = b"".join(storage.get_bytes(obj.key)[0] for _, obj in sorted(
+                    layout.objects.items(), key=lambda item: (item[0] is None, str(item[0]))))
+            else:
+                data = storage.get_bytes(RAW.dimension_key(table))[0]
+            storage.put_bytes(f"raw/{name}/full/{table}.dat", data)
+            spent.clear()
+            started = time.perf_counter()
+            report = apply_pending(declared, storage, spark, f"core-{table}")
+            core[table] = time.perf_counter() - started
+            steps = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in
+                              sorted(spent.items(), key=lambda item: -item[1])[:3])
+            print(f"{table:12s} {star[table]:10.2f} s {core[table]:14.2f} s {core[table] / star[table]:6.2f}x  "
+                  f"{steps} ({report.rows_after:,} rows)")
+        print(f"{'the star':12s} {sum(star.values()):10.2f} s {sum(core.values()):14.2f} s "
+              f"{sum(core.values()) / sum(star.values()):6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
