@@ -25,10 +25,13 @@ the declared one, no sequence in its name) is refused whole: every record is a `
 with that reason, and its `file` row says so.
 """
 
+import collections
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -105,8 +108,30 @@ UTF8_BOM = b"\xef\xbb\xbf"
 
 
 #: Valid rows validated and handed to the engine at a time: the engine writes one slice while the
-#: next is validated (a 5M-row object's stage: 4.1 s against 5.7 s validated whole).
-SLICE_ROWS = 1 << 20
+#: next ones are validated (a 5M-row object's stage: 4.1 s against 5.7 s validated whole; in
+#: quarter-million-row slices on two threads, web_sales' 720k rows read in 1.27 s against 2.10 s
+#: in one slice).
+SLICE_ROWS = 1 << 18
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+#: Slices validated at once, on threads (pyarrow's compute functions release the GIL).
+VALIDATING_THREADS = 2
+
+
+def in_order(function: Callable[[_Item], _Result], items: list[_Item], workers: int) -> Iterator[_Result]:
+    """`function` of each of `items`, in their order, up to `workers` of them at once on threads;
+    at most `workers` results wait for the caller."""
+    if workers < 2 or len(items) < 2:
+        yield from map(function, items)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        running: collections.deque[Future[_Result]] = collections.deque()
+        for item in items:
+            running.append(pool.submit(function, item))
+            if len(running) == workers:
+                yield running.popleft().result()
+        while running:
+            yield running.popleft().result()
 
 
 def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes,
@@ -128,12 +153,17 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
         refused = Refused(records, [refusal[0].value] * len(records), [refusal[1]] * len(records))
     else:
         refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details)
-        for start in range(0, parsed.rows.num_rows, SLICE_ROWS):
-            valid, invalid = _validated(declaration, source, obj, shape, dms, parsed.rows.slice(start, SLICE_ROWS))
+
+        def output(rows: pa.Table) -> tuple[pa.Table, Refused]:
+            valid, invalid = _validated(declaration, source, obj, shape, dms, rows)
+            return _row_rows(obj, parsed, valid, schema), invalid
+
+        slices = [parsed.rows.slice(start, SLICE_ROWS) for start in range(0, parsed.rows.num_rows, SLICE_ROWS)]
+        for rows, invalid in in_order(output, slices, VALIDATING_THREADS):
             refused = refused + invalid
-            valid_rows += valid.num_rows
-            if valid.num_rows:
-                yield _row_rows(obj, parsed, valid, schema)
+            valid_rows += rows.num_rows
+            if rows.num_rows:
+                yield rows
     if len(refused):
         yield _refusal_rows(declaration, obj, parsed, shape, refused, schema)
     summary = {FILE_INDEX: pa.array([obj.index], pa.int32()), KIND: pa.array([RowKind.FILE.value]),

@@ -4,7 +4,7 @@ import pyarrow as pa
 import pytest
 
 from lake_assets.core.apply import reader
-from lake_assets.core.apply.reader import KIND, ObjectToRead, RowKind, read_object
+from lake_assets.core.apply.reader import in_order, KIND, ObjectToRead, RowKind, read_object
 from lake_assets.core.declaration import SourceKind
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.registry import parse
@@ -40,6 +40,8 @@ def _output(monkeypatch: pytest.MonkeyPatch, slice_rows: int, kind: SourceKind, 
                                                                   "20240403000000000000000.000000.x.0001.", None),
                              data, "etag"))
     out = pa.concat_tables(parts).to_pylist()
+    records = [r["_record"] for r in out if r[KIND] == RowKind.ROW.value]
+    assert records == sorted(records)  # slices validated on threads still come in the file's order
     by_kind = {k: sorted((r for r in out if r[KIND] == k.value), key=lambda r: r["_record"] or 0) for k in RowKind}
     return {"parts": len(parts), **{k.value: rows for k, rows in by_kind.items()}}
 
@@ -56,3 +58,28 @@ def test_slices_of_three_rows_give_the_output_of_one_slice(monkeypatch: pytest.M
     assert summary["_refused"] == len(sliced["refusal"]) >= 4
     sequences = [r["_sequence"] for r in sliced["row"]]
     assert len(set(sequences)) == len(sequences)
+
+
+def test_in_order_keeps_the_order_and_a_bounded_number_running() -> None:
+    import threading
+    import time
+
+    running, most, lock = 0, 0, threading.Lock()
+
+    def slow(item: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.01 + 0.02 * (item % 3))  # later items often finish first
+        with lock:
+            running -= 1
+        if item == 7:
+            raise ValueError("item 7")
+        return item * 10
+
+    results = in_order(slow, list(range(7)), 2)
+    assert list(results) == [i * 10 for i in range(7)] and most == 2
+    with pytest.raises(ValueError, match="item 7"):
+        list(in_order(slow, list(range(9)), 2))
+    assert list(in_order(slow, [1, 2], 1)) == [10, 20]
