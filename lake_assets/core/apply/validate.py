@@ -11,7 +11,7 @@ they are NULL in its rows.
 Clean columns take a fast path: a column whose values have no surrounding whitespace is not
 trimmed (a look at each value's first and last byte says so), an integer column of plain
 digits (or empty) is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once,
-a DECIMAL column whose values all cast without an exponent is cast at once.
+a DECIMAL or DOUBLE column whose values are plain numbers (digits, a sign, a point) is cast at once.
 Any other column is checked value by value with the same rules, so both paths accept and
 refuse exactly the same values.
 """
@@ -275,23 +275,27 @@ def _timestamp(values: pa.ChunkedArray, empty) -> _Checked:
 def _number(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked:
     """Well formed: a decimal number (DOUBLE: an exponent too); a DECIMAL value must fit its
     precision and scale exactly (no rounding); empty is NULL."""
+    plain = _plain_numbers(values, kind, empty)
+    return plain if plain is not None else _numbers_by_pattern(values, kind, empty)
+
+
+def _plain_numbers(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked | None:
+    """The fast path of a number column whose every value is a plain number: one cast, no pattern.
+    Arrow's string-to-number casts read NUMBER_PATTERN's numbers (a sign, digits, a point: `5.`,
+    `.5`, `+1.5`) and more (exponents; `nan` and `inf` for a DOUBLE), and the DECIMAL cast refuses
+    a value that would lose a digit or exceed the precision, as `_numbers_by_pattern` does. So when
+    no value holds anything but digits, signs and points (a DECIMAL: no exponent), a cast that
+    succeeds is that function's result. None (such a value, or a value the cast refuses): judge
+    value by value."""
     if pa.types.is_decimal(kind):
-        plain = _plain_decimals(values, kind, empty)
-        if plain is not None:
-            return plain
-    return _numbers_by_pattern(values, kind, empty)
-
-
-def _plain_decimals(values: pa.ChunkedArray, kind: pa.DataType, empty) -> _Checked | None:
-    """The fast path of a DECIMAL column whose every value is well formed: one cast, no pattern.
-    Arrow's string-to-decimal cast reads exactly NUMBER_PATTERN's numbers (a sign, digits, a point:
-    `5.`, `.5`, `+1.5`) plus exponents, and refuses a value that would lose a digit or exceed the
-    precision, as `_numbers_by_pattern` does; so with no exponent among the values, a cast that
-    succeeds is that function's result. None (any exponent, any refused value): judge value by value."""
-    if pc.any(pc.match_substring(values, "e", ignore_case=True)).as_py():
+        unusual = pc.any(pc.match_substring(values, "e", ignore_case=True)).as_py()
+    else:
+        unusual = pc.any(pc.match_substring_regex(values, r"[^0-9.+-]")).as_py()
+    if unusual:
         return None
+    present = pc.if_else(empty, pa.scalar(None, pa.string()), values) if pc.any(empty).as_py() else values
     try:
-        typed = pc.cast(pc.if_else(empty, pa.scalar(None, pa.string()), values), kind)
+        typed = pc.cast(present, kind) if pa.types.is_decimal(kind) else pc.cast(pc.cast(present, pa.float64()), kind)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
     return _Checked(typed, None, empty)

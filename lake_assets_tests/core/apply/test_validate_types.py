@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lake_assets.core.apply.reader import RECORD
-from lake_assets.core.apply.validate import _numbers_by_pattern, _plain_decimals, validate
+from lake_assets.core.apply.validate import _numbers_by_pattern, _plain_numbers, validate
 from lake_assets.core.declaration import DeclarationError
 from lake_assets.core.registry import parse
 
@@ -149,19 +149,23 @@ _EXPONENTS = st.from_regex(r"[+-]?[0-9]{1,4}(\.[0-9]{0,3})?[eE][+-]?[0-9]{1,2}",
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_NUMBERISH | _DECIMALS | _EXPONENTS, min_size=1, max_size=8),
-       st.sampled_from([(7, 2), (10, 0), (12, 6), (38, 10)]))
+       st.sampled_from([(7, 2), (10, 0), (12, 6), (38, 10), None]))
 @example(["1e2", "1.5"], (7, 2)).via("an exponent Arrow reads")
+@example(["1e2", "1.5"], None).via("an exponent in a DOUBLE column")
 @example(["5.", ".5", "+1.5", "-.5", "", "00012.30"], (7, 2)).via("the pattern's plain forms")
+@example(["5.", ".5", "+1.5", "-.5", "", "-0"], None).via("a DOUBLE's plain forms")
 @example(["1.234", "1.230", "99999.99", "100000.00"], (7, 2)).via("a digit lost, or past the precision")
 @example(["+", "-", ".", " 1", "1,5", "nan", "\u0661"], (10, 0)).via("not numbers")
-def test_the_decimal_fast_path_reads_what_the_pattern_reads(values: list[str], shape: tuple[int, int]) -> None:
-    """A DECIMAL column cast at once (`_plain_decimals`) gets the values and verdicts the value-by-value
-    path gives, and every column that path finds clean and without an exponent takes the fast path."""
+@example(["nan", "inf", "-Infinity", "1.5"], None).via("what a DOUBLE cast reads and the pattern does not")
+def test_the_number_fast_path_reads_what_the_pattern_reads(values: list[str], shape: tuple[int, int] | None) -> None:
+    """A DECIMAL (`shape`: precision, scale) or DOUBLE (None) column cast at once (`_plain_numbers`)
+    gets the values and verdicts the value-by-value path gives, and every column that path finds
+    clean and made of digits, signs and points only takes the fast path."""
     column = pa.chunked_array([pa.array(values, pa.string())])
-    kind, empty = pa.decimal128(*shape), pc.equal(column, "")
+    kind, empty = (pa.decimal128(*shape) if shape else pa.float64()), pc.equal(column, "")
     by_pattern = _numbers_by_pattern(column, kind, empty)
-    fast = _plain_decimals(column, kind, empty)
+    fast = _plain_numbers(column, kind, empty)
     if fast is not None:
         assert fast.values.to_pylist() == by_pattern.values.to_pylist() and by_pattern.malformed is None
-    clean = by_pattern.malformed is None and not any(c in v for v in values for c in "eE")
-    assert (fast is not None) == clean, (values, shape)
+    plain = all(c in "0123456789.+-" for v in values for c in v)
+    assert (fast is not None) == (by_pattern.malformed is None and plain), (values, shape)
