@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from policy_data import FIRST_KEY, full_load_csv  # noqa: E402
-from private_lake import private_lake  # noqa: E402
+from private_lake import private_lake, storage_and_engine  # noqa: E402
 
 #: (module, function) of each step timed: the stages the core writes, the commit, the derived tables.
 STEPS = [("lake_assets.core.apply.stage", "Stage.write"), ("lake_assets.core.apply.commit", "commit"),
@@ -89,15 +89,8 @@ def main() -> None:
         from lake_assets.core.apply.run import apply_pending
         from lake_assets.core.declaration import load_declaration
         from lake_assets.core.registry import declaration
-        from lake_assets.resources.engine import SparkEngine
-        from lake_assets.resources.storage import LakeStorage
-        from lake_assets.settings import LakeSettings
 
-        settings = LakeSettings.from_env()
-        storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
-        storage.ensure_bucket()
-        spark = SparkEngine.from_settings(settings).session(storage)
-        spark.sql("SELECT 1").collect()  # the engine started before anything is timed
+        storage, spark = storage_and_engine(server.endpoint)
         spent: dict[str, float] = defaultdict(float)
         wrap_steps(spent)
         tables = [declaration("insurance")]

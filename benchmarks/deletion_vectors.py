@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from private_lake import private_lake  # noqa: E402
+from private_lake import private_lake, storage_and_engine  # noqa: E402
 
 #: As wide as the insurance table: its columns' kinds, and the audit columns every curated row carries.
 TEXT = ["location_name", "state_code", "region_name", "business_type", "earthquake_coverage", "flood_coverage",
@@ -72,14 +72,8 @@ def main() -> None:
         from lake_assets.core.apply import commit as committing
         from lake_assets.core.apply.cluster import clustered
         from lake_assets.core.cdc import merge_sql
-        from lake_assets.resources.engine import SparkEngine
-        from lake_assets.resources.storage import LakeStorage
-        from lake_assets.settings import LakeSettings
 
-        settings = LakeSettings.from_env()
-        storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
-        storage.ensure_bucket()
-        spark = SparkEngine.from_settings(settings).session(storage)
+        storage, spark = storage_and_engine(server.endpoint)
         options = storage.delta_storage_options()
         uris = {name: storage.uri(f"bench/{name}") for name in ("lake", "merge", "dv")}
         for name, uri in uris.items():

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from lake_assets.resources.embedded_s3 import EmbeddedS3
+    from lake_assets.resources.storage import LakeStorage
 
 #: Variables that would point the code at another lake or engine; cleared for the block.
 LAKE_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "LAKE_S3_ENDPOINT", "LAKE_SPARK_REMOTE", "LAKE_ENGINE",
@@ -35,3 +38,18 @@ def private_lake(prefix: str, bucket: str = "lake") -> Iterator[tuple[Path, "Emb
             yield home, server
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def storage_and_engine(endpoint: str) -> tuple["LakeStorage", "SparkSession"]:
+    """The lake's storage at `endpoint` (its bucket made) and an engine session on it, started
+    before anything is timed (the engine's start is not what a benchmark measures)."""
+    from lake_assets.resources.engine import SparkEngine
+    from lake_assets.resources.storage import LakeStorage
+    from lake_assets.settings import LakeSettings
+
+    settings = LakeSettings.from_env()
+    storage = LakeStorage.from_settings(settings).with_endpoint(endpoint)
+    storage.ensure_bucket()
+    spark = SparkEngine.from_settings(settings).session(storage)
+    spark.sql("SELECT 1").collect()
+    return storage, spark

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from core_steps import wrap_steps  # noqa: E402
-from private_lake import private_lake  # noqa: E402
+from private_lake import private_lake, storage_and_engine  # noqa: E402
 
 
 def declaration_text(name: str, table: str, group: str, table_format: str) -> str:
@@ -58,19 +58,12 @@ def main() -> None:
     with private_lake("tpcds-on-core-") as (_home, server):
         from lake_assets.core.apply.run import apply_pending
         from lake_assets.core.registry import parse
-        from lake_assets.resources.engine import SparkEngine
-        from lake_assets.resources.storage import LakeStorage
-        from lake_assets.settings import LakeSettings
         from lake_assets.tpcds.generate import generate
         from lake_assets.tpcds.layout import fact_layout
         from lake_assets.tpcds.load import load_dimension, load_fact_days
         from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable
 
-        settings = LakeSettings.from_env()
-        storage = LakeStorage.from_settings(settings).with_endpoint(server.endpoint)
-        storage.ensure_bucket()
-        spark = SparkEngine.from_settings(settings).session(storage)
-        spark.sql("SELECT 1").collect()  # the engine started before anything is timed
+        storage, spark = storage_and_engine(server.endpoint)
         generated = generate(storage, args.scale)
         print(f"TPC-DS scale {args.scale:g}: {generated.objects} objects, {generated.bytes / 2**20:,.0f} MiB; rows "
               + ", ".join(f"{t} {n:,}" for t, n in generated.rows.items()))
