@@ -11,7 +11,8 @@ they are NULL in its rows.
 Clean columns take a fast path: a column whose values have no surrounding whitespace is not
 trimmed (a look at each value's first and last byte says so), an integer column of plain
 digits (or empty) is cast at once, a date column whose values all cast as `YYYY-MM-DD` is cast at once,
-a DECIMAL or DOUBLE column whose values are plain numbers (digits, a sign, a point) is cast at once.
+a DECIMAL or DOUBLE column whose values are plain numbers (digits, a sign, a point) and a
+TIMESTAMP column whose values carry no zone are cast at once.
 Any other column is checked value by value with the same rules, so both paths accept and
 refuse exactly the same values.
 """
@@ -33,6 +34,8 @@ UPSERT, DELETE, TRUNCATE = "U", "D", "T"
 INTEGER_PATTERN = r"^[+-]?[0-9]{1,19}$"
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-]00:?00)?$"
+#: The TIMESTAMP values of the fast path: no zone.
+PLAIN_TIMESTAMP_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?$"
 NUMBER_PATTERN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$"
 DATE_LENGTH = len("YYYY-MM-DD")
 BOOLEAN_VALUES = {"true": True, "t": True, "1": True, "y": True, "yes": True,
@@ -255,6 +258,27 @@ def _date(values: pa.ChunkedArray, empty) -> _Checked:
 
 def _timestamp(values: pa.ChunkedArray, empty) -> _Checked:
     """Well formed: `YYYY-MM-DD HH:MM:SS[.ffffff]` (or with T, and Z or +00:00: UTC); empty is NULL."""
+    plain = _plain_timestamps(values, empty)
+    return plain if plain is not None else _timestamps_by_pattern(values, empty)
+
+
+def _plain_timestamps(values: pa.ChunkedArray, empty) -> _Checked | None:
+    """The fast path of a TIMESTAMP column whose every value is `YYYY-MM-DD HH:MM:SS[.ffffff]`
+    (or with T), without a zone: one pattern and Arrow's cast, which refuses a day or a time
+    that does not exist (Feb 30, 24:00, :60) as `_timestamps_by_pattern` does. None (a zone, another
+    shape, a value the cast refuses): judge value by value."""
+    if not pc.all(pc.or_(empty, pc.match_substring_regex(values, PLAIN_TIMESTAMP_PATTERN))).as_py():
+        return None
+    present = pc.if_else(empty, pa.scalar(None, pa.string()), values) if pc.any(empty).as_py() else values
+    try:
+        stamps = pc.cast(pc.cast(present, pa.timestamp("us")), pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return _Checked(stamps, None, empty)
+
+
+def _timestamps_by_pattern(values: pa.ChunkedArray, empty) -> _Checked:
+    """`_timestamp`, value by value: the pattern, then each value parsed and printed back."""
     shaped = pc.match_substring_regex(values, TIMESTAMP_PATTERN)
     plain = pc.if_else(shaped, pc.replace_substring_regex(pc.replace_substring(values, "T", " "),
                                                           r"(Z|[+-]00:?00)$", ""), "1970-01-01 00:00:00")

@@ -9,7 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lake_assets.core.apply.reader import RECORD
-from lake_assets.core.apply.validate import _numbers_by_pattern, _plain_numbers, validate
+from lake_assets.core.apply.validate import (_numbers_by_pattern, _plain_numbers, _plain_timestamps,
+                                             _timestamps_by_pattern, validate)
 from lake_assets.core.declaration import DeclarationError
 from lake_assets.core.registry import parse
 
@@ -169,3 +170,31 @@ def test_the_number_fast_path_reads_what_the_pattern_reads(values: list[str], sh
         assert fast.values.to_pylist() == by_pattern.values.to_pylist() and by_pattern.malformed is None
     plain = all(c in "0123456789.+-" for v in values for c in v)
     assert (fast is not None) == (by_pattern.malformed is None and plain), (values, shape)
+
+
+_STAMPS = st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,7})?(Z|[+-]0[0-2]:?00)?",
+                        fullmatch=True)
+_REAL_STAMPS = st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59)).map(
+    lambda t: t.isoformat(sep=" ") if t.microsecond else t.isoformat(sep="T"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_STAMPS | _REAL_STAMPS | st.just(""), min_size=1, max_size=6))
+@example(["2024-02-30 10:00:00", "2024-04-01 10:00:00"]).via("a day that does not exist")
+@example(["2024-04-01 24:00:00", "2024-04-01 23:59:60", "2024-04-01 10:60:00"]).via("times that do not exist")
+@example(["2024-13-01 00:00:00", "2024-00-10 00:00:00", "2024-01-00 00:00:00"]).via("months and days out of range")
+@example(["0000-01-01 00:00:00", "9999-12-31 23:59:59.999999", "2024-02-29 00:00:00", "2023-02-29 00:00:00"])
+@example(["2024-04-01T10:00:00", "2024-04-01 10:00:00.5", ""]).via("the plain forms")
+@example(["2024-04-01T10:00:00Z", "2024-04-01 10:00:00+00:00"]).via("a zone: value by value")
+@example(["2024-04-01 10:00", "2024-04-01"]).via("shapes Arrow's cast reads and the pattern refuses")
+def test_the_timestamp_fast_path_reads_what_the_pattern_reads(values: list[str]) -> None:
+    """A TIMESTAMP column cast at once (`_plain_timestamps`) gets the values and verdicts the value-by-value
+    path gives, and every column that path finds clean and without a zone takes the fast path."""
+    column = pa.chunked_array([pa.array(values, pa.string())])
+    empty = pc.equal(column, "")
+    by_pattern = _timestamps_by_pattern(column, empty)
+    fast = _plain_timestamps(column, empty)
+    if fast is not None:
+        assert fast.values.to_pylist() == by_pattern.values.to_pylist() and by_pattern.malformed is None
+    zoneless = not any(v.endswith("Z") or "+" in v or v[19:].count("-") for v in values)
+    assert (fast is not None) == (by_pattern.malformed is None and zoneless), values
