@@ -26,6 +26,7 @@ recomputes every version's validity with one window per key, and writes the rang
 one Delta commit (`replaceWhere`). A key that is not an integer rewrites the whole history.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -144,11 +145,12 @@ def _collapsed(rows: DataFrame, keys: list[str], columns: list[str], tracked: li
 
 def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: DataFrame, keys: list[str],
            columns: list[str], integer_key: bool, commit_version: int | None, key_type: str = "bigint",
-           tracking: Tracking = Tracking(), closing: DataFrame | None = None) -> int:
+           tracking: Tracking = Tracking(), closing: DataFrame | None = None, first_cuts: Sequence[int] = ()) -> int:
     """Add `changes` (the table's `columns`, one row per change, deletes included) to the history
     at `uri` (`found`: as it is now, None when there is none), recorded at `commit_version`, and
     those of the deletes `closing` that end a live version (`closes`). The number of rows added:
-    0 when there was nothing to record."""
+    0 when there was nothing to record. `first_cuts`: where a first history's files begin (the
+    table's own, just written: the history's rows are not read once more for quantiles)."""
     changes = changes.select(*columns).withColumn(COMMIT_VERSION, F.lit(commit_version).cast("bigint"))
     count = int(changes.count())
     candidates, considered = None, 0
@@ -167,7 +169,7 @@ def record(spark: SparkSession, uri: str, found: DeltaTable | None, changes: Dat
                 return 0
         first = single_versions(changes, columns, tracking) if keys_unique(changes.select(*keys), keys) else \
             versions(changes, keys, columns, tracking)
-        _write(first, keys, integer_key, count).mode("append").save(uri)
+        _write(first, keys, integer_key, count, first_cuts).mode("append").save(uri)
         return count
     batch = changes if candidates is None else changes.unionByName(candidates)
     where, rows, cuts = None, count + considered + row_count(found), []
@@ -245,7 +247,7 @@ def start_over(uri: str, found: DeltaTable | None, table: DataFrame, keys: list[
     return True
 
 
-def _write(rows: DataFrame, keys: list[str], integer_key: bool, count: int, cuts: list[int] | None = None):
+def _write(rows: DataFrame, keys: list[str], integer_key: bool, count: int, cuts: Sequence[int] = ()):
     """A Delta writer of `rows` in files of disjoint key ranges (cluster.py), as the table's are:
     a small batch rewrites the few files holding its keys (`cuts`: where the files it replaces began)."""
-    return laid_out(rows, keys, integer_key, count, cuts or ()).write.format("delta")
+    return laid_out(rows, keys, integer_key, count, cuts).write.format("delta")

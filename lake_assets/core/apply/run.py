@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lake_assets.core.apply import bookkeeping, expectations, feed, history
+from lake_assets.core.apply.cluster import file_cuts
 from lake_assets.core.apply.curated import Curated, Target, open_curated
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
     refused_by_older_contract
@@ -40,11 +41,11 @@ from lake_assets.core.apply.validate import OPERATION, TRUNCATE
 from lake_assets.core.change_feed import FeedReport
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
-from lake_assets.core.formats.delta import open_table
+from lake_assets.core.formats.delta import file_ranges, open_table
 from lake_assets.core.formats.delta_as_of import replaced_rows
 from lake_assets.core.ledger import APPLIED, HELD, REJECTED, Ledger, LedgerEntry
 from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
-from lake_assets.core.tables import TableSet, table_set
+from lake_assets.core.tables import TableFormat, TableSet, table_set
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import RulesSettings
 
@@ -390,6 +391,14 @@ def _any(frame: DataFrame) -> bool:
     return bool(frame.limit(1).count())
 
 
+def _table_cuts(run: _Run) -> list[int]:
+    """Where the Delta table's files begin, by their key ranges in its log (none for an Iceberg
+    table or a key that is not an integer)."""
+    delta = run.tables.table.format is TableFormat.DELTA
+    table = open_table(run.storage, run.tables.table) if run.integer_key and delta else None
+    return [] if table is None else file_cuts(*file_ranges(table, run.keys[0])[:2])
+
+
 def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, committed: int | None,
                   applied_at: dt.datetime) -> None:
     """The change feed, tombstones and SCD2 history of the run's commit, from its resolved changes.
@@ -420,7 +429,8 @@ def _after_commit(run: _Run, resolved: DataFrame, version_before: int | None, co
         found = open_table(storage, tables.history)
         recorded = history.record(spark, tables.history.uri(storage), found, resolved.where(recorded_changes()),
                                   run.keys, run.columns, run.integer_key, left, run.target.key_type,
-                                  run.tracking, closing=resolved.where(closing()))
+                                  run.tracking, closing=resolved.where(closing()),
+                                  first_cuts=_table_cuts(run) if found is None else ())
         stored = open_table(storage, tables.history)
         if recorded and stored is not None:
             run.report.derived.history_version = stored.version()

@@ -29,3 +29,28 @@ def test_a_rewrite_keeps_the_files_ranges(spark: SparkSession) -> None:
     assert _starts(kept) == [0, 250, 500, 750]
     grown = clustered(frame, "k", 12 * TARGET_FILE_ROWS, cuts=[250, 500, 750])  # 3 files per range: quantiles
     assert len(_starts(grown)) > 4
+
+
+def test_a_first_history_is_cut_where_its_table_is(storage, spark: SparkSession, monkeypatch) -> None:
+    """The first history write takes the files' ranges of the table just committed (no quantiles
+    of its own), though its rows differ: the run's deletes are history rows, not table rows."""
+    from deltalake import DeltaTable
+
+    from lake_assets.core.apply import cluster
+    from lake_assets.core.apply.run import apply_pending
+    from lake_assets.core.formats.delta import file_ranges
+    from lake_assets.core.tables import table_set
+    from lake_assets_tests.helpers.full_loads import loaded_table
+
+    monkeypatch.setattr(cluster, "TARGET_FILE_ROWS", 100)
+    table = loaded_table("cuts", ["name STRING"])
+    storage.put_bytes(f"raw/{table.name}/fullload/LOAD00000001.csv",
+                      "".join(f"{k},n{k}\n" for k in range(1, 451)).encode())
+    storage.put_bytes(f"raw/{table.name}/cdc/20990101-000000000.csv",
+                      "".join(f"D,{k},\n" for k in range(1, 121)).encode())  # newer than the load: deletes
+    apply_pending(table, storage, spark, "run-1")
+    tables = table_set(table)
+    options = storage.delta_storage_options()
+    cuts = {name: file_cuts(*file_ranges(DeltaTable(entry.uri(storage), storage_options=options), "id")[:2])
+            for name, entry in (("table", tables.table), ("history", tables.history))}
+    assert len(cuts["table"]) >= 2 and cuts["history"] == cuts["table"]
