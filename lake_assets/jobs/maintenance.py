@@ -170,15 +170,18 @@ def maintain_iceberg(context: dg.OpExecutionContext, config: IcebergMaintenanceC
             handle = iceberg.open_table(running, table)
             if handle is None:
                 continue
-            if stopped_run_waits(running, table):
+            before = iceberg_maintenance.table_stats(running, handle)
+            # compaction replaces partitions with what it read: a load committing meanwhile would be lost;
+            # under the lease, no run can stop between the check of stopped runs and the compaction
+            with table_lock(running, table.write_lock, owner=owner, wait_seconds=config.lock_wait_seconds):
+                waits = stopped_run_waits(running, table)
+                partitions = 0 if waits else iceberg_maintenance.compact(
+                    engine.session(running), iceberg.open_table(running, table), table.engine_name,
+                    min_files=config.compact_min_files)
+            if waits:
                 context.log.warning(f"{table.name}: skipped; a run stopped after staging its commit waits for the "
                                     "table's next run to finish it (its commit is known by being the next snapshot)")
                 continue
-            before = iceberg_maintenance.table_stats(running, handle)
-            # compaction replaces partitions with what it read: a load committing meanwhile would be lost
-            with table_lock(running, table.write_lock, owner=owner, wait_seconds=config.lock_wait_seconds):
-                partitions = iceberg_maintenance.compact(engine.session(running), iceberg.open_table(running, table),
-                                                         table.engine_name, min_files=config.compact_min_files)
             handle = iceberg.open_table(running, table)
             expired = iceberg_maintenance.expire_snapshots(
                 handle, now - dt.timedelta(hours=config.snapshot_retention_hours), config.retain_last)
