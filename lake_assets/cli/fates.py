@@ -139,11 +139,7 @@ def report(found: list[Outcome], describe_run: Callable[[str], str]) -> None:
 
 def _version_word(table_name: str) -> str:
     """How the ledger's table (a declared table's name, or one of the lake's own) numbers its versions."""
-    from lake_assets.core.registry import declarations
-
-    declared = {d.name: d.format for d in declarations()}
-    table_format = declared[table_name] if table_name in declared else table(table_name).format
-    return "snapshot" if table_format is TableFormat.ICEBERG else "version"
+    return "snapshot" if table(table_name).format is TableFormat.ICEBERG else "version"
 
 
 def _by(outcome: Outcome, describe_run: Callable[[str], str]) -> str:

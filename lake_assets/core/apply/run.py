@@ -172,9 +172,9 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
         run.report.derived.feed = run.report.derived.feed.add(caught_up)
     before = run.curated()
     _evolve(run, before)
-    found = before.read(spark)
+    found = before.read(spark) if declaration.history else None  # read only for a history to check
     # a history an earlier release wrote on the commit axis
-    if declaration.history and found is not None and before.version is not None:
+    if found is not None and before.version is not None:
         history.start_over(tables.history.uri(storage), open_table(storage, tables.history), found, run.keys,
                            run.columns, before.version, run.tracking)
     entries = ledger.entries(declaration.name)
