@@ -36,6 +36,7 @@ def test_an_iceberg_table_is_declared_loaded_checked_and_read(lake_env: LakeStor
     code, out = lake("run")
     assert code == 0 and "orders: created at" in out, out
     first = _iceberg(lake_env).current_snapshot().snapshot_id
+    assert f"-> orders snapshot {first} (3 rows)" in out, out  # the file's fate names the snapshot
     cdc = tmp_path / "20240105-100000000.csv"
     cdc.write_text("U,1,ann,11.00,2024-01-02\nD,2,,,\nI,4,dee,1.00,2024-01-05\nU,5,eve,lots,2024-01-05\n")
     assert lake("put", str(cdc), "--to", "orders:cdc")[0] == 0
