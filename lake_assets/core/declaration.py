@@ -67,6 +67,7 @@ class RefusalReason(StrEnum):
     MISSING_VALUE = "missing_value"
     DMS_LAYOUT = "dms_layout"  # a layout of DMS's the lake does not read (the detail names the DMS setting)
     EXPECTATION = "expectation"  # a row an `expect_or_drop` expectation refused (the detail names it)
+    WRONG_PARTITION = "wrong_partition"  # a partition snapshot's row of another partition, or an object in no partition's folder
 
 
 class _Model(BaseModel):
@@ -174,6 +175,11 @@ class Source(_Model):
     delimiter: str = ","
     #: How the names of the source's data files end (DMS writes `.csv`); other objects are ignored.
     suffix: str = ".csv"
+    #: A snapshot source's objects are snapshots of one partition each, not of the table: a
+    #: `partition_by` column, whose value the object's folder names (`<column>=<value>/`, Hive's
+    #: layout). The object replaces that partition's rows (Spark's `INSERT OVERWRITE ... PARTITION`)
+    #: and leaves the others alone.
+    partition: str | None = None
 
     @field_validator("prefix")
     @classmethod
@@ -332,6 +338,10 @@ class TableDeclaration(_Model):
             raise ValueError(f"group: {self.group!r} names an Iceberg table's catalog namespace "
                              "(lower-case letters, digits and _, a letter first)")
         for source in self.sources:
+            if source.partition is not None and (source.kind is not SourceKind.SNAPSHOT
+                                                 or source.partition not in self.partition_by):
+                raise ValueError(f"sources: partition {source.partition} must be a partition_by column of a snapshot "
+                                 f"source (partition_by: {', '.join(self.partition_by) or 'none declared'})")
             if source.operation_column is not None and source.operation_column not in names:
                 raise ValueError(f"sources: operation_column {source.operation_column} not among the columns "
                                  f"({', '.join(names)})")
@@ -405,6 +415,11 @@ class TableDeclaration(_Model):
         if self.track_history is not None:
             return [n for n in self.written if n in self.track_history]
         return [n for n in self.written if n not in self.track_history_except and n not in self.keys]
+
+    @property
+    def partition_snapshots(self) -> str | None:
+        """The column whose partitions the snapshot source's objects are snapshots of (None: of the table)."""
+        return next((s.partition for s in self.sources if s.partition is not None), None)
 
     def source(self, key: str) -> Source | None:
         """The source a raw object's key lands in (None: the key is no source's)."""

@@ -10,12 +10,14 @@ holds no row: the engine reads the objects (reader.py).
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import numpy as np
 
 from lake_assets.core.apply.layout import object_refusal, snapshot_group
+from lake_assets.core.apply.partitions import FolderPartition, folder_partition
 from lake_assets.core.apply.reader import ObjectToRead
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
@@ -91,6 +93,8 @@ class Plan:
     snapshots: dict[str, list[PlannedFile]] = field(default_factory=dict)
     #: the stamp of the newest applied snapshot before this run (older changes to keys it removed lose)
     floor: str | None = None
+    #: with partition snapshots, each partition's floor instead (partitions.py): its value -> stamp
+    partition_floors: dict[Any, str] = field(default_factory=dict)
 
     @property
     def changes(self) -> list[PlannedFile]:
@@ -117,8 +121,14 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
         refused = object_refusal(source, raw.key, dms, declaration.sequence_by is None) if source else None
         if refused is not None:
             entry.refusal = f"{refused.reason.value}: {refused.detail}"
+        elif source is not None and source.partition is not None:
+            partition = folder_partition(declaration, source, raw.key)
+            if isinstance(partition, str):
+                entry.refusal = f"{RefusalReason.WRONG_PARTITION.value}: {partition}"
         planned.append(entry)
-    result = Plan(planned, floor=_floor(latest))
+    scoped = declaration.partition_snapshots is not None
+    result = Plan(planned, floor=None if scoped else _floor(latest),
+                  partition_floors=_partition_floors(declaration, latest) if scoped else {})
     result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest),
                                   _published_parts(latest), dated=declaration.timed)
     return result
@@ -221,3 +231,19 @@ def _floor(latest: pa.Table) -> str | None:
     applied = latest.filter(pc.and_(pc.equal(latest["status"], APPLIED),
                                     pc.equal(latest["source_kind"], LEDGER_KIND[SourceKind.SNAPSHOT])))
     return pc.max(applied["source_sequence"]).as_py() if applied.num_rows else None
+
+
+def _partition_floors(declaration: TableDeclaration, latest: pa.Table) -> dict[Any, str]:
+    """Per partition, the stamp of its newest applied partition snapshot."""
+    floors: dict[Any, str] = {}
+    if not latest.num_rows:
+        return floors
+    for entry in latest.to_pylist():
+        source = declaration.source(entry["source_file"])
+        if entry["status"] != APPLIED or source is None or source.partition is None or \
+                entry["source_sequence"] is None:
+            continue
+        partition = folder_partition(declaration, source, entry["source_file"])
+        if isinstance(partition, FolderPartition):
+            floors[partition.value] = max(floors.get(partition.value, ""), entry["source_sequence"])
+    return floors

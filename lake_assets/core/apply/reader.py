@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from lake_assets.core.apply.layout import FileLayout, dms_rows, file_layout
 from lake_assets.core.apply.parse import ParsedFile, parse_csv
+from lake_assets.core.apply.partitions import FolderPartition, folder_partition, outside
 from lake_assets.core.apply.validate import OPERATION, RECORD, Refused, arrow_type, validate
 from lake_assets.core.declaration import RefusalReason, Source, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
@@ -165,7 +166,7 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
             if rows.num_rows:
                 yield rows
     if len(refused):
-        yield _refusal_rows(declaration, obj, parsed, shape, refused, schema)
+        yield _refusal_rows(declaration, obj, parsed, shape, refused, schema, source)
     summary = {FILE_INDEX: pa.array([obj.index], pa.int32()), KIND: pa.array([RowKind.FILE.value]),
                SOURCE_FILE: pa.array([obj.key]), "_etag": pa.array([etag]), "_size": pa.array([len(data)], pa.int64()),
                "_records": pa.array([parsed.record_count], pa.int64()),
@@ -187,7 +188,25 @@ def _validated(declaration: TableDeclaration, source: Source, obj: ObjectToRead,
     if cdc and declaration.sequence_by is not None:
         valid, unsequenced = _sequenced(valid, declaration.sequence_by, obj.prefix or "")
         refused = refused + unsequenced
+    if not cdc and source.partition is not None:
+        partition = folder_partition(declaration, source, obj.key)
+        if isinstance(partition, FolderPartition):  # else refused whole by its place (plan.py)
+            valid, misplaced = _in_partition(valid, source.partition, partition)
+            refused = refused + misplaced
     return valid, refused
+
+
+def _in_partition(valid: pa.Table, column: str, partition: FolderPartition) -> tuple[pa.Table, Refused]:
+    """A partition snapshot's valid rows split into its partition's and the others (`wrong_partition`)."""
+    misplaced = outside(valid[column], partition)
+    count = int(pc.sum(misplaced.cast(pa.int64())).as_py() or 0)
+    if not count:
+        return valid, Refused.none()
+    detail = (f"{column} is not the value its object's folder {partition.folder} names: the object replaces that "
+              "partition only; put the row in its own partition's object")
+    refused = Refused(valid[RECORD].filter(misplaced).to_numpy(), [RefusalReason.WRONG_PARTITION.value] * count,
+                      [detail] * count)
+    return valid.filter(pc.invert(misplaced)), refused
 
 
 def _row_rows(obj: ObjectToRead, parsed: ParsedFile, valid: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -246,7 +265,7 @@ def time_slot(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shape: FileLayout, refused: Refused,
-                  schema: pa.Schema) -> pa.Table:
+                  schema: pa.Schema, source: Source) -> pa.Table:
     order = np.argsort(refused.records, kind="stable")
     records = refused.records[order]
     lines = parsed.lines()
@@ -262,16 +281,16 @@ def _refusal_rows(declaration: TableDeclaration, obj: ObjectToRead, parsed, shap
         RAW_TEXT: pa.array(texts, pa.string()),
     }
     if obj.kind is SourceKind.SNAPSHOT:  # a refused row's key, where its key fields are well formed
-        rows.update(_keys_of(declaration, shape, texts))
+        rows.update(_keys_of(declaration, shape, texts, source.delimiter))
     return _conformed(rows, len(records), schema)
 
 
-def _keys_of(declaration: TableDeclaration, shape: FileLayout, texts: list[str]) -> dict[str, pa.Array]:
+def _keys_of(declaration: TableDeclaration, shape: FileLayout, texts: list[str], delimiter: str) -> dict[str, pa.Array]:
     """The key columns of refused records, NULL where a key field is missing or malformed."""
     import csv
 
     positions = {k: shape.columns.index(k) for k in declaration.keys}
-    fields = [next(csv.reader([text]), []) for text in texts]
+    fields = [next(csv.reader([text], delimiter=delimiter), []) for text in texts]
     strings = pa.table({k: pa.array([f[p] if p < len(f) else "" for f in fields], pa.string())
                         for k, p in positions.items()} | {RECORD: pa.array(range(len(texts)), pa.int64())})
     only_keys = declaration.model_copy(update={"columns": tuple(declaration.column(k) for k in declaration.keys)})

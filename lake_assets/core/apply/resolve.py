@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from lake_assets.core.apply.reader import FILE_INDEX, SEQUENCE, SNAPSHOT_OPERATION, SOURCE_FILE, SOURCE_LINE
+from lake_assets.core.apply.partitions import PartitionSnapshots, implied_deletes, with_floors
 from lake_assets.core.apply.unique import keys_unique
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.declaration import TableDeclaration
@@ -93,7 +94,7 @@ AUDIT_TYPES = {OPERATION: "string", SOURCE_FILE: "string", SOURCE_LINE: "bigint"
 
 def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame | None, tombstones: DataFrame | None,
             floor: str | None, snapshot: PublishedSnapshot | None, applied_at: dt.datetime,
-            earlier: Sequence[PublishedSnapshot] = ()) -> DataFrame:
+            earlier: Sequence[PublishedSnapshot] = (), partitions: PartitionSnapshots | None = None) -> DataFrame:
     """The run's resolved changes (see the module's docstring).
 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
@@ -102,12 +103,22 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     `source_file` and `source_line`) its tombstones (None: there are none); `earlier`: the run's
     other published snapshots, full loads and truncates, all older than `snapshot` (what they
     delete, it deletes too: they change only the history, and what an update's NULLs may take).
-    A full load's rows are among `changes` whichever snapshot it is.
+    A full load's rows are among `changes` whichever snapshot it is. `partitions`: the run's
+    partition snapshots (partitions.py), whose rows are among `changes` too, and the partitions' floors.
     """
     keys = list(declaration.keys)
     data = [c for c in declaration.written if c not in keys]
     existing = _existing(keys, table, tombstones)
     events = changes.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, SEQUENCE, FILE_INDEX)
+    implied = None
+    if partitions is not None:  # a partition snapshot's deletes are changes of the run, as a CDC file's
+        types = {c.name: c.type for c in declaration.columns}
+        nulls = {c: F.lit(None).cast(types[c]) for c in data} | {SOURCE_LINE: F.lit(None).cast("bigint"),
+                                                                  FILE_INDEX: F.lit(None).cast("int")}
+        implied = implied_deletes(keys, nulls, events, table, tombstones, partitions, SEQUENCE, OPERATION,
+                                  FILE_INDEX, SOURCE_FILE)
+        if implied is not None:
+            events = events.unionByName(implied)
     earlier_deletes = None
     if earlier:  # before the join below; known: a key the run knows (a row, a tombstone, a change)
         known = events.select(*keys) if existing is None else events.select(*keys).unionByName(existing.select(*keys))
@@ -118,7 +129,11 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
         events.withColumn(_EXISTING, F.lit(None).cast("string")).withColumn(PRESENT, F.lit(False))
     if floor is not None:  # older than the last snapshot, for a key it does not know: superseded
         events = events.where(~(F.col(_EXISTING).isNull() & (F.col(SEQUENCE) < F.lit(floor))))
-    if keys_unique(changes.select(*keys), keys):  # one change per key: each is its key's newest
+    if partitions is not None and partitions.floors:  # ... and so is one older than its partition's last snapshot
+        events = with_floors(events, partitions)
+        events = events.where(~(F.col(_EXISTING).isNull() & (F.col(OPERATION) != DELETE)
+                                & F.coalesce(F.col(SEQUENCE) < F.col("_floor"), F.lit(False)))).drop("_floor")
+    if implied is None and keys_unique(changes.select(*keys), keys):  # one change per key: each is its key's newest
         events = events.withColumn("_rank", F.lit(1))
     else:
         newest = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE).desc())

@@ -30,6 +30,8 @@ from pyspark.sql import functions as F
 from lake_assets.core.apply import bookkeeping, expectations, feed, history
 from lake_assets.core.apply.cluster import file_cuts
 from lake_assets.core.apply.curated import Curated, Target, open_curated
+from lake_assets.core.apply.partitions import FolderPartition, PartitionSnapshot, PartitionSnapshots, \
+    folder_partition
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
     refused_by_older_contract
 from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
@@ -253,13 +255,19 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: di
 
         found = before.read(spark)
         snapshots = [_Snapshot(parts, summaries) for parts in planned.snapshots.values()]
+        if run.declaration.partition_snapshots is not None:
+            _guard_partitions(run, snapshots, parsed, found)
         for snapshot in snapshots:
-            if not snapshot.approved:
+            if not snapshot.approved and run.declaration.partition_snapshots is None:
                 snapshot.held = _guard(run, snapshot, parsed, found, before)
         published = sorted((s for s in snapshots if s.held is None), key=lambda s: s.floor)
-        newest = published[-1] if published else None
         sources = [f.index for f in planned.changes if not summaries[f.index]["_refusal"]]
         sources += [p.index for s in published for p in s.readable]
+        partitions = None
+        if run.declaration.partition_snapshots is not None:  # snapshots of one partition each: none of the table
+            partitions = _partition_snapshots(run, published, refusals, planned, sources)
+            published = []
+        newest = published[-1] if published else None
         changes = parsed.where((F.col(KIND) == RowKind.ROW.value) & F.col(FILE_INDEX).isin(sources))
         if judged is not None:
             changes = expectations.kept(changes, judged)
@@ -277,15 +285,17 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: di
         resolved = stage.write("resolved", resolve(
             run.declaration, changes, found,
             None if tombstones is None else tombstones.select(*run.keys, SEQUENCE, "source_file", "source_line"),
-            planned.floor, published_snapshot, applied_at, each))
+            planned.floor, published_snapshot, applied_at, each, partitions))
         applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
-                   .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()}
+                   .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()
+                   if r[FILE_INDEX] is not None}  # a partition snapshot's deletes are no object's rows
         if truncated is not None and published_snapshot is not None and published_snapshot.truncate:
             for index, count in truncated.rows.items():  # the newest is a truncate: they took effect, applied
                 applied[index] = applied.get(index, 0) + count
         counts = _commit_counts(resolved)
         entries = _entries(run, planned, summaries, snapshots, newest, sources, applied, applied_at)
-        operation = "full load" if newest is not None else "merge"
+        operation = "full load" if newest is not None else \
+            "partition load" if partitions is not None and partitions.published else "merge"
         version_before = before.version
         committed = None
         batch = resolved.where(in_commit())
@@ -335,15 +345,81 @@ def _truncate(changes: DataFrame) -> _Truncates | None:
 def _published(keys: list[str], snapshot: _Snapshot, refusals: DataFrame, sources: list[int]) -> PublishedSnapshot:
     """A full load the run publishes: its base, its readable parts, and the keys of its refused rows
     (protected: they keep their current row)."""
-    protected = None
-    if snapshot.refused:
-        protected = refusals.where(F.col(FILE_INDEX).isin([p.index for p in snapshot.parts]))
-        for key in keys:
-            protected = protected.where(F.col(key).isNotNull())
-        protected = protected.select(*keys)
     readable = [p.index for p in snapshot.readable]
-    return PublishedSnapshot(snapshot.floor, readable, protected, snapshot.parts[0].file.key,
-                             alone=set(sources) <= set(readable))
+    return PublishedSnapshot(snapshot.floor, readable, _protected(keys, snapshot, refusals),
+                             snapshot.parts[0].file.key, alone=set(sources) <= set(readable))
+
+
+def _protected(keys: list[str], snapshot: _Snapshot, refusals: DataFrame) -> DataFrame | None:
+    """The keys of a snapshot's refused rows whose key fields are well formed (None: none refused)."""
+    if not snapshot.refused:
+        return None
+    protected = refusals.where(F.col(FILE_INDEX).isin([p.index for p in snapshot.parts]))
+    for key in keys:
+        protected = protected.where(F.col(key).isNotNull())
+    return protected.select(*keys)
+
+
+def _partition(run: _Run, snapshot: _Snapshot) -> FolderPartition:
+    """The partition a partition snapshot replaces (its parts lie in one folder)."""
+    key = snapshot.parts[0].file.key
+    source = run.declaration.source(key)
+    assert source is not None
+    partition = folder_partition(run.declaration, source, key)
+    assert isinstance(partition, FolderPartition)  # an object in no partition's folder is refused whole
+    return partition
+
+
+def _partition_snapshots(run: _Run, published: list[_Snapshot], refusals: DataFrame, planned: Plan,
+                         sources: list[int]) -> PartitionSnapshots:
+    """The run's published partition snapshots (oldest first), and each partition's floor before the run."""
+    column = run.declaration.partition_snapshots
+    assert column is not None
+    each = [PartitionSnapshot(_partition(run, s).value, s.floor, [p.index for p in s.readable],
+                              _protected(run.keys, s, refusals), s.parts[0].file.key)
+            for s in published if s.readable]  # one refused whole (by its place, say) replaces nothing
+    readable = {p.index for s in published for p in s.readable}
+    return PartitionSnapshots(column, each, planned.partition_floors,
+                              alone=set(sources) <= readable)
+
+
+def _guard_partitions(run: _Run, snapshots: list[_Snapshot], parsed: DataFrame, found: DataFrame | None) -> None:
+    """Hold the partition snapshots the shared guard holds (core/snapshot_guard.py), each judged
+    against its partition: empty, with refused rows, or shrinking it by more than the table's
+    `max_shrink` (the partition keeps the snapshot's keys and those changed after it). Two queries
+    on the engine for all of them: each partition's rows, and what each would keep."""
+    waiting = [(s, _partition(run, s)) for s in snapshots if not s.approved and s.readable]
+    if not waiting:
+        return
+    column = run.declaration.partition_snapshots
+    assert column is not None
+    kind = run.declaration.column(column).type
+    values = {p.value for _, p in waiting}
+    rows_before: dict = {}
+    if found is not None:
+        chosen = F.col(column).isin([v for v in values if v is not None])
+        if None in values:
+            chosen = chosen | F.col(column).isNull()
+        rows_before = {r[0]: int(r[1]) for r in found.where(chosen).groupBy(column).count().collect()}
+    judged = [i for i, (s, p) in enumerate(waiting) if rows_before.get(p.value) and s.rows and not s.refused]
+    after: dict[int, int] = {}
+    if judged and found is not None:
+        spark = run.spark
+        members = spark.createDataFrame([(part.index, i) for i in judged for part in waiting[i][0].readable],
+                                        "_part INT, _snap INT")
+        bases = spark.createDataFrame([(i, waiting[i][1].value, waiting[i][0].floor) for i in judged],
+                                      f"_snap INT, _pv {kind}, _base STRING")
+        inside = parsed.where(F.col(KIND) == RowKind.ROW.value) \
+            .join(F.broadcast(members), F.col(FILE_INDEX) == F.col("_part")).select(*run.keys, "_snap")
+        newer = found.join(F.broadcast(bases), F.col(column).eqNullSafe(F.col("_pv")) &
+                           (F.coalesce(F.col(SEQUENCE), F.lit("")) >= F.col("_base"))).select(*run.keys, "_snap")
+        after = {int(r[0]): int(r[1]) for r in inside.unionByName(newer).distinct().groupBy("_snap").count().collect()}
+    rules = run.declaration.guard
+    max_shrink = run.rules.max_shrink if run.rules.max_shrink is not None else rules.max_shrink
+    guard = SnapshotGuard(max_shrink, hold_rejected=rules.hold_rejected)
+    for i, (snapshot, partition) in enumerate(waiting):
+        snapshot.held = guard.hold(Audit(f"the partition {partition.folder}", snapshot.rows, snapshot.refused,
+                                         rows_before.get(partition.value, 0), after.get(i, snapshot.rows)))
 
 
 def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,
