@@ -8,10 +8,13 @@ generate`'s code lands the star's raw objects at `--scale`; the star's loader
 (`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
 does (the baseline, in the same run). Then the same bytes are landed under declared tables'
 prefixes, a declaration per table written from the star's schema as a user would (`|`, `.dat`,
-no header, `trim: false` on text), and `apply_pending` of the change core applies each as one
-full load: the dimensions as they are, web_sales as ONE snapshot of all its days (the core has no
-snapshot scoped to a day folder: that is one of the steps left). Prints each table's seconds on
-both paths, the ratio, and the core's steps that took longest (core_steps.py's timers).
+no header, `trim: false` on text), and `apply_pending` of the change core applies each: the
+dimensions as one full load each; web_sales partitioned by `ws_sold_date_sk` with a partition
+snapshot per day (`partition: ws_sold_date_sk`: each day's object, the same bytes, landed under
+`ws_sold_date_sk=<its key>/`, the core's Hive layout, where the star's folders name the date).
+Then both paths load BACKFILL_DAYS days again (the star's `lake backfill`; the core: each day's
+object delivered again as a new object of its partition). Prints each step's seconds on both
+paths, the ratio, and the core's steps that took longest (core_steps.py's timers).
 """
 
 import argparse
@@ -29,15 +32,23 @@ from core_steps import wrap_steps  # noqa: E402
 from private_lake import private_lake, storage_and_engine  # noqa: E402
 
 
+#: Days the backfill step loads again (every 61st day of the calendar: spread over the table).
+BACKFILL_DAYS = 30
+
+
 def declaration_text(name: str, table: str, group: str, table_format: str) -> str:
-    """A user's declaration of the star's `table` (its schema.py columns and keys) fed by `|`-separated `.dat`."""
-    from lake_assets.tpcds.schema import COLUMNS, KEYS
+    """A user's declaration of the star's `table` (its schema.py columns and keys) fed by `|`-separated
+    `.dat`; the fact partitioned by its sold date's key, a snapshot per day."""
+    from lake_assets.tpcds.schema import COLUMNS, KEYS, PARTITION_COLUMN, TpcdsTable
 
     keys = list(KEYS[table])
     columns = "\n".join(f"  - {{name: {c}, type: \"{t}\""
                         f"{', nullable: false' if c in keys else ', trim: false' if t == 'STRING' else ''}}}"
                         for c, t in COLUMNS[table])
-    return f"""
+    fact = table == TpcdsTable.WEB_SALES
+    partitioned = f"partition_by: [{PARTITION_COLUMN}]\n" if fact else ""
+    scope = f", partition: {PARTITION_COLUMN}" if fact else ""
+    return f"""{partitioned}
 name: {name}
 group: {group}
 format: {table_format}
@@ -45,7 +56,7 @@ keys: [{', '.join(keys)}]
 columns:
 {columns}
 sources:
-  - {{prefix: raw/{name}/full/, kind: snapshot, delimiter: "|", suffix: .dat}}
+  - {{prefix: raw/{name}/full/, kind: snapshot, delimiter: "|", suffix: .dat{scope}}}
 """
 
 
@@ -87,12 +98,11 @@ def main() -> None:
         for table in [*DIMENSIONS, TpcdsTable.WEB_SALES]:
             name = f"{group}_{table}"
             declared = parse(declaration_text(name, table, group, args.format), f"{table} (benchmark)")
-            if table == TpcdsTable.WEB_SALES:  # every day's object, as one snapshot of the table
-                data = b"".join(storage.get_bytes(obj.key)[0] for _, obj in sorted(
-                    layout.objects.items(), key=lambda item: (item[0] is None, str(item[0]))))
+            if table == TpcdsTable.WEB_SALES:  # every day's object, a snapshot of its partition
+                for day, obj in layout.objects.items():
+                    storage.put_bytes(day_key(name, day, 0), storage.get_bytes(obj.key)[0])
             else:
-                data = storage.get_bytes(RAW.dimension_key(table))[0]
-            storage.put_bytes(f"raw/{name}/full/{table}.dat", data)
+                storage.put_bytes(f"raw/{name}/full/{table}.dat", storage.get_bytes(RAW.dimension_key(table))[0])
             spent.clear()
             started = time.perf_counter()
             report = apply_pending(declared, storage, spark, f"core-{table}")
@@ -103,6 +113,32 @@ def main() -> None:
                   f"{steps} ({report.rows_after:,} rows)")
         print(f"{'the star':12s} {sum(star.values()):10.2f} s {sum(core.values()):14.2f} s "
               f"{sum(core.values()) / sum(star.values()):6.2f}x")
+
+        days = sorted(d for d in layout.objects if d is not None)[::61][:BACKFILL_DAYS]
+        started = time.perf_counter()
+        load_fact_days(storage, spark, days, "star-backfill", layout)
+        star_backfill = time.perf_counter() - started
+        name = f"{group}_{TpcdsTable.WEB_SALES}"
+        for day in days:
+            storage.put_bytes(day_key(name, day, 1), storage.get_bytes(layout.objects[day].key)[0])
+        spent.clear()
+        started = time.perf_counter()
+        report = apply_pending(parse(declaration_text(name, TpcdsTable.WEB_SALES, group, args.format), "web_sales"),
+                               storage, spark, "core-backfill")
+        core_backfill = time.perf_counter() - started
+        steps = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in
+                          sorted(spent.items(), key=lambda item: -item[1])[:3])
+        print(f"{len(days)} days again: star {star_backfill:.2f} s, core {core_backfill:.2f} s "
+              f"({core_backfill / star_backfill:.2f}x; {steps}; {report.total('updated'):,} rows rewritten)")
+
+
+def day_key(name: str, day, delivery: int) -> str:
+    """Where the core's copy of a day's object lands: its partition's folder (the NULL day's, Hive's)."""
+    from lake_assets.core.apply.partitions import NULL_FOLDER
+    from lake_assets.tpcds.schema import PARTITION_COLUMN, date_sk
+
+    folder = NULL_FOLDER if day is None else date_sk(day)
+    return f"raw/{name}/full/{PARTITION_COLUMN}={folder}/part-{delivery}.dat"
 
 
 if __name__ == "__main__":
