@@ -41,6 +41,12 @@ def test_a_partitioned_table_says_so_in_the_ui() -> None:
     assert spec.description.endswith("Partitioned by state_code.") and spec.metadata["partition_by"] == "state_code"
     unpartitioned = next(s for s in table_assets(INSURANCE).specs if s.key.path == ["insurance"])
     assert "Partitioned" not in unpartitioned.description and "partition_by" not in unpartitioned.metadata
+    sources = tuple(s.model_copy(update={"partition": "state_code"}) if s.kind == "snapshot" else s
+                    for s in INSURANCE.sources)
+    by_state = next(s for s in table_assets(partitioned.model_copy(update={"sources": sources})).specs
+                    if s.key.path == ["insurance"])
+    assert by_state.description.endswith("Each snapshot object replaces one state_code partition, named by its "
+                                         "folder (state_code=<value>/).")
 
 
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True

@@ -82,6 +82,9 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                                  "sequence order, with audit columns; a suspicious snapshot is held for "
                                  "`lake approve`." + (f" Partitioned by {', '.join(declaration.partition_by)}."
                                                       if declaration.partition_by else "")
+                                 + (f" Each snapshot object replaces one {declaration.partition_snapshots} partition, "
+                                    f"named by its folder ({declaration.partition_snapshots}=<value>/)."
+                                    if declaration.partition_snapshots else "")
                                  + (f" An Iceberg table in the catalog: `{tables.table.name}` in `lake query`, its "
                                     f"changes read from its snapshots (`lake changes {tables.table.name}`)."
                                     if tables.table.format is TableFormat.ICEBERG else ""),

@@ -2,13 +2,15 @@
 
 The same rules as a run, from the same functions: `is_data_file` decides what is
 ignored, `object_refusal` (core/apply/layout.py) what is refused whole by its name: a CDC
-file whose name and folders give no time (`no_sequence`), a DMS transaction file. A full
-load needs no time of its own (it is stamped as of its arrival).
+file whose name and folders give no time (`no_sequence`), a DMS transaction file; and
+`folder_partition` (core/apply/partitions.py) a partition snapshot outside its partition's
+folder. A full load needs no time of its own (it is stamped as of its arrival).
 """
 
 import datetime as dt
 
 from lake_assets.core.apply.layout import object_refusal
+from lake_assets.core.apply.partitions import folder_partition
 from lake_assets.core.declaration import RefusalReason as Reason, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.raw_zone import DATA_SUFFIX, is_data_file
@@ -32,6 +34,11 @@ def refusal(declaration: TableDeclaration, key: str, dms: DmsLayout, now: dt.dat
         return f"{name} will be ignored, never applied: only *{suffix} files are data{hint}"
     # with `sequence_by`, a CDC file's rows say their order: its name needs no time (as in a run)
     refused = None if source is None else object_refusal(source, key, dms, declaration.sequence_by is None)
+    if refused is None and source is not None and source.partition is not None:
+        placed = folder_partition(declaration, source, key)
+        if isinstance(placed, str):
+            return (f"{name} will be refused ({Reason.WRONG_PARTITION.value}): {placed}; "
+                    f"e.g. --as {source.partition}=<value>/{name}")
     if refused is None:
         return None
     if refused.reason == Reason.NO_SEQUENCE:

@@ -33,3 +33,23 @@ def test_a_cdc_name_without_a_time_is_refused_unless_a_column_orders_the_changes
     assert refusal(timed, "raw/ordered/cdc/20240402-093000000.csv", DmsLayout(), NOW) is None
     ordered = _declared("sequence_by: seq")
     assert refusal(ordered, "raw/ordered/cdc/changes.csv", DmsLayout(), NOW) is None  # a run applies it
+
+
+def test_a_partition_snapshot_outside_its_partitions_folder_is_refused_with_where_to_put_it() -> None:
+    declared = parse("""
+name: daily
+group: daily
+keys: [id]
+partition_by: [day]
+columns:
+  - {name: id, type: INT, nullable: false}
+  - {name: day, type: DATE}
+sources:
+  - {prefix: raw/daily/days/, kind: snapshot, partition: day}
+""", "test")
+    assert refusal(declared, "raw/daily/days/day=2024-04-01/x.csv", DmsLayout(), NOW) is None
+    told = refusal(declared, "raw/daily/days/x.csv", DmsLayout(), NOW)
+    assert told is not None and told.startswith("x.csv will be refused (wrong_partition): not in a day=<value> folder")
+    assert told.endswith("e.g. --as day=<value>/x.csv")
+    told = refusal(declared, "raw/daily/days/day=04-01-2024/x.csv", DmsLayout(), NOW)
+    assert told is not None and "day=04-01-2024 does not name a DATE value of day" in told
