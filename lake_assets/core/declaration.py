@@ -153,6 +153,13 @@ _TYPE_REASONS = {"INT": RefusalReason.BAD_INTEGER, "BIGINT": RefusalReason.BAD_I
                  "DECIMAL": RefusalReason.BAD_NUMBER, "TIMESTAMP": RefusalReason.BAD_TIMESTAMP}
 
 
+class SequenceFrom(StrEnum):
+    """Where the sequence of a source's files comes from (each row's: its file's, then its line)."""
+
+    NAME = "name"  # the time in the file's name (DMS's) or its date folders; a snapshot without one: arrival
+    ARRIVAL = "arrival"  # its arrival: after every file applied or held before it, whatever its name says
+
+
 class Source(_Model):
     """Where one kind of raw object lands, and how its files are laid out.
 
@@ -175,6 +182,9 @@ class Source(_Model):
     delimiter: str = ","
     #: How the names of the source's data files end (DMS writes `.csv`); other objects are ignored.
     suffix: str = ".csv"
+    #: How the source's files are ordered: by the time their names or folders give (DMS's), or by
+    #: their arrival (files that name no time: exports, re-delivered dimension files).
+    sequence_from: SequenceFrom = SequenceFrom.NAME
     #: A snapshot source's objects are snapshots of one partition each, not of the table: a
     #: `partition_by` column, whose value the object's folder names (`<column>=<value>/`, Hive's
     #: layout). The object replaces that partition's rows (Spark's `INSERT OVERWRITE ... PARTITION`)
@@ -342,6 +352,10 @@ class TableDeclaration(_Model):
                                                  or source.partition not in self.partition_by):
                 raise ValueError(f"sources: partition {source.partition} must be a partition_by column of a snapshot "
                                  f"source (partition_by: {', '.join(self.partition_by) or 'none declared'})")
+            if source.sequence_from is SequenceFrom.ARRIVAL and source.kind is SourceKind.CDC and \
+                    self.sequence_by is not None:
+                raise ValueError(f"sources: {source.prefix}: sequence_from: arrival orders a CDC source's files, "
+                                 f"sequence_by ({self.sequence_by}) its rows: declare one of them")
             if source.operation_column is not None and source.operation_column not in names:
                 raise ValueError(f"sources: operation_column {source.operation_column} not among the columns "
                                  f"({', '.join(names)})")

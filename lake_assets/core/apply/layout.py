@@ -36,7 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_assets.core.apply.parse import RECORD, file_shape
-from lake_assets.core.declaration import Contract, RefusalReason as Reason, Source, SourceKind, TableDeclaration
+from lake_assets.core.declaration import Contract, RefusalReason as Reason, SequenceFrom, Source, SourceKind, \
+    TableDeclaration
 from lake_assets.core.dms import OPERATION_HEADER, TRANSACTION_FILE, DmsLayout, is_operation, is_timestamp
 from lake_assets.core.sequence import LOAD_PART, file_stamp, folder_pattern
 
@@ -87,7 +88,7 @@ def object_refusal(source: Source, key: str, dms: DmsLayout, timed: bool = True)
         return Refusal(Reason.DMS_LAYOUT, "a DMS transaction file (PreserveTransactions with CdcPath) holds every "
                                           "table's changes, each record naming its table: the lake reads one table's "
                                           "files; write per-table CDC files (PreserveTransactions=false)")
-    if timed and source.kind is SourceKind.CDC and \
+    if timed and source.kind is SourceKind.CDC and source.sequence_from is SequenceFrom.NAME and \
             file_stamp(key.removeprefix(source.prefix), folder_pattern(dms.folder_date_format)) is None:
         return Refusal(Reason.NO_SEQUENCE,
                        "the file's name or folders give no time to order its changes by: name it like DMS does "

@@ -19,7 +19,7 @@ import numpy as np
 from lake_assets.core.apply.layout import object_refusal, snapshot_group
 from lake_assets.core.apply.partitions import FolderPartition, folder_partition
 from lake_assets.core.apply.reader import ObjectToRead
-from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.declaration import RefusalReason, SequenceFrom, Source, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
 from lake_assets.core.raw_zone import RawObject, is_data_file
@@ -114,7 +114,7 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
         source = declaration.source(raw.key)
         relative = raw.key.removeprefix(source.prefix) if source else raw.key
         entry = PlannedFile(raw, index, delivery, approved=approved.get((raw.key, raw.etag)))
-        stamp = file_stamp(relative, folders)
+        stamp = None if _by_arrival(source) else file_stamp(relative, folders)
         if stamp is None and declaration.sequence_by is not None and raw.kind is SourceKind.CDC:
             stamp = FileStamp("0" * TIME_DIGITS)  # its rows' column orders them; the name only breaks ties
         entry.stamp = None if stamp is None else stamp.of(raw.key)
@@ -131,7 +131,25 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
                   partition_floors=_partition_floors(declaration, latest) if scoped else {})
     result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest),
                                   _published_parts(latest), dated=declaration.timed)
+    _stamp_arrivals(declaration, planned, _newest(latest))
     return result
+
+
+def _by_arrival(source: Source | None) -> bool:
+    return source is not None and source.sequence_from is SequenceFrom.ARRIVAL
+
+
+def _stamp_arrivals(declaration: TableDeclaration, planned: list[PlannedFile], newest_applied: str | None) -> None:
+    """Stamp the CDC files of a source ordered by arrival: after every file applied or held before,
+    and after the snapshots arriving with them (the changes apply on top of a full load landed in
+    the same run), one after another in key order."""
+    newest = max([newest_applied or "", *(f.floor or "" for f in planned if f.file.kind is SourceKind.SNAPSHOT)])
+    for entry in planned:
+        if entry.file.kind is SourceKind.CDC and entry.refusal is None and \
+                _by_arrival(declaration.source(entry.file.key)):
+            stamp = arrival_stamp(newest or None)
+            entry.stamp = stamp.of(entry.file.key)
+            newest = stamp.base(0)
 
 
 @dataclass(frozen=True)

@@ -53,3 +53,27 @@ sources:
     assert told.endswith("e.g. --as day=<value>/x.csv")
     told = refusal(declared, "raw/daily/days/day=04-01-2024/x.csv", DmsLayout(), NOW)
     assert told is not None and "day=04-01-2024 does not name a DATE value of day" in told
+
+
+def test_a_cdc_name_without_a_time_is_fine_for_a_source_ordered_by_arrival() -> None:
+    declared = parse("""
+name: dims
+group: dims
+keys: [id]
+columns:
+  - {name: id, type: INT, nullable: false}
+sources:
+  - {prefix: raw/dims/named/, kind: cdc}
+  - {prefix: raw/dims/arrival/, kind: snapshot, sequence_from: arrival}
+""", "test")
+    arrival = parse("""
+name: dims
+group: dims
+keys: [id]
+columns:
+  - {name: id, type: INT, nullable: false}
+sources:
+  - {prefix: raw/dims/named/, kind: cdc, sequence_from: arrival}
+""", "test")
+    assert refusal(declared, "raw/dims/named/items.csv", DmsLayout(), NOW) is not None
+    assert refusal(arrival, "raw/dims/named/items.csv", DmsLayout(), NOW) is None
