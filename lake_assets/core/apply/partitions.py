@@ -126,7 +126,7 @@ class PartitionSnapshots:
         return self.alone and len(set(values)) == len(values)
 
 
-def _text(value: Any) -> str:
+def partition_text(value: Any) -> str:
     """A partition value as the engine prints it (`CAST(column AS STRING)`), NULL's as its folder."""
     if value is None:
         return NULL_FOLDER
@@ -135,12 +135,13 @@ def _text(value: Any) -> str:
     return value.isoformat() if isinstance(value, dt.date) else str(value)
 
 
-def _partition_key(column: str) -> SparkColumn:
-    """Each row's partition as text: what the run's partitions are joined on (an equi-join, NULL included)."""
-    return F.coalesce(F.col(column).cast("string"), F.lit(NULL_FOLDER))
+def partition_key(value: SparkColumn) -> SparkColumn:
+    """A partition column's value as text (`partition_text`): what the run's partitions are joined
+    on (an equi-join, NULL's partition included)."""
+    return F.coalesce(value.cast("string"), F.lit(NULL_FOLDER))
 
 
-def _in_partitions(column: str, values: list[Any]) -> SparkColumn:
+def in_partitions(column: str, values: list[Any]) -> SparkColumn:
     """Rows of any of `values`' partitions: a filter the table's partitioning prunes by."""
     chosen = F.col(column).isin([v for v in values if v is not None])
     return chosen | F.col(column).isNull() if None in values else chosen
@@ -161,7 +162,7 @@ def implied_deletes(keys: list[str], columns: dict[str, SparkColumn], events: Da
         return None
     spark = events.sparkSession
     column = snapshots.column
-    each = spark.createDataFrame([(i, _text(s.value), s.base, s.source_file)
+    each = spark.createDataFrame([(i, partition_text(s.value), s.base, s.source_file)
                                   for i, s in enumerate(snapshots.published)],
                                  "_snap INT, _pk STRING, _base STRING, _snap_file STRING")
     parts = spark.createDataFrame([(f, i) for i, s in enumerate(snapshots.published) for f in s.files] or [],
@@ -170,11 +171,11 @@ def implied_deletes(keys: list[str], columns: dict[str, SparkColumn], events: Da
     def states(frame: DataFrame, gone: SparkColumn, partition: SparkColumn | None = None) -> DataFrame:
         """(keys, `_pk`, `_cs`, `_gone`): each row's partition, sequence, and whether it is a delete."""
         value = F.col(column) if partition is None else partition
-        return frame.select(*keys, F.coalesce(value.cast("string"), F.lit(NULL_FOLDER)).alias("_pk"),
+        return frame.select(*keys, partition_key(value).alias("_pk"),
                             F.coalesce(F.col(sequence), F.lit("")).alias("_cs"), gone.alias("_gone"))
 
     scoped = None if table is None else \
-        states(table.where(_in_partitions(column, [s.value for s in snapshots.published])), F.lit(False))
+        states(table.where(in_partitions(column, [s.value for s in snapshots.published])), F.lit(False))
     candidates = scoped if snapshots.deletes_nothing else \
         states(events, F.col(operation) == "D") if scoped is None else \
         states(events, F.col(operation) == "D").unionByName(scoped)
@@ -208,7 +209,7 @@ def implied_deletes(keys: list[str], columns: dict[str, SparkColumn], events: Da
 def with_floors(events: DataFrame, snapshots: PartitionSnapshots) -> DataFrame:
     """`events` with `_floor`: the floor of the partition each puts its key in (NULL: none has one)."""
     spark = events.sparkSession
-    floors = spark.createDataFrame([(_text(v), floor) for v, floor in snapshots.floors.items()],
+    floors = spark.createDataFrame([(partition_text(v), floor) for v, floor in snapshots.floors.items()],
                                    "_fk STRING, _floor STRING")
-    return events.withColumn("_fk", _partition_key(snapshots.column)).join(F.broadcast(floors), "_fk", "left") \
+    return events.withColumn("_fk", partition_key(F.col(snapshots.column))).join(F.broadcast(floors), "_fk", "left") \
         .drop("_fk")

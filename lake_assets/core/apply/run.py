@@ -31,7 +31,7 @@ from lake_assets.core.apply import bookkeeping, expectations, feed, history
 from lake_assets.core.apply.cluster import file_cuts
 from lake_assets.core.apply.curated import Curated, Target, open_curated
 from lake_assets.core.apply.partitions import FolderPartition, PartitionSnapshot, PartitionSnapshots, \
-    folder_partition
+    folder_partition, in_partitions, partition_key, partition_text
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
     refused_by_older_contract
 from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
@@ -393,33 +393,33 @@ def _guard_partitions(run: _Run, snapshots: list[_Snapshot], parsed: DataFrame, 
         return
     column = run.declaration.partition_snapshots
     assert column is not None
-    kind = run.declaration.column(column).type
-    values = {p.value for _, p in waiting}
-    rows_before: dict = {}
-    if found is not None:
-        chosen = F.col(column).isin([v for v in values if v is not None])
-        if None in values:
-            chosen = chosen | F.col(column).isNull()
-        rows_before = {r[0]: int(r[1]) for r in found.where(chosen).groupBy(column).count().collect()}
-    judged = [i for i, (s, p) in enumerate(waiting) if rows_before.get(p.value) and s.rows and not s.refused]
+    rows_before: dict[str, int] = {}
+    scoped = None
+    if found is not None:  # only the rows of the snapshots' partitions are read
+        scoped = found.where(in_partitions(column, [p.value for _, p in waiting])) \
+            .withColumn("_pk", partition_key(F.col(column)))
+        rows_before = {r[0]: int(r[1]) for r in scoped.groupBy("_pk").count().collect()}
+    judged = [i for i, (s, p) in enumerate(waiting)
+              if rows_before.get(partition_text(p.value)) and s.rows and not s.refused]
     after: dict[int, int] = {}
-    if judged and found is not None:
+    if judged and scoped is not None:
         spark = run.spark
         members = spark.createDataFrame([(part.index, i) for i in judged for part in waiting[i][0].readable],
                                         "_part INT, _snap INT")
-        bases = spark.createDataFrame([(i, waiting[i][1].value, waiting[i][0].floor) for i in judged],
-                                      f"_snap INT, _pv {kind}, _base STRING")
+        bases = spark.createDataFrame([(i, partition_text(waiting[i][1].value), waiting[i][0].floor) for i in judged],
+                                      "_snap INT, _pk STRING, _base STRING")
         inside = parsed.where(F.col(KIND) == RowKind.ROW.value) \
             .join(F.broadcast(members), F.col(FILE_INDEX) == F.col("_part")).select(*run.keys, "_snap")
-        newer = found.join(F.broadcast(bases), F.col(column).eqNullSafe(F.col("_pv")) &
-                           (F.coalesce(F.col(SEQUENCE), F.lit("")) >= F.col("_base"))).select(*run.keys, "_snap")
+        newer = scoped.join(F.broadcast(bases), "_pk") \
+            .where(F.coalesce(F.col(SEQUENCE), F.lit("")) >= F.col("_base")).select(*run.keys, "_snap")
         after = {int(r[0]): int(r[1]) for r in inside.unionByName(newer).distinct().groupBy("_snap").count().collect()}
     rules = run.declaration.guard
     max_shrink = run.rules.max_shrink if run.rules.max_shrink is not None else rules.max_shrink
     guard = SnapshotGuard(max_shrink, hold_rejected=rules.hold_rejected)
     for i, (snapshot, partition) in enumerate(waiting):
         snapshot.held = guard.hold(Audit(f"the partition {partition.folder}", snapshot.rows, snapshot.refused,
-                                         rows_before.get(partition.value, 0), after.get(i, snapshot.rows)))
+                                         rows_before.get(partition_text(partition.value), 0),
+                                         after.get(i, snapshot.rows)))
 
 
 def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,
