@@ -7,7 +7,8 @@ itself (S3 credentials from the engine's own environment; the endpoint and bucke
 no secret, travel with the function), so no row and no raw byte ever passes through the
 orchestrator. Sail runs it in its own Python; a JVM Spark in its Python workers. An object is
 parsed whole, then validated and handed over a slice of rows at a time (`SLICE_ROWS`), so the
-engine writes one slice while the next is validated.
+engine writes one slice while the next is validated; small objects (`SMALL_OBJECT_BYTES`) are
+read in groups whose objects of one layout are validated as one table (`read_objects`).
 
 The output is one frame of three kinds of rows (`KIND`):
 
@@ -135,11 +136,26 @@ def in_order(function: Callable[[_Item], _Result], items: list[_Item], workers: 
             yield running.popleft().result()
 
 
-def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes,
-                etag: str) -> Iterator[pa.Table]:
-    """Every record of one object, as the reader's output rows (`output_schema`): its valid rows
-    a slice at a time, then its refusals, then its `file` row."""
-    schema = output_schema(declaration)
+@dataclass(frozen=True)
+class _Opened:
+    """One object parsed, not yet validated: its source, layout, records, and why it is refused
+    whole (None: it is not)."""
+
+    obj: ObjectToRead
+    source: Source
+    shape: FileLayout
+    parsed: ParsedFile
+    size: int
+    etag: str
+    refusal: tuple[RefusalReason, str] | None
+
+    @property
+    def alike(self) -> tuple:
+        """What objects validated together share: source, kind, layout and contract."""
+        return (self.source.prefix, self.obj.kind, self.shape.columns, self.shape.contract.version)
+
+
+def _open(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes, etag: str) -> _Opened:
     source = next(s for s in declaration.sources if s.kind is obj.kind and obj.key.startswith(s.prefix))
     text = data.removeprefix(UTF8_BOM)  # written by Excel and PowerShell: not part of the first field
     shape = file_layout(declaration, source, text, dms)
@@ -148,6 +164,77 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
     if obj.refusal is not None:  # refused by its name: that says it first
         reason, _, detail = obj.refusal.partition(": ")
         refusal = (RefusalReason(reason), detail)
+    return _Opened(obj, source, shape, parsed, len(data), etag, refusal)
+
+
+def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead, data: bytes,
+                etag: str) -> Iterator[pa.Table]:
+    """Every record of one object, as the reader's output rows (`output_schema`): its valid rows
+    a slice at a time, then its refusals, then its `file` row."""
+    yield from _output(declaration, dms, _open(declaration, dms, obj, data, etag))
+
+
+#: Objects of at most this many bytes are read in groups (`read_objects`).
+SMALL_OBJECT_BYTES = 1 << 20
+#: The bytes of small objects read as one group.
+GROUP_BYTES = 1 << 24
+#: How far apart the record numbers of two objects validated together are set (a file has fewer).
+_OBJECT_RECORDS = 1 << 40
+
+
+def read_objects(declaration: TableDeclaration, dms: DmsLayout,
+                 fetched: list[tuple[ObjectToRead, bytes, str]]) -> Iterator[pa.Table]:
+    """The output of several small objects, the same as `read_object`'s of each: those read alike
+    (one source, layout and contract) are validated as one table, so validation's cost per call
+    (some thirty pyarrow calls per column) is paid once for them, not once per object (a day's
+    object of TPC-DS `web_sales`, 400 rows: 9.5 ms read alone)."""
+    opened = [_open(declaration, dms, *each) for each in fetched]
+    groups: dict[tuple, list[_Opened]] = {}
+    for each in opened:
+        if each.refusal is None:
+            groups.setdefault(each.alike, []).append(each)
+    checked: dict[int, tuple[pa.Table, Refused]] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            checked.update(_checked_together(declaration, dms, members))
+    for each in opened:
+        yield from _output(declaration, dms, each, checked.get(each.obj.index))
+
+
+def _checked_together(declaration: TableDeclaration, dms: DmsLayout,
+                      members: list[_Opened]) -> dict[int, tuple[pa.Table, Refused]]:
+    """The validation of `members`' rows as one table, split back per object (by its index)."""
+    tables = []
+    for number, member in enumerate(members):
+        rows = member.parsed.rows
+        at = rows.schema.get_field_index(RECORD)
+        tables.append(rows.set_column(at, RECORD, pc.add(rows[RECORD], number * _OBJECT_RECORDS)))
+    first = members[0]
+    valid, refused = _checked(declaration, first.source, first.obj.kind, first.shape, dms, pa.concat_tables(tables))
+    owners = valid[RECORD].to_numpy() // _OBJECT_RECORDS
+    if len(owners) and (np.diff(owners) < 0).any():  # validation keeps the rows' order; if not, sort them
+        order = np.argsort(owners, kind="stable")
+        valid, owners = valid.take(pa.array(order)), owners[order]
+    bounds = np.searchsorted(owners, np.arange(len(members) + 1))
+    refused_owners = refused.records // _OBJECT_RECORDS
+    out = {}
+    for number, member in enumerate(members):
+        mine = valid.slice(bounds[number], bounds[number + 1] - bounds[number])
+        mine = mine.set_column(mine.schema.get_field_index(RECORD), RECORD,
+                               pc.subtract(mine[RECORD], number * _OBJECT_RECORDS))
+        picked = np.flatnonzero(refused_owners == number)
+        theirs = Refused(refused.records[picked] - number * _OBJECT_RECORDS, [refused.reasons[i] for i in picked],
+                         [refused.details[i] for i in picked])
+        out[member.obj.index] = (mine, theirs)
+    return out
+
+
+def _output(declaration: TableDeclaration, dms: DmsLayout, opened: _Opened,
+            checked: tuple[pa.Table, Refused] | None = None) -> Iterator[pa.Table]:
+    """An object's output rows: its valid rows (validated a slice at a time, unless `checked` with
+    others already), its refusals, its `file` row."""
+    schema = output_schema(declaration)
+    obj, source, shape, parsed, refusal = opened.obj, opened.source, opened.shape, opened.parsed, opened.refusal
     valid_rows = 0
     if refusal is not None:  # refused whole: every record, with the reason
         records = np.sort(np.concatenate([parsed.rows[RECORD].to_numpy(), parsed.rejected.records]))
@@ -155,11 +242,14 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
     else:
         refused = Refused(parsed.rejected.records, parsed.rejected.reasons, parsed.rejected.details)
 
-        def output(rows: pa.Table) -> tuple[pa.Table, Refused]:
-            valid, invalid = _validated(declaration, source, obj, shape, dms, rows)
-            return _row_rows(obj, parsed, valid, schema), invalid
+        def output(rows: pa.Table | tuple[pa.Table, Refused]) -> tuple[pa.Table, Refused]:
+            valid, invalid = rows if isinstance(rows, tuple) else \
+                _checked(declaration, source, obj.kind, shape, dms, rows)
+            valid, misplaced = _placed(declaration, source, obj, valid)
+            return _row_rows(obj, parsed, valid, schema), invalid + misplaced
 
-        slices = [parsed.rows.slice(start, SLICE_ROWS) for start in range(0, parsed.rows.num_rows, SLICE_ROWS)]
+        slices: list = [checked] if checked is not None else \
+            [parsed.rows.slice(start, SLICE_ROWS) for start in range(0, parsed.rows.num_rows, SLICE_ROWS)]
         for rows, invalid in in_order(output, slices, VALIDATING_THREADS):
             refused = refused + invalid
             valid_rows += rows.num_rows
@@ -168,7 +258,8 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
     if len(refused):
         yield _refusal_rows(declaration, obj, parsed, shape, refused, schema, source)
     summary = {FILE_INDEX: pa.array([obj.index], pa.int32()), KIND: pa.array([RowKind.FILE.value]),
-               SOURCE_FILE: pa.array([obj.key]), "_etag": pa.array([etag]), "_size": pa.array([len(data)], pa.int64()),
+               SOURCE_FILE: pa.array([obj.key]), "_etag": pa.array([opened.etag]),
+               "_size": pa.array([opened.size], pa.int64()),
                "_records": pa.array([parsed.record_count], pa.int64()),
                "_valid": pa.array([valid_rows], pa.int64()), "_refused": pa.array([len(refused)], pa.int64()),
                "_refusal": pa.array([f"{refusal[0].value}: {refusal[1]}" if refusal else None], pa.string()),
@@ -176,18 +267,25 @@ def read_object(declaration: TableDeclaration, dms: DmsLayout, obj: ObjectToRead
     yield _conformed(summary, 1, schema)
 
 
-def _validated(declaration: TableDeclaration, source: Source, obj: ObjectToRead, shape: FileLayout, dms: DmsLayout,
-               rows: pa.Table) -> tuple[pa.Table, Refused]:
-    """Parsed rows of one object split into typed valid rows (with `_sequence` when `sequence_by`
-    gives CDC rows theirs) and refusals."""
+def _checked(declaration: TableDeclaration, source: Source, kind: SourceKind, shape: FileLayout, dms: DmsLayout,
+             rows: pa.Table) -> tuple[pa.Table, Refused]:
+    """Parsed rows split into typed valid rows and refusals, by the declaration's rules."""
     # a snapshot's rows are `L`; CDC rows without DMS's operation field (CdcInsertsOnly) are inserts
-    cdc = obj.kind is SourceKind.CDC
+    cdc = kind is SourceKind.CDC
     operation = SNAPSHOT_OPERATION if not cdc else None if shape.operation else source.upserts[0]
-    valid, refused = validate(declaration, dms_rows(rows, dms), operation, source.delete, source.upserts,
-                              source.operation_column if cdc else None, source.truncate)
+    return validate(declaration, dms_rows(rows, dms), operation, source.delete, source.upserts,
+                    source.operation_column if cdc else None, source.truncate)
+
+
+def _placed(declaration: TableDeclaration, source: Source, obj: ObjectToRead,
+            valid: pa.Table) -> tuple[pa.Table, Refused]:
+    """An object's valid rows with what its place gives them: `_sequence` when `sequence_by` gives
+    CDC rows theirs (the rest from the object's prefix), and a partition snapshot's rows of other
+    partitions refused."""
+    refused = Refused.none()
+    cdc = obj.kind is SourceKind.CDC
     if cdc and declaration.sequence_by is not None:
-        valid, unsequenced = _sequenced(valid, declaration.sequence_by, obj.prefix or "")
-        refused = refused + unsequenced
+        valid, refused = _sequenced(valid, declaration.sequence_by, obj.prefix or "")
     if not cdc and source.partition is not None:
         partition = folder_partition(declaration, source, obj.key)
         if isinstance(partition, FolderPartition):  # else refused whole by its place (plan.py)
@@ -326,6 +424,13 @@ def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket:
         client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
                               aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
                               aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+        small: list[tuple[ObjectToRead, bytes, str]] = []
+
+        def read_small() -> Iterator[pa.RecordBatch]:
+            for part in read_objects(declaration, dms, small):
+                yield from part.to_batches(max_chunksize=BATCH_ROWS)
+            small.clear()
+
         for batch in batches:
             for row in batch.to_pylist():
                 obj = ObjectToRead(row["_file"], row["key"], SourceKind(row["kind"]), row["prefix"], row["refusal"])
@@ -335,6 +440,12 @@ def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket:
                 except (BotoCoreError, ClientError) as error:
                     yield from unreadable(declaration, obj, str(error)).to_batches()
                     continue
-                for part in read_object(declaration, dms, obj, data, etag):
-                    yield from part.to_batches(max_chunksize=BATCH_ROWS)
+                if len(data) > SMALL_OBJECT_BYTES:
+                    for part in read_object(declaration, dms, obj, data, etag):
+                        yield from part.to_batches(max_chunksize=BATCH_ROWS)
+                    continue
+                small.append((obj, data, etag))
+                if sum(len(d) for _, d, _ in small) >= GROUP_BYTES:
+                    yield from read_small()
+        yield from read_small()
     return read

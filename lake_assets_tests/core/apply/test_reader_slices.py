@@ -83,3 +83,42 @@ def test_in_order_keeps_the_order_and_a_bounded_number_running() -> None:
     with pytest.raises(ValueError, match="item 7"):
         list(in_order(slow, list(range(9)), 2))
     assert list(in_order(slow, [1, 2], 1)) == [10, 20]
+
+
+#: Objects read together: two of one layout with bad rows among good ones, one with a header (a
+#: layout of its own), one refused by its name, one with no row; snapshots beside CDC files.
+OBJECTS = [
+    (SourceKind.CDC, "20240403-000000000.csv", CDC, None),
+    (SourceKind.CDC, "20240404-000000000.csv", b"U,1,shut,20\nI,11,ajar,21\nD,2,,22\nI,12,open,\n", None),
+    (SourceKind.CDC, "20240405-000000000.csv", b"op,id,state,changed\nI,13,open,30\nI,x,open,31\n", None),
+    (SourceKind.CDC, "transactions.csv", b"I,14,open,40\n", "dms_layout: a DMS transaction file"),
+    (SourceKind.CDC, "20240406-000000000.csv", b"", None),
+    (SourceKind.SNAPSHOT, "LOAD00000001.csv", b"1,open,1\n2,ajar,2\n3,shut,3\n", None),
+    (SourceKind.SNAPSHOT, "LOAD00000002.csv", b"4,open,4\n,open,5\n", None),
+]
+
+
+def _objects() -> list[tuple[ObjectToRead, bytes, str]]:
+    out = []
+    for index, (kind, name, data, refusal) in enumerate(OBJECTS):
+        prefix = next(s.prefix for s in SEQUENCED.sources if s.kind is kind)
+        sequence = f"2024040{index}000000000000000.000000.x.0001."
+        out.append((ObjectToRead(index, prefix + name, kind, sequence, refusal), data, f"etag-{index}"))
+    return out
+
+
+def test_small_objects_read_together_give_the_output_of_each_read_alone() -> None:
+    alone = pa.concat_tables([t for obj, data, etag in _objects()
+                              for t in read_object(SEQUENCED, DmsLayout(), obj, data, etag)]).to_pylist()
+    together = pa.concat_tables(list(reader.read_objects(SEQUENCED, DmsLayout(), _objects()))).to_pylist()
+
+    def ordered(rows: list[dict]) -> list[dict]:
+        return sorted(rows, key=lambda r: (r["_file"], r[KIND], r["_record"] or 0))
+    assert ordered(together) == ordered(alone)
+    # every object's rows are there: valid ones from the two alike CDC files, each with its own sequence
+    files = {r["_file"]: r for r in alone if r[KIND] == RowKind.FILE.value}
+    assert [files[i]["_valid"] for i in range(len(OBJECTS))] == [6, 2, 1, 0, 0, 2, 1]
+    assert files[3]["_refusal"].startswith("dms_layout")
+    rows = [r for r in together if r[KIND] == RowKind.ROW.value and r["_file"] == 1]
+    assert [(r["id"], r["_record"], r["_sequence"][:23]) for r in rows] == [
+        (1, 1, "00000000000000000000020"), (2, 3, "00000000000000000000022")]
