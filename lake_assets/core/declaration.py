@@ -185,10 +185,10 @@ class Source(_Model):
     #: How the source's files are ordered: by the time their names or folders give (DMS's), or by
     #: their arrival (files that name no time: exports, re-delivered dimension files).
     sequence_from: SequenceFrom = SequenceFrom.NAME
-    #: A snapshot source's objects are snapshots of one partition each, not of the table: a
-    #: `partition_by` column, whose value the object's folder names (`<column>=<value>/`, Hive's
-    #: layout). The object replaces that partition's rows (Spark's `INSERT OVERWRITE ... PARTITION`)
-    #: and leaves the others alone.
+    #: A snapshot source's objects are snapshots of one partition each, not of the table: a column
+    #: (usually a `partition_by` one) whose value the object's folder names (`<column>=<value>/`,
+    #: Hive's layout). The object replaces the rows of that value (Spark's `INSERT OVERWRITE ...
+    #: PARTITION`) and leaves the others alone.
     partition: str | None = None
 
     @field_validator("prefix")
@@ -348,10 +348,8 @@ class TableDeclaration(_Model):
             raise ValueError(f"group: {self.group!r} names an Iceberg table's catalog namespace "
                              "(lower-case letters, digits and _, a letter first)")
         for source in self.sources:
-            if source.partition is not None and (source.kind is not SourceKind.SNAPSHOT
-                                                 or source.partition not in self.partition_by):
-                raise ValueError(f"sources: partition {source.partition} must be a partition_by column of a snapshot "
-                                 f"source (partition_by: {', '.join(self.partition_by) or 'none declared'})")
+            if source.partition is not None:
+                self._check_partition_source(source, names)
             if source.sequence_from is SequenceFrom.ARRIVAL and source.kind is SourceKind.CDC and \
                     self.sequence_by is not None:
                 raise ValueError(f"sources: {source.prefix}: sequence_from: arrival orders a CDC source's files, "
@@ -372,6 +370,18 @@ class TableDeclaration(_Model):
             raise ValueError("columns: a later contract version's columns come after the earlier ones' "
                              "(a new version appends columns, as DMS appends a column added at the source)")
         return self
+
+    def _check_partition_source(self, source: Source, names: list[str]) -> None:
+        """A snapshot source of one partition per object names a written column of one of PARTITION_TYPES."""
+        where = f"sources: {source.prefix}: partition {source.partition}"
+        if source.kind is not SourceKind.SNAPSHOT:
+            raise ValueError(f"{where}: a partition is for a snapshot source (each object a snapshot of one)")
+        if source.partition not in names:
+            raise ValueError(f"{where} is not among the columns ({', '.join(names)})")
+        column = self.column(source.partition)
+        if column.type not in PARTITION_TYPES or source.partition in self.except_columns or column.since != 1:
+            raise ValueError(f"{where}: the column must be one of {', '.join(PARTITION_TYPES)}, written (not in "
+                             "except_columns) and in the first contract version")
 
     def _check_partitioning(self, names: list[str]) -> None:
         unknown = [c for c in self.partition_by if c not in names]

@@ -26,13 +26,15 @@ from lake_assets.resources.storage import LakeStorage
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def _declared(name: str, partition_type: str = "DATE", guard: str = "", table_format: str = "delta") -> TableDeclaration:
+def _declared(name: str, partition_type: str = "DATE", guard: str = "", table_format: str = "delta",
+              partitioned: bool = True) -> TableDeclaration:
+    """`day` is the partition of the snapshot source's objects; the table is partitioned by it or not."""
     return parse(f"""
 name: {name}
 group: sales
 format: {table_format}
 keys: [id]
-partition_by: [day]
+partition_by: [{'day' if partitioned else ''}]
 columns:
   - {{name: id, type: BIGINT, nullable: false}}
   - {{name: day, type: {partition_type}}}
@@ -127,20 +129,20 @@ def test_a_partition_snapshot_is_guarded_against_its_partition(storage: LakeStor
 
 
 @pytest.mark.parametrize("text, message", [
-    ("  - {prefix: raw/x/c/, kind: cdc, partition: day}", "partition day must be a partition_by column of a snapshot"),
-    ("  - {prefix: raw/x/d/, kind: snapshot, partition: amount}", "partition amount must be a partition_by column"),
+    ("  - {prefix: raw/x/c/, kind: cdc, partition: day}", "partition day: a partition is for a snapshot source"),
+    ("  - {prefix: raw/x/d/, kind: snapshot, partition: dat}", "partition dat is not among the columns"),
+    ("  - {prefix: raw/x/d/, kind: snapshot, partition: amount}", "partition amount: the column must be one of"),
 ])
-def test_a_partition_needs_a_partitioned_snapshot_source(text: str, message: str) -> None:
+def test_a_partition_is_a_column_a_folder_can_name(text: str, message: str) -> None:
     with pytest.raises(DeclarationError, match=message):
         parse(f"""
 name: bad
 group: sales
 keys: [id]
-partition_by: [day]
 columns:
   - {{name: id, type: BIGINT}}
   - {{name: day, type: DATE}}
-  - {{name: amount, type: BIGINT}}
+  - {{name: amount, type: "DECIMAL(9,2)"}}
 sources:
 {text}
 """, "bad.yaml")
@@ -240,15 +242,17 @@ LATE = [Drop(4, (("L", 1, 1, 5),), 1, True), Drop(2, (("I", 2, 1, 6), ("I", 3, 2
 
 @pytest.mark.parametrize("table_format", ["delta", "iceberg"])
 @SETTINGS
-@given(drawn=drops(), cuts=st.lists(st.integers(0, 8), max_size=2))
-@example(drawn=MOVED, cuts=[]).via("a key moved away")
-@example(drawn=MOVED, cuts=[1, 2]).via("a key moved away, run by run")
-@example(drawn=MOVED_BEFORE, cuts=[1]).via("a key the table moved away before a late change")
-@example(drawn=BACK, cuts=[]).via("a deleted key back elsewhere")
-@example(drawn=LATE, cuts=[1]).via("a late change against a partition's floor")
+@given(drawn=drops(), cuts=st.lists(st.integers(0, 8), max_size=2), partitioned=st.booleans())
+@example(drawn=MOVED, cuts=[], partitioned=True).via("a key moved away")
+@example(drawn=MOVED, cuts=[1, 2], partitioned=False).via("a key moved away, run by run")
+@example(drawn=MOVED_BEFORE, cuts=[1], partitioned=True).via("a key the table moved away before a late change")
+@example(drawn=BACK, cuts=[], partitioned=True).via("a deleted key back elsewhere")
+@example(drawn=LATE, cuts=[1], partitioned=False).via("a late change against a partition's floor")
 def test_partition_snapshots_and_changes_match_the_model(storage: LakeStorage, spark: SparkSession,
-                                                         drawn: list[Drop], cuts: list[int], table_format: str) -> None:
-    table = _declared(f"parts_{uuid.uuid4().hex[:8]}", "INT", "guard: {max_shrink: 1}", table_format)
+                                                         drawn: list[Drop], cuts: list[int], partitioned: bool,
+                                                         table_format: str) -> None:
+    # the table partitioned by the snapshots' column, or not (a snapshot of one day of a table kept whole)
+    table = _declared(f"parts_{uuid.uuid4().hex[:8]}", "INT", "guard: {max_shrink: 1}", table_format, partitioned)
     days, cdc = (s.prefix for s in table.sources)
     model = Model()
     bounds = sorted({0, len(drawn), *(min(c, len(drawn)) for c in cuts)})
