@@ -1,6 +1,6 @@
 """Partition snapshots: snapshot objects that each hold one partition of the table, not all of it.
 
-A snapshot source declared with `partition: <column>` (a `partition_by` column) lays its objects
+A snapshot source declared with `partition: <column>` (usually a `partition_by` column) lays its objects
 out as Hive does, one folder per value directly under its prefix: `raw/sales/day=2024-04-01/x.csv`
 (`__HIVE_DEFAULT_PARTITION__` names the rows whose value is NULL; a STRING value is URL-decoded,
 as Hive writes it). Each object is a snapshot of its folder's partition as of its base (the
@@ -119,9 +119,10 @@ class PartitionSnapshots:
     alone: bool = False
 
     @property
-    def deletes_nothing(self) -> bool:
-        """Whether, into a table with no row and no tombstone, the snapshots imply no delete: each
-        is the run's only change of its partition (a first load, one object per partition)."""
+    def alone_per_partition(self) -> bool:
+        """Whether the run's changes are these snapshots' rows only, one snapshot per partition: then
+        a key's last state before a snapshot's base is its table row, if it has one (a first load or
+        a reload of some partitions, an object each)."""
         values = [s.value for s in self.published]
         return self.alone and len(set(values)) == len(values)
 
@@ -158,7 +159,7 @@ def implied_deletes(keys: list[str], columns: dict[str, SparkColumn], events: Da
     changes are its snapshots' rows alone, one per partition, a key's last state before a base is its
     table row, so the deletes are those rows less the snapshot's keys; otherwise the run's changes
     and tombstones (and the table rows of the keys found) say whether a key left the partition."""
-    if not snapshots.published or (table is None and tombstones is None and snapshots.deletes_nothing):
+    if not snapshots.published or (table is None and tombstones is None and snapshots.alone_per_partition):
         return None
     spark = events.sparkSession
     column = snapshots.column
@@ -176,7 +177,7 @@ def implied_deletes(keys: list[str], columns: dict[str, SparkColumn], events: Da
 
     scoped = None if table is None else \
         states(table.where(in_partitions(column, [s.value for s in snapshots.published])), F.lit(False))
-    candidates = scoped if snapshots.deletes_nothing else \
+    candidates = scoped if snapshots.alone_per_partition else \
         states(events, F.col(operation) == "D") if scoped is None else \
         states(events, F.col(operation) == "D").unionByName(scoped)
     if candidates is None:
@@ -185,7 +186,7 @@ def implied_deletes(keys: list[str], columns: dict[str, SparkColumn], events: Da
     within = candidates.where(~F.col("_gone")).join(F.broadcast(each), "_pk").where(F.col("_cs") < F.col("_base"))
     last = within.groupBy(*keys, "_snap", "_pk", "_base").agg(F.max("_cs").alias("_last"))
     doomed = last
-    if not snapshots.deletes_nothing:  # ... unless a later state before the base took it elsewhere
+    if not snapshots.alone_per_partition:  # ... unless a later state before the base took it elsewhere
         later = states(events, F.col(operation) == "D")
         if table is not None:  # the table's row of a key found by a change of the run may be in another partition
             later = later.unionByName(states(table.join(last.select(*keys).distinct(), keys, "left_semi"),
