@@ -129,9 +129,10 @@ def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table,
     scoped = declaration.partition_snapshots is not None
     result = Plan(planned, floor=None if scoped else _floor(latest),
                   partition_floors=_partition_floors(declaration, latest) if scoped else {})
-    result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], _newest(latest),
+    newest = _newest(latest)
+    result.snapshots = _snapshots([f for f in planned if f.file.kind is SourceKind.SNAPSHOT], newest,
                                   _published_parts(latest), dated=declaration.timed)
-    _stamp_arrivals(declaration, planned, _newest(latest))
+    _stamp_arrivals(declaration, planned, newest)
     return result
 
 

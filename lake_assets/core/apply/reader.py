@@ -431,6 +431,8 @@ def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket:
                 yield from part.to_batches(max_chunksize=BATCH_ROWS)
             small.clear()
 
+        held = 0  # the bytes of the small objects waiting in `small`
+
         for batch in batches:
             for row in batch.to_pylist():
                 obj = ObjectToRead(row["_file"], row["key"], SourceKind(row["kind"]), row["prefix"], row["refusal"])
@@ -445,7 +447,9 @@ def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket:
                         yield from part.to_batches(max_chunksize=BATCH_ROWS)
                     continue
                 small.append((obj, data, etag))
-                if sum(len(d) for _, d, _ in small) >= GROUP_BYTES:
+                held += len(data)
+                if held >= GROUP_BYTES:
                     yield from read_small()
+                    held = 0
         yield from read_small()
     return read
