@@ -8,15 +8,18 @@ generate`'s code lands the star's raw objects at `--scale`; the star's loader
 (`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
 does (the baseline, in the same run). Then the same bytes are landed under declared tables'
 prefixes, a declaration per table written from the star's schema as a user would (`|`, `.dat`,
-no header, `trim: false` on text), and `apply_pending` of the change core applies each: the
-dimensions as one full load each; web_sales with a partition snapshot per day (`partition:
+no header, `trim: false` on text), and `apply_pending` of the change core applies each: each
+dimension's export as a file of upserts ordered by arrival (`kind: cdc, sequence_from:
+arrival`, no operation field: the star's upsert, keys the export no longer holds kept); web_sales with a partition snapshot per day (`partition:
 ws_sold_date_sk`: each day's object, the same bytes, landed under `ws_sold_date_sk=<its key>/`,
-the core's Hive layout, where the star's folders name the date). The declared table is not
-partitioned: the core's partitions are identity ones, and one per sold day (1,824) would cost
-its commits what the star's `truncate(ws_sold_date_sk, 365)` (six) does not.
+the core's Hive layout, where the star's folders name the date), the table partitioned as the
+star's is (`partition_by: ["truncate(365, ws_sold_date_sk)"]`: six partitions, not one per day;
+on Delta, which has no transforms, not partitioned).
 Then both paths load BACKFILL_DAYS days again (the star's `lake backfill`; the core: each day's
-object delivered again as a new object of its partition). Prints each step's seconds on both
-paths, the ratio, and the core's steps that took longest (core_steps.py's timers).
+object delivered again as a new object of its partition), then a batch of CORRECTIONS late
+corrections (`lake tpcds corrections`: one CDC object, the same bytes on both paths; the core
+reads it as the web_sales declaration's CDC source). Prints each step's seconds on both paths,
+the ratio, and the core's steps that took longest (core_steps.py's timers).
 """
 
 import argparse
@@ -36,28 +39,37 @@ from private_lake import private_lake, storage_and_engine  # noqa: E402
 
 #: Days the backfill step loads again (every 61st day of the calendar: spread over the table).
 BACKFILL_DAYS = 30
+#: web_sales lines the corrections batch changes (cancelled orders, changed prices, late lines).
+CORRECTIONS = 10_000
 
 
 def declaration_text(name: str, table: str, group: str, table_format: str) -> str:
     """A user's declaration of the star's `table` (its schema.py columns and keys) fed by `|`-separated
     `.dat`; the fact's objects snapshots of one sold day each."""
-    from lake_assets.tpcds.schema import COLUMNS, KEYS, PARTITION_COLUMN, TpcdsTable
+    from lake_assets.tpcds.schema import COLUMNS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, TpcdsTable
 
     keys = list(KEYS[table])
     columns = "\n".join(f"  - {{name: {c}, type: \"{t}\""
                         f"{', nullable: false' if c in keys else ', trim: false' if t == 'STRING' else ''}}}"
                         for c, t in COLUMNS[table])
-    scope = f", partition: {PARTITION_COLUMN}" if table == TpcdsTable.WEB_SALES else ""
+    fact = table == TpcdsTable.WEB_SALES
+    # the fact: a snapshot of its day per object, and corrections; a dimension: upserts, each export newer
+    sources = (f'  - {{prefix: raw/{name}/full/, kind: snapshot, delimiter: "|", suffix: .dat, '
+               f'partition: {PARTITION_COLUMN}}}\n'
+               f'  - {{prefix: raw/{name}/cdc/, kind: cdc, delimiter: "|", suffix: .dat}}\n') if fact else \
+        f'  - {{prefix: raw/{name}/full/, kind: cdc, delimiter: "|", suffix: .dat, sequence_from: arrival}}\n'
+    # Delta has no transforms, and a partition per sold day would be 1,824 small ones: kept whole there
+    spec = f'"truncate({PARTITION_DAYS}, {PARTITION_COLUMN})"' if fact and table_format == "iceberg" else ""
     return f"""
 name: {name}
 group: {group}
 format: {table_format}
+partition_by: [{spec}]
 keys: [{', '.join(keys)}]
 columns:
 {columns}
 sources:
-  - {{prefix: raw/{name}/full/, kind: snapshot, delimiter: "|", suffix: .dat{scope}}}
-"""
+{sources}"""
 
 
 def main() -> None:
@@ -69,10 +81,12 @@ def main() -> None:
     with private_lake("tpcds-on-core-") as (_home, server):
         from lake_assets.core.apply.run import apply_pending
         from lake_assets.core.registry import parse
+        from lake_assets.tpcds.correction_batch import land_corrections
+        from lake_assets.tpcds.corrections import apply_corrections
         from lake_assets.tpcds.generate import generate
         from lake_assets.tpcds.layout import fact_layout
         from lake_assets.tpcds.load import load_dimension, load_fact_days
-        from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable
+        from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, engine_name
 
         storage, spark = storage_and_engine(server.endpoint)
         generated = generate(storage, args.scale)
@@ -107,10 +121,8 @@ def main() -> None:
             started = time.perf_counter()
             report = apply_pending(declared, storage, spark, f"core-{table}")
             core[table] = time.perf_counter() - started
-            steps = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in
-                              sorted(spent.items(), key=lambda item: -item[1])[:3])
             print(f"{table:12s} {star[table]:10.2f} s {core[table]:14.2f} s {core[table] / star[table]:6.2f}x  "
-                  f"{steps} ({report.rows_after:,} rows)")
+                  f"{longest(spent)} ({report.rows_after:,} rows)")
         print(f"{'the star':12s} {sum(star.values()):10.2f} s {sum(core.values()):14.2f} s "
               f"{sum(core.values()) / sum(star.values()):6.2f}x")
 
@@ -119,17 +131,35 @@ def main() -> None:
         load_fact_days(storage, spark, days, "star-backfill", layout)
         star_backfill = time.perf_counter() - started
         name = f"{group}_{TpcdsTable.WEB_SALES}"
+        fact = parse(declaration_text(name, TpcdsTable.WEB_SALES, group, args.format), "web_sales")
         for day in days:
             storage.put_bytes(day_key(name, day, 1), storage.get_bytes(layout.objects[day].key)[0])
         spent.clear()
         started = time.perf_counter()
-        report = apply_pending(parse(declaration_text(name, TpcdsTable.WEB_SALES, group, args.format), "web_sales"),
-                               storage, spark, "core-backfill")
+        report = apply_pending(fact, storage, spark, "core-backfill")
         core_backfill = time.perf_counter() - started
-        steps = ", ".join(f"{step} {seconds:.2f} s" for step, seconds in
-                          sorted(spent.items(), key=lambda item: -item[1])[:3])
         print(f"{len(days)} days again: star {star_backfill:.2f} s, core {core_backfill:.2f} s "
-              f"({core_backfill / star_backfill:.2f}x; {steps}; {report.total('updated'):,} rows rewritten)")
+              f"({core_backfill / star_backfill:.2f}x; {longest(spent)}; {report.total('updated'):,} rows rewritten)")
+
+        # a batch of late corrections (`lake tpcds corrections`): one CDC object, the operation first
+        landed = land_corrections(storage, CORRECTIONS)
+        started = time.perf_counter()
+        apply_corrections(storage, spark, "star-corrections")
+        star_corrections = time.perf_counter() - started
+        storage.put_bytes(f"raw/{name}/cdc/{landed.key.rsplit('/', 1)[1]}", storage.get_bytes(landed.key)[0])
+        spent.clear()
+        started = time.perf_counter()
+        report = apply_pending(fact, storage, spark, "core-corrections")
+        core_corrections = time.perf_counter() - started
+        star_rows = spark.table(engine_name(TpcdsTable.WEB_SALES)).count()
+        print(f"{CORRECTIONS:,} corrections: star {star_corrections:.2f} s, core {core_corrections:.2f} s "
+              f"({core_corrections / star_corrections:.2f}x; {longest(spent)}); web_sales rows after: star "
+              f"{star_rows:,}, core {report.rows_after:,}")
+
+
+def longest(spent: dict[str, float]) -> str:
+    """The core's three longest steps of the last apply."""
+    return ", ".join(f"{step} {seconds:.2f} s" for step, seconds in sorted(spent.items(), key=lambda i: -i[1])[:3])
 
 
 def day_key(name: str, day, delivery: int) -> str:

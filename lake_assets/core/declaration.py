@@ -19,6 +19,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lake_assets.core.errors import UsageError
+from lake_assets.core.partition_fields import PARTITION_TYPES, TRANSFORM_TYPES, PartitionField, Transform, partition_field
 from lake_assets.core.source_kind import SourceKind
 from lake_assets.core.tables import TableFormat
 
@@ -31,8 +32,6 @@ _DECIMAL = re.compile(r"DECIMAL\((\d{1,2}),\s*(\d{1,2})\)")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 #: The types a `sequence_by` column may have.
 SEQUENCE_TYPES = ("INT", "BIGINT", "DATE", "TIMESTAMP")
-#: The types a `partition_by` column may have (exact values that name a folder).
-PARTITION_TYPES = ("INT", "BIGINT", "STRING", "DATE", "BOOLEAN")
 #: Characters a field delimiter may not be: a quote, line ends, a space, and the `?` the parser
 #: puts in place of a byte that is not UTF-8 (core/apply/parse.py).
 FORBIDDEN_DELIMITERS = ('"', "\n", "\r", " ", "?")
@@ -289,9 +288,10 @@ class TableDeclaration(_Model):
     track_history_except: tuple[str, ...] = ()
     expectations: tuple[Expectation, ...] = ()
     freshness: Freshness | None = None
-    #: The table's partition columns (`PARTITIONED BY`; Delta: a folder per value; Iceberg:
-    #: identity partitions), and a query filtering on them reads only those files. The history
-    #: and feed are not partitioned.
+    #: The table's partitioning (`PARTITIONED BY`): columns (Delta: a folder per value; Iceberg:
+    #: identity partitions) or, on Iceberg, transforms of them (`bucket(16, id)`, `days(ts)`:
+    #: core/partition_fields.py), each spelled one way; a query filtering on a partitioned column
+    #: reads only its files. The history and feed are not partitioned.
     partition_by: tuple[str, ...] = ()
 
     @field_validator("name")
@@ -383,17 +383,30 @@ class TableDeclaration(_Model):
             raise ValueError(f"{where}: the column must be one of {', '.join(PARTITION_TYPES)}, written (not in "
                              "except_columns) and in the first contract version")
 
+    @field_validator("partition_by")
+    @classmethod
+    def _partition_by(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(partition_field(entry).text for entry in entries)
+
     def _check_partitioning(self, names: list[str]) -> None:
-        unknown = [c for c in self.partition_by if c not in names]
+        fields = self.partition_fields
+        unknown = [f.column for f in fields if f.column not in names]
         if unknown:
             raise ValueError(f"partition_by: {', '.join(unknown)} not among the columns ({', '.join(names)})")
-        if len(set(self.partition_by)) != len(self.partition_by):
-            raise ValueError("partition_by: a column is named twice")
-        for name in self.partition_by:
-            column = self.column(name)
-            if column.type not in PARTITION_TYPES:
-                raise ValueError(f"partition_by: {name} is {column.type}; a partition column is one of "
-                                 f"{', '.join(PARTITION_TYPES)}")
+        columns = [f.column for f in fields]
+        if len(set(columns)) != len(columns):
+            raise ValueError("partition_by: a column is partitioned twice")
+        for field in fields:
+            name, column = field.column, self.column(field.column)
+            if field.transform is not Transform.IDENTITY and self.format is not TableFormat.ICEBERG:
+                raise ValueError(f"partition_by: {field.text}: a transform is Iceberg's hidden partitioning; a Delta "
+                                 "table is partitioned by a column's values (declare format: iceberg, or partition "
+                                 "by a column)")
+            allowed = TRANSFORM_TYPES[field.transform]
+            if column.type not in allowed:
+                what = "a partition column" if field.transform is Transform.IDENTITY else \
+                    f"{field.transform.value}'s column"
+                raise ValueError(f"partition_by: {name} is {column.type}; {what} is one of {', '.join(allowed)}")
             if name in self.except_columns:
                 raise ValueError(f"partition_by: {name} is in except_columns (it is not written)")
             if column.since != 1:
@@ -439,6 +452,11 @@ class TableDeclaration(_Model):
         if self.track_history is not None:
             return [n for n in self.written if n in self.track_history]
         return [n for n in self.written if n not in self.track_history_except and n not in self.keys]
+
+    @property
+    def partition_fields(self) -> tuple[PartitionField, ...]:
+        """The table's partition spec, field by field (`partition_by` parsed)."""
+        return tuple(partition_field(entry) for entry in self.partition_by)
 
     @property
     def partition_snapshots(self) -> str | None:

@@ -28,6 +28,7 @@ from lake_assets.core.change_feed import covered_through, read_commit
 from lake_assets.core.declaration import Action, Expectation, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import open_table
+from lake_assets.core.partition_fields import iceberg_partitioning
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
@@ -135,7 +136,7 @@ def schema_matches_contract(declaration: TableDeclaration, storage: LakeStorage)
 
 
 def _iceberg_schema_matches(declaration: TableDeclaration, storage: LakeStorage) -> dg.AssetCheckResult:
-    """The Iceberg schema (pyiceberg) against the declared columns, and its identity partitions."""
+    """The Iceberg schema (pyiceberg) against the declared columns, and its partition spec."""
     found = iceberg.open_table(storage, table_set(declaration).table)
     if found is None:
         return dg.AssetCheckResult(passed=True, metadata={"note": "table not created yet"})
@@ -144,7 +145,7 @@ def _iceberg_schema_matches(declaration: TableDeclaration, storage: LakeStorage)
     types = {c.name: c.type for c in declaration.columns} | {k: v.upper() for k, v in AUDIT_TYPES.items()}
     expected = [(name, str(iceberg_type(types[name]))) for name in table_columns(declaration)]
     partitioned = list(declaration.partition_by)
-    actual_partitioning = [schema.find_field(f.source_id).name for f in found.spec().fields]
+    actual_partitioning = iceberg_partitioning(found)
     return dg.AssetCheckResult(passed=actual == expected and actual_partitioning == partitioned, metadata={
         "expected": dg.MetadataValue.json(expected), "actual": dg.MetadataValue.json(actual),
         "expected_partition_columns": dg.MetadataValue.json(partitioned),

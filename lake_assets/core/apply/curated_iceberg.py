@@ -1,8 +1,8 @@
 """A declared table kept as Iceberg in the lake's REST catalog: the change core's questions
 (curated.py) answered by pyiceberg, its commits made by Sail.
 
-The table is created by pyiceberg (the declared columns' types, identity partitions on
-`partition_by`, merge-on-read MERGEs), then written by the engine under its catalog name
+The table is created by pyiceberg (the declared columns' types, the partition spec `partition_by`
+declares, merge-on-read MERGEs), then written by the engine under its catalog name
 (`lake.<group>.<name>`). A version is a snapshot id. Strategies:
 - `create`: the first commit, an append of the batch's upserts;
 - `append`: a batch of new keys only (nothing to update or delete): an append;
@@ -30,6 +30,7 @@ from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.cdc import merge_sql
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.formats import iceberg
+from lake_assets.core.partition_fields import iceberg_partitioning, iceberg_transform
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
@@ -161,25 +162,22 @@ class IcebergCurated:
 
     def _spec(self, schema):
         from pyiceberg.partitioning import PartitionField, PartitionSpec
-        from pyiceberg.transforms import IdentityTransform
 
-        return PartitionSpec(*(PartitionField(source_id=schema.find_field(column).field_id, field_id=1000 + i,
-                                              transform=IdentityTransform(), name=column)
-                               for i, column in enumerate(self.target.partition_by)))
+        return PartitionSpec(*(PartitionField(source_id=schema.find_field(field.column).field_id, field_id=1000 + i,
+                                              transform=iceberg_transform(field), name=field.name)
+                               for i, field in enumerate(self.declaration.partition_fields)))
 
     def _follow_partitioning(self) -> None:
         """Evolve the table's partition spec to the declared one (metadata only: files written
         before keep their layout, new ones follow it)."""
         assert self.found is not None
-        spec = self.found.spec()
-        present = [self.found.schema().find_field(f.source_id).name for f in spec.fields]
-        if present == list(self.target.partition_by):
+        if iceberg_partitioning(self.found) == list(self.declaration.partition_by):
             return
         with self.found.update_spec() as update:
-            for field in spec.fields:
-                update.remove_field(field.name)
-            for column in self.target.partition_by:
-                update.add_identity(column)
+            for spec_field in self.found.spec().fields:
+                update.remove_field(spec_field.name)
+            for field in self.declaration.partition_fields:
+                update.add_field(field.column, iceberg_transform(field), field.name)
         self.found = iceberg.open_table(self.storage, self.table)
 
 
