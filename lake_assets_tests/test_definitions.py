@@ -7,7 +7,7 @@ from deltalake import DeltaTable
 
 from lake_assets.resources.rules import LakeRules
 from lake_assets.definitions import defs
-from lake_assets.declared.assets import table_assets
+from lake_assets.declared.assets import table_assets, table_description
 from lake_assets.declared.checks import table_checks
 from lake_assets.core.registry import declaration
 from lake_assets.resources.engine import SparkEngine
@@ -47,6 +47,14 @@ def test_a_partitioned_table_says_so_in_the_ui() -> None:
                     if s.key.path == ["insurance"])
     assert by_state.description.endswith("Each snapshot object replaces one state_code partition, named by its "
                                          "folder (state_code=<value>/).")
+
+
+def test_the_description_names_what_the_sources_deliver() -> None:
+    both = next(s for s in table_assets(INSURANCE).specs if s.key.path == ["insurance"]).description
+    assert "full-load snapshots and CDC changes applied" in both and "held for `lake approve`" in both
+    cdc_only = INSURANCE.model_copy(update={"sources": tuple(s for s in INSURANCE.sources if s.kind == "cdc")})
+    described = table_description(cdc_only)
+    assert ": CDC changes applied per key" in described and "snapshot" not in described
 
 
 def _materialize(storage: LakeStorage, instance: dg.DagsterInstance, raise_on_error: bool = True

@@ -69,6 +69,25 @@ class ApplyConfig(dg.Config):
     reapply: bool = False  # also apply again the files `lake restore` reverted (`lake run --reapply`)
 
 
+def table_description(declaration: TableDeclaration) -> str:
+    """The table asset's description: what its sources deliver and how it is kept."""
+    kinds = {s.kind for s in declaration.sources}
+    inputs = " and ".join(words for kind, words in ((SourceKind.SNAPSHOT, "full-load snapshots"),
+                                                    (SourceKind.CDC, "CDC changes")) if kind in kinds)
+    parts = [f"{declaration.description}: {inputs} applied per key in sequence order, with audit columns"
+             + ("; a suspicious snapshot is held for `lake approve`." if SourceKind.SNAPSHOT in kinds else ".")]
+    if declaration.partition_by:
+        parts.append(f"Partitioned by {', '.join(declaration.partition_by)}.")
+    column = declaration.partition_snapshots
+    if column:
+        parts.append(f"Each snapshot object replaces one {column} partition, named by its folder ({column}=<value>/).")
+    table = table_set(declaration).table
+    if table.format is TableFormat.ICEBERG:
+        parts.append(f"An Iceberg table in the catalog: `{table.name}` in `lake query`, its changes read from its "
+                     f"snapshots (`lake changes {table.name}`).")
+    return " ".join(parts)
+
+
 def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     """The multi-asset that applies everything pending to the table (and writes what it keeps beside)."""
     tables = table_set(declaration)
@@ -78,16 +97,7 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     specs = [
         dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners,
                      kinds={declaration.format.value, "spark", "s3"},
-                     description=f"{declaration.description}: snapshots and CDC changes applied per key in "
-                                 "sequence order, with audit columns; a suspicious snapshot is held for "
-                                 "`lake approve`." + (f" Partitioned by {', '.join(declaration.partition_by)}."
-                                                      if declaration.partition_by else "")
-                                 + (f" Each snapshot object replaces one {declaration.partition_snapshots} partition, "
-                                    f"named by its folder ({declaration.partition_snapshots}=<value>/)."
-                                    if declaration.partition_snapshots else "")
-                                 + (f" An Iceberg table in the catalog: `{tables.table.name}` in `lake query`, its "
-                                    f"changes read from its snapshots (`lake changes {tables.table.name}`)."
-                                    if tables.table.format is TableFormat.ICEBERG else ""),
+                     description=table_description(declaration),
                      metadata={"dagster/column_schema": column_schema(declaration),
                                **({"partition_by": ", ".join(declaration.partition_by)}
                                   if declaration.partition_by else {})}),

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.declaration import DeclarationError, TableDeclaration
-from lake_assets.core.formats import iceberg
+from lake_assets.core.formats import iceberg, iceberg_maintenance
 from lake_assets.core.partition_fields import iceberg_partitioning, iceberg_transform, partition_field
 from lake_assets.core.registry import parse
 from lake_assets.core.tables import table_set
@@ -122,6 +122,30 @@ def test_a_changed_spec_is_followed_at_the_next_commit(storage: LakeStorage, spa
     assert found is not None and iceberg_partitioning(found) == ["days(at)"]
     assert schema_matches_contract(evolved, storage).passed
     assert _scan(storage, evolved) == _model(RUNS)
+
+
+@pytest.mark.parametrize("partition_by", [["days(at)"], ["bucket(3, region)", "truncate(100, sk)"]])
+def test_compaction_leaves_a_file_per_partition(storage: LakeStorage, spark: SparkSession,
+                                                partition_by: list[str]) -> None:
+    """Two appends leave two small files in a partition; compaction (a `days` partition rewritten on its
+    own, a `bucket` one with the whole table) leaves one, and the rows as they were."""
+    name = f"tx_{uuid.uuid4().hex[:6]}"
+    table = parse(_text(name, partition_by), "test")
+    prefix = table.sources[0].prefix
+    runs = [RUNS[0], "I,6,east,8,2024-01-31 08:00:00,2024-01-31\nI,7,west,14,2024-02-01 03:00:00,2024-02-01\n"]
+    for number, text in enumerate(runs):
+        storage.put_bytes(f"{prefix}2024010{number + 1}-000000000.csv", text.encode())
+        apply_pending(table, storage, spark, f"run-{number}")
+    found = iceberg.open_table(storage, table_set(table).table)
+    assert found is not None
+    files = found.inspect.files().to_pylist()
+    per_partition = {repr(sorted(f["partition"].items())) for f in files}
+    assert len(files) > len(per_partition)  # some partition holds two files
+    iceberg_maintenance.compact(spark, found, table_set(table).table.engine_name)
+    found = iceberg.open_table(storage, table_set(table).table)
+    assert found is not None and iceberg_partitioning(found) == partition_by
+    assert len(found.inspect.files().to_pylist()) == len(per_partition)
+    assert _scan(storage, table) == _model(runs)
 
 
 @pytest.mark.unit
