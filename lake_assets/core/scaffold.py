@@ -156,7 +156,9 @@ def render(name: str, found: Guess, sample: str, table_format: str = "delta") ->
         "change_feed: true",
         "# sequence_by: a_column  # order changes by a column instead of the file's DMS time",
         "# ignore_null_updates: true",
-        "# partition_by: [a_column]  # a folder per value: a date or region that queries filter on",
+        "# partition_by: [a_column]  # a folder per value: a date or region that queries filter on"
+        if table_format != "iceberg" else
+        "# partition_by: [a_column]  # or a transform of one: \"days(a_timestamp)\", \"bucket(16, an_id)\"",
         "# track_history_except: [a_column]",
         "# expectations:",
         "#   - {name: positive_amount, condition: \"amount >= 0\", action: drop}",

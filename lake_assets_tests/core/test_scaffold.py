@@ -62,3 +62,19 @@ def test_the_declaration_says_how_the_files_are_written(tmp_path) -> None:
     assert {(s.delimiter, s.suffix) for s in declared.sources} == {("|", ".dat")}
     plain = parse(render("people", guess(b"id,name\n1,a\n"), "people.csv"), "scaffold")
     assert {(s.delimiter, s.suffix) for s in plain.sources} == {(",", ".csv")}
+
+
+def test_an_iceberg_scaffold_offers_a_partition_transform() -> None:
+    """Uncommented as offered, the Iceberg scaffold's partition line declares a transform; Delta's a column."""
+    from lake_assets.core.registry import parse
+    from lake_assets.core.scaffold import render
+
+    found = guess(b"id,ordered_at,amount\n1,2024-04-01 10:00:00,5\n2,2024-04-02 11:00:00,6\n")
+    for table_format, partitioned in (("iceberg", "days(ordered_at)"), ("delta", "ordered_at")):
+        text = render("orders", found, "orders.csv", table_format)
+        line = next(x for x in text.splitlines() if x.startswith("# partition_by:"))
+        assert ("days(a_timestamp)" in line) == (table_format == "iceberg")
+        if table_format == "delta":  # a Delta table partitions by a column's values: a DATE one here
+            text = text.replace("type: TIMESTAMP", "type: DATE")
+        declared = parse(text.replace(line, f'partition_by: ["{partitioned}"]'), "scaffold")
+        assert declared.partition_by == (partitioned,)
