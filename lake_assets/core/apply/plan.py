@@ -9,6 +9,7 @@ holds no row: the engine reads the objects (reader.py).
 """
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,12 +46,39 @@ def raw_files(declaration: TableDeclaration, storage: LakeStorage) -> list[RawFi
 
 
 def pending(declaration: TableDeclaration, files: list[RawFile], latest: dict[tuple[str, str], dict],
-            reapply: bool = False) -> list[RawFile]:
+            reapply: bool = False, reload: Collection[str] = ()) -> list[RawFile]:
     """Objects whose (key, ETag) has no ledger entry yet, or was approved after a hold, or (with
-    `reapply`) reverted by `lake restore`, or refused for columns a newer contract now declares."""
+    `reapply`) reverted by `lake restore`, or refused for columns a newer contract now declares,
+    or applied and named in `reload` (`lake backfill`: loaded again as of their stamps)."""
     again = (APPROVED, REVERTED) if reapply else (APPROVED,)
     return [f for f in files if (f.key, f.etag) not in latest or latest[(f.key, f.etag)]["status"] in again
-            or refused_by_older_contract(declaration, latest[(f.key, f.etag)])]
+            or refused_by_older_contract(declaration, latest[(f.key, f.etag)])
+            or (f.key in reload and latest[(f.key, f.etag)]["status"] == APPLIED)]
+
+
+def newest_snapshots(declaration: TableDeclaration, files: list[RawFile],
+                     latest: dict[tuple[str, str], dict]) -> dict[Any, list[RawFile]]:
+    """Per partition of a partition snapshot source (its value), or for the table (None), the
+    objects of its newest applied snapshot still in the raw zone as applied (a multi-part full
+    load's parts together): what `lake backfill` loads again."""
+    newest: dict[Any, tuple[str, str]] = {}  # partition -> (its newest snapshot's time, group)
+    applied: list[tuple[Any, str, str, RawFile]] = []
+    for raw in files:
+        entry = latest.get((raw.key, raw.etag))
+        source = declaration.source(raw.key)
+        if raw.kind is not SourceKind.SNAPSHOT or entry is None or entry["status"] != APPLIED or source is None \
+                or entry["source_sequence"] is None:
+            continue
+        partition = None if source.partition is None else folder_partition(declaration, source, raw.key)
+        value = partition.value if isinstance(partition, FolderPartition) else None
+        time, group = FileStamp.parse(entry["source_sequence"]).time, snapshot_group(raw.key)
+        applied.append((value, time, group, raw))
+        newest[value] = max(newest.get(value, ("", "")), (time, group))
+    found: dict[Any, list[RawFile]] = {}
+    for value, time, group, raw in applied:
+        if newest[value] == (time, group):
+            found.setdefault(value, []).append(raw)
+    return found
 
 
 def refused_by_older_contract(declaration: TableDeclaration, entry: dict) -> bool:
@@ -101,12 +129,14 @@ class Plan:
         return [f for f in self.files if f.file.kind is SourceKind.CDC]
 
 
-def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table, dms: DmsLayout) -> Plan:
-    """Stamp the pending `files` against the table's ledger `history` (its entries, oldest first)."""
+def plan(declaration: TableDeclaration, files: list[RawFile], history: pa.Table, dms: DmsLayout,
+         reload: Collection[str] = ()) -> Plan:
+    """Stamp the pending `files` against the table's ledger `history` (its entries, oldest first);
+    an object approved, reverted or loaded again (`reload`) keeps the stamp it was applied with."""
     latest = _latest(history)
     deliveries = _deliveries(history)
     approved = {(e["source_file"], e["source_etag"]): e["source_sequence"] for e in latest.to_pylist()
-                if e["status"] in (APPROVED, REVERTED)}
+                if e["status"] in (APPROVED, REVERTED) or (e["status"] == APPLIED and e["source_file"] in reload)}
     folders = folder_pattern(dms.folder_date_format)
     planned = []
     for index, raw in enumerate(files):

@@ -22,6 +22,7 @@ ledger is written last.
 import datetime as dt
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
@@ -159,9 +160,13 @@ class _Run:
 
 
 def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: SparkSession, run_id: str,
-                  rules: IngestRules | None = None, reapply: bool = False) -> ApplyReport:
+                  rules: IngestRules | None = None, reapply: bool = False,
+                  reload: Collection[str] = ()) -> ApplyReport:
     """Apply what is pending for `declaration`'s table; with `reapply`, also the objects `lake
-    restore` reverted. A run stopped after its table commit is finished first."""
+    restore` reverted; and the applied snapshot objects `reload` names, again, as of the stamps
+    they were applied with (`lake backfill`: a newer change of a key wins over them, so a reload
+    repairs what the table lost and undoes nothing since). A run stopped after its table commit
+    is finished first."""
     started = time.perf_counter()
     tables = table_set(declaration)
     run = _Run(declaration, tables, storage, spark, run_id, rules or IngestRules(), ApplyReport(run_id, None, 0))
@@ -181,9 +186,9 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
                            run.columns, before.version, run.tracking)
     entries = ledger.entries(declaration.name)
     latest = {(e["source_file"], e["source_etag"]): e for e in entries.to_pylist()}
-    todo = pending(declaration, raw_files(declaration, storage), latest, reapply)
+    todo = pending(declaration, raw_files(declaration, storage), latest, reapply, reload)
     if todo:
-        _apply(run, ledger, plan(declaration, todo, entries, run.rules.dms), before, latest)
+        _apply(run, ledger, plan(declaration, todo, entries, run.rules.dms, reload), before, latest)
     last = run.report.commits[-1] if run.report.commits else None
     run.report.version_after = last.version if last else run.report.version_before
     run.report.rows_after = last.rows_after if last else run.report.rows_before
