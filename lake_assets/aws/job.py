@@ -70,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         spark = SparkSession.builder.appName(f"lake-apply-{declaration.name}").getOrCreate()
         pipes.log.info(f"applying {declaration.name} on Spark {spark.version}")
         try:
-            report = apply_pending(declaration, storage, spark, pipes.run_id, rules, bool(extras["reapply"]))
+            report = apply_pending(declaration, storage, spark, pipes.run_id, rules, bool(extras["reapply"]),
+                                   list(extras.get("reload") or ()))
         except LakeError as error:
             pipes.report_custom_message({ERROR: f"{type(error).__name__}: {error}"})
             raise

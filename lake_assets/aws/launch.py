@@ -68,12 +68,12 @@ class PrefixedS3MessageReader(PipesS3MessageReader):
 
 def run_apply_job(context: dg.AssetExecutionContext, engine: str, settings: AwsJobSettings,
                   declaration: TableDeclaration, storage: LakeStorage, rules: RulesSettings,
-                  reapply: bool) -> JobOutcome:
+                  reapply: bool, reload: Sequence[str] = ()) -> JobOutcome:
     """Run `declaration`'s apply step as a Glue or EMR Serverless (`engine`) job; wait for it."""
     _check(engine, settings)
     code = upload(storage, settings.aws_code_prefix)
     extras = {"declaration": declaration.model_dump(mode="json"), "rules": rules.model_dump(mode="json"),
-              "reapply": reapply}
+              "reapply": reapply, "reload": list(reload)}
     injector = PipesS3ContextInjector(bucket=storage.bucket, client=storage.get_client(),
                                       key_prefix=settings.aws_pipes_prefix)
     reader = PrefixedS3MessageReader(prefix=settings.aws_pipes_prefix, bucket=storage.bucket,

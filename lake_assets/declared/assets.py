@@ -67,6 +67,8 @@ def _raw_asset(declaration: TableDeclaration, kind: SourceKind, prefix: str) -> 
 
 class ApplyConfig(dg.Config):
     reapply: bool = False  # also apply again the files `lake restore` reverted (`lake run --reapply`)
+    # applied snapshot objects to load again, as of the stamps they were applied with (`lake backfill`)
+    reload: list[str] = []
 
 
 def table_description(declaration: TableDeclaration) -> str:
@@ -146,11 +148,11 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                 from lake_assets.aws import apply_job_launcher
 
                 outcome = apply_job_launcher()(context, engine.engine, engine.aws, declaration, running,
-                                        RulesSettings(**rules.model_dump()), config.reapply)
+                                        RulesSettings(**rules.model_dump()), config.reapply, config.reload)
                 report, job_run = outcome.report, dict(outcome.run_metadata)
             else:
                 report = apply_pending(declaration, running, engine.session(running), run_id,
-                                       IngestRules.from_rules(rules), reapply=config.reapply)
+                                       IngestRules.from_rules(rules), reapply=config.reapply, reload=config.reload)
             lease.check()
             metadata = table_metadata(declaration, report, running)
             metadata[name].update(job_run)

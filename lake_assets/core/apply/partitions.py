@@ -69,6 +69,16 @@ def folder_partition(declaration: TableDeclaration, source: Source, key: str) ->
 _NOT_A_VALUE = object()
 
 
+def partition_value(declaration: TableDeclaration, column: str, text: str) -> Any:
+    """The value of `column` that `text` names as a folder does (`__HIVE_DEFAULT_PARTITION__`: NULL);
+    ValueError if it names none."""
+    kind = declaration.column(column).type
+    value = _typed(kind, text)
+    if value is _NOT_A_VALUE:
+        raise ValueError(f"{text!r} is not a {kind} value of {column}")
+    return value
+
+
 def _typed(kind: str, text: str) -> Any:
     """The column value a folder's text names, typed as the column (`_NOT_A_VALUE`: none)."""
     if text == NULL_FOLDER:
