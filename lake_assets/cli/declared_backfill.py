@@ -90,4 +90,3 @@ def run_backfill(lake: LakeSession, declaration: TableDeclaration, objects: list
                   + (", ..." if len(objects) > 5 else ""))
     config = {"ops": {f"{declaration.name}_tables": {"config": {"reload": [o.key for o in objects]}}}}
     return report_run(execute(lake, job_name(declaration), "lake backfill", config=config))
-

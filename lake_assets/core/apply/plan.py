@@ -61,7 +61,7 @@ def newest_snapshots(declaration: TableDeclaration, files: list[RawFile],
     """Per partition of a partition snapshot source (its value), or for the table (None), the
     objects of its newest applied snapshot still in the raw zone as applied (a multi-part full
     load's parts together): what `lake backfill` loads again."""
-    newest: dict[Any, tuple[str, str]] = {}  # partition -> (its newest snapshot's time, group)
+    newest: dict[Any, tuple[str, str, str]] = {}  # partition -> its newest part's (sequence, time, group)
     applied: list[tuple[Any, str, str, RawFile]] = []
     for raw in files:
         entry = latest.get((raw.key, raw.etag))
@@ -71,12 +71,13 @@ def newest_snapshots(declaration: TableDeclaration, files: list[RawFile],
             continue
         partition = None if source.partition is None else folder_partition(declaration, source, raw.key)
         value = partition.value if isinstance(partition, FolderPartition) else None
-        time, group = FileStamp.parse(entry["source_sequence"]).time, snapshot_group(raw.key)
+        sequence = entry["source_sequence"]
+        time, group = FileStamp.parse(sequence).time, snapshot_group(raw.key)
         applied.append((value, time, group, raw))
-        newest[value] = max(newest.get(value, ("", "")), (time, group))
+        newest[value] = max(newest.get(value, ("", "", "")), (sequence, time, group))
     found: dict[Any, list[RawFile]] = {}
-    for value, time, group, raw in applied:
-        if newest[value] == (time, group):
+    for value, time, group, raw in applied:  # the newest part's load: its group's parts of the same time
+        if newest[value][1:] == (time, group):
             found.setdefault(value, []).append(raw)
     return found
 

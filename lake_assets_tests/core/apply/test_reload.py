@@ -115,7 +115,13 @@ def test_a_whole_table_snapshot_loaded_again(storage: LakeStorage, spark: SparkS
     storage.put_bytes(f"{cdc}20240402-000000000.csv", b"I,3,2024-04-02,30\n")
     apply_pending(table, storage, spark, "run-2")
     assert _reloadable(storage, table) == {None: [load]}
+    # a later full load stamped as of its arrival shares the earlier one's time: the newer part wins,
+    # whatever the names' order
+    later = f"{days}a-later-export.csv"
+    storage.put_bytes(later, b"1,2024-04-01,10\n2,2024-04-01,20\n3,2024-04-02,30\n")
+    apply_pending(table, storage, spark, "run-3")
+    assert _reloadable(storage, table) == {None: [later]}
     _lose(storage, table, 2)
-    apply_pending(table, storage, spark, "backfill", reload=[load])
+    apply_pending(table, storage, spark, "backfill", reload=[later])
     # key 3, newer than the full load, is not deleted by it
     assert _table(storage, table) == {1: (FIRST, 10), 2: (FIRST, 20), 3: (SECOND, 30)}
