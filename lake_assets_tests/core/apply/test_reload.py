@@ -112,16 +112,16 @@ def test_a_whole_table_snapshot_loaded_again(storage: LakeStorage, spark: SparkS
     load = f"{days}export.csv"  # stamped as of its arrival
     storage.put_bytes(load, b"1,2024-04-01,10\n2,2024-04-01,20\n")
     apply_pending(table, storage, spark, "run-1")
-    storage.put_bytes(f"{cdc}20240402-000000000.csv", b"I,3,2024-04-02,30\n")
-    apply_pending(table, storage, spark, "run-2")
     assert _reloadable(storage, table) == {None: [load]}
-    # a later full load stamped as of its arrival shares the earlier one's time: the newer part wins,
-    # whatever the names' order
+    # the next full load, stamped as of its arrival too, shares the first one's time (a later part of it):
+    # the newer wins, whatever the names' order
     later = f"{days}a-later-export.csv"
-    storage.put_bytes(later, b"1,2024-04-01,10\n2,2024-04-01,20\n3,2024-04-02,30\n")
-    apply_pending(table, storage, spark, "run-3")
+    storage.put_bytes(later, b"1,2024-04-01,10\n2,2024-04-01,21\n")
+    apply_pending(table, storage, spark, "run-2")
     assert _reloadable(storage, table) == {None: [later]}
+    storage.put_bytes(f"{cdc}20240402-000000000.csv", b"I,3,2024-04-02,30\n")
+    apply_pending(table, storage, spark, "run-3")
     _lose(storage, table, 2)
     apply_pending(table, storage, spark, "backfill", reload=[later])
-    # key 3, newer than the full load, is not deleted by it
-    assert _table(storage, table) == {1: (FIRST, 10), 2: (FIRST, 20), 3: (SECOND, 30)}
+    # key 2 back; key 3, newer than the full load, is not deleted by it
+    assert _table(storage, table) == {1: (FIRST, 10), 2: (FIRST, 21), 3: (SECOND, 30)}
