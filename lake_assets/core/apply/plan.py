@@ -49,11 +49,11 @@ def pending(declaration: TableDeclaration, files: list[RawFile], latest: dict[tu
             reapply: bool = False, reload: Collection[str] = ()) -> list[RawFile]:
     """Objects whose (key, ETag) has no ledger entry yet, or was approved after a hold, or (with
     `reapply`) reverted by `lake restore`, or refused for columns a newer contract now declares,
-    or applied and named in `reload` (`lake backfill`: loaded again as of their stamps)."""
+    or snapshot objects applied and named in `reload` (`lake backfill`: loaded again as of their stamps)."""
     again = (APPROVED, REVERTED) if reapply else (APPROVED,)
     return [f for f in files if (f.key, f.etag) not in latest or latest[(f.key, f.etag)]["status"] in again
             or refused_by_older_contract(declaration, latest[(f.key, f.etag)])
-            or (f.key in reload and latest[(f.key, f.etag)]["status"] == APPLIED)]
+            or (f.kind is SourceKind.SNAPSHOT and f.key in reload and latest[(f.key, f.etag)]["status"] == APPLIED)]
 
 
 def newest_snapshots(declaration: TableDeclaration, files: list[RawFile],
