@@ -51,6 +51,7 @@ def test_backfill_loads_partitions_again_and_keeps_newer_changes(lake_env: LakeS
     # a range, open at one end: the second day only
     code, out = lake("backfill", "sales", "--from", "2024-04-02")
     assert code == 0 and "day=2024-04-02/part-0.csv" in out and "2024-04-01" not in out.split("again")[1], out
+    assert "(unchanged)" in out and "0 inserted, 0 updated, 0 deleted, 1 superseded" in out, out  # it lost nothing
     code, out = lake("status", "--format", "json")
     days = {r["file"]: r["status"] for r in json.loads(out) if r["file"].startswith("raw/sales/days/")}
     assert code == 0 and set(days.values()) == {"applied"} and len(days) == 2, out

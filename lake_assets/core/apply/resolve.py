@@ -94,7 +94,8 @@ AUDIT_TYPES = {OPERATION: "string", SOURCE_FILE: "string", SOURCE_LINE: "bigint"
 
 def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame | None, tombstones: DataFrame | None,
             floor: str | None, snapshot: PublishedSnapshot | None, applied_at: dt.datetime,
-            earlier: Sequence[PublishedSnapshot] = (), partitions: PartitionSnapshots | None = None) -> DataFrame:
+            earlier: Sequence[PublishedSnapshot] = (), partitions: PartitionSnapshots | None = None,
+            again: Sequence[int] = ()) -> DataFrame:
     """The run's resolved changes (see the module's docstring).
 
     `changes`: the reader's valid rows of the objects this run applies (CDC files and the
@@ -105,6 +106,9 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     delete, it deletes too: they change only the history, and what an update's NULLs may take).
     A full load's rows are among `changes` whichever snapshot it is. `partitions`: the run's
     partition snapshots (partitions.py), whose rows are among `changes` too, and the partitions' floors.
+    `again`: the objects (their `_file`) loaded again as of the stamps they were applied with (`lake
+    backfill`): a change of theirs is, at its own sequence, the row it made, so it does not apply
+    over that row (a tie re-applies for any other).
     """
     keys = list(declaration.keys)
     data = [c for c in declaration.written if c not in keys]
@@ -138,7 +142,10 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     else:
         newest = Window.partitionBy(*keys).orderBy(F.col(SEQUENCE).desc())
         events = events.withColumn("_rank", F.row_number().over(newest))
-    wins = (F.col("_rank") == 1) & (F.col(_EXISTING).isNull() | (F.col(SEQUENCE) >= F.col(_EXISTING)))
+    newer = F.col(SEQUENCE) >= F.col(_EXISTING)
+    if again:
+        newer = F.when(F.col(FILE_INDEX).isin(list(again)), F.col(SEQUENCE) > F.col(_EXISTING)).otherwise(newer)
+    wins = (F.col("_rank") == 1) & (F.col(_EXISTING).isNull() | newer)
     added = []
     if tombstones is not None and existing is not None:
         added.append(_delete_rows(declaration, _late(keys, events, tombstones), applied_at))

@@ -126,6 +126,8 @@ class _Run:
     run_id: str
     rules: IngestRules
     report: ApplyReport
+    #: applied snapshot objects this run loads again, as of their stamps (`lake backfill`)
+    reload: frozenset[str] = frozenset()
 
     @property
     def keys(self) -> list[str]:
@@ -169,7 +171,8 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
     is finished first."""
     started = time.perf_counter()
     tables = table_set(declaration)
-    run = _Run(declaration, tables, storage, spark, run_id, rules or IngestRules(), ApplyReport(run_id, None, 0))
+    run = _Run(declaration, tables, storage, spark, run_id, rules or IngestRules(), ApplyReport(run_id, None, 0),
+               frozenset(reload))
     before = run.curated()
     run.report.version_before, run.report.rows_before = before.version, before.rows
     ledger = Ledger(storage)
@@ -290,7 +293,8 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: di
         resolved = stage.write("resolved", resolve(
             run.declaration, changes, found,
             None if tombstones is None else tombstones.select(*run.keys, SEQUENCE, "source_file", "source_line"),
-            planned.floor, published_snapshot, applied_at, each, partitions))
+            planned.floor, published_snapshot, applied_at, each, partitions,
+            again=[f.index for f in planned.files if f.file.key in run.reload]))
         applied = {int(r[FILE_INDEX]): int(r["n"]) for r in resolved.where(F.col(ROLE) == Role.APPLY.value)
                    .groupBy(FILE_INDEX).agg(F.count(F.lit(1)).alias("n")).collect()
                    if r[FILE_INDEX] is not None}  # a partition snapshot's deletes are no object's rows
