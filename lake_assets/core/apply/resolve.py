@@ -108,7 +108,8 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     partition snapshots (partitions.py), whose rows are among `changes` too, and the partitions' floors.
     `again`: the objects (their `_file`) loaded again as of the stamps they were applied with (`lake
     backfill`): a change of theirs is, at its own sequence, the row it made, so it does not apply
-    over that row (a tie re-applies for any other).
+    over that row (a tie re-applies for any other); one that does not apply is left out (the history
+    has it since the object was first applied).
     """
     keys = list(declaration.keys)
     data = [c for c in declaration.written if c not in keys]
@@ -160,6 +161,8 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
     resolved = events.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
                              F.when(wins, F.lit(Role.APPLY.value)).otherwise(F.lit(Role.KEPT.value)).alias(ROLE),
                              F.coalesce(F.col(PRESENT), F.lit(False)).alias(PRESENT))
+    if again:  # the history recorded every change of theirs when they were first applied: those kept stay out
+        resolved = resolved.where(~(F.col(FILE_INDEX).isin(list(again)) & (F.col(ROLE) == Role.KEPT.value)))
     if earlier_deletes is not None:
         added.append(_delete_rows(declaration, earlier_deletes, applied_at))
     for rows in added:

@@ -101,11 +101,15 @@ def test_a_partition_loaded_again_repairs_it_and_keeps_newer_changes(storage: La
     assert len(sequences) == 2 and sequences[0] == sequences[1]  # applied again as of its own stamp
     assert history_matches_table(table, storage, spark).passed
 
-    # loaded again once more, into an intact partition: each row is the one it made, so nothing changes
+    # loaded again once more, into an intact partition: each row is the one it made, so nothing changes,
+    # not even the history (it has every change of the object since it was first applied)
+    history = DeltaTable(table_set(table).history.uri(storage), storage_options=storage.delta_storage_options())
     idle = apply_pending(table, storage, spark, "backfill-2", reload=[first])
     (again,) = idle.files
     assert (again.status, again.rows_applied, again.rows_superseded) == ("applied", 0, 3)
     assert idle.version_after == idle.version_before and _table(storage, table) == expected
+    assert DeltaTable(table_set(table).history.uri(storage),
+                      storage_options=storage.delta_storage_options()).version() == history.version()
 
     # nothing named: nothing pending, nothing loaded again
     assert apply_pending(table, storage, spark, "idle").files == []
