@@ -2,7 +2,7 @@
 job, each as of the stamp it was applied with (core/apply/run.py `reload`): per partition for a
 source of partition snapshots (all, some, or a range of values), else the table's newest full load.
 A newer change of a key wins over them, so a backfill brings back what the table lost (a row deleted
-by another writer, a restore gone too far) and undoes no change made since."""
+by another writer of the table) and undoes no change made since."""
 
 from typing import Any
 
