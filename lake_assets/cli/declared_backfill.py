@@ -10,10 +10,9 @@ from lake_assets.cli.job_runner import execute, report_run
 from lake_assets.cli.output import console
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.apply.partitions import partition_text, partition_value
-from lake_assets.core.apply.plan import RawFile, newest_snapshots, raw_files
+from lake_assets.core.apply.plan import RawFile, applied_snapshots
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.errors import UsageError
-from lake_assets.core.ledger import Ledger
 from lake_assets.core.registry import declarations
 from lake_assets.core.tables import table_set
 from lake_assets.declared.jobs import job_name
@@ -37,9 +36,7 @@ def reloaded(lake: LakeSession, declaration: TableDeclaration, start: str | None
         raise UsageError(f"{declaration.name}'s snapshots are of the whole table: `lake backfill {declaration.name}` "
                          "loads its newest full load again (--from, --to and --partition are for a source of "
                          "partition snapshots)")
-    entries = Ledger(lake.storage).entries(declaration.name).to_pylist()
-    latest = {(e["source_file"], e["source_etag"]): e for e in entries}
-    found = newest_snapshots(declaration, raw_files(declaration, lake.storage), latest)
+    found = applied_snapshots(declaration, lake.storage)
     if column is not None:
         found = _chosen(declaration, column, found, start, end, values)
     objects = sorted((f for files in found.values() for f in files), key=lambda f: f.key)

@@ -27,6 +27,7 @@ from lake_assets.core.column_descriptions import (
 )
 from lake_assets.core.quarantine import QUARANTINE_COLUMNS
 from lake_assets.core.run_outcome import RunOutcome
+from lake_assets.declared.partitions import partitions_def, record_partitions, reloads
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
@@ -82,7 +83,9 @@ def table_description(declaration: TableDeclaration) -> str:
         parts.append(f"Partitioned by {', '.join(declaration.partition_by)}.")
     column = declaration.partition_snapshots
     if column:
-        parts.append(f"Each snapshot object replaces one {column} partition, named by its folder ({column}=<value>/).")
+        parts.append(f"Each snapshot object replaces one {column} partition, named by its folder ({column}=<value>/); "
+                     f"each value is a partition here too: materializing partitions loads their newest snapshots "
+                     "again, as `lake backfill --partition` does.")
     table = table_set(declaration).table
     if table.format is TableFormat.ICEBERG:
         parts.append(f"An Iceberg table in the catalog: `{table.name}` in `lake query`, its changes read from its "
@@ -96,9 +99,10 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     raw = [raw_key(declaration, s.kind) for s in declaration.sources]
     owners = list(declaration.owners)
     name = declaration.name
+    partitions = partitions_def(declaration)  # the table's own: its quarantine, history and the rest are whole
     specs = [
         dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners,
-                     kinds={declaration.format.value, "spark", "s3"},
+                     kinds={declaration.format.value, "spark", "s3"}, partitions_def=partitions,
                      description=table_description(declaration),
                      metadata={"dagster/column_schema": column_schema(declaration),
                                **({"partition_by": ", ".join(declaration.partition_by)}
@@ -133,7 +137,8 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                         "recorded it.",
             metadata={"dagster/column_schema": derived_schema(declaration, HISTORY_COLUMNS)}))
 
-    @dg.multi_asset(name=f"{name}_tables", specs=specs, can_subset=False)
+    @dg.multi_asset(name=f"{name}_tables", specs=specs, can_subset=False,
+                    backfill_policy=dg.BackfillPolicy.single_run() if partitions else None)
     def apply_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
                      engine: SparkEngine, rules: LakeRules):
         """Apply every pending raw object to the table (and its quarantine), then record the ledger.
@@ -143,19 +148,21 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
         run_id = context.run.run_id
         record_process(context.instance, run_id)  # so reap_dead_runs can fail the run if we are killed
         with storage.running() as running, table_lock(running, name, owner=LockOwner.current(run_id)) as lease:
+            reload = [*config.reload, *_partitions_asked(context, declaration, running)]
             job_run: dict = {}
             if engine.on_aws:  # the apply step as an AWS Glue / EMR Serverless job (lake_assets/aws/)
                 from lake_assets.aws import apply_job_launcher
 
                 outcome = apply_job_launcher()(context, engine.engine, engine.aws, declaration, running,
-                                        RulesSettings(**rules.model_dump()), config.reapply, config.reload)
+                                        RulesSettings(**rules.model_dump()), config.reapply, reload)
                 report, job_run = outcome.report, dict(outcome.run_metadata)
             else:
                 report = apply_pending(declaration, running, engine.session(running), run_id,
-                                       IngestRules.from_rules(rules), reapply=config.reapply, reload=config.reload)
+                                       IngestRules.from_rules(rules), reapply=config.reapply, reload=reload)
             lease.check()
             metadata = table_metadata(declaration, report, running)
             metadata[name].update(job_run)
+        record_partitions(context, declaration, report.files)
         for held in report.held:
             context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
         context.log.info(f"applied {len(report.files)} file(s): version {report.version_before} -> "
@@ -166,6 +173,21 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
             yield dg.MaterializeResult(asset_key=asset, metadata=values)
 
     return apply_tables
+
+
+def _partitions_asked(context: dg.AssetExecutionContext, declaration: TableDeclaration,
+                      storage: LakeStorage) -> list[str]:
+    """The objects a run started for partitions loads again (declared/partitions.py): none for a
+    run started without any (the sensor's, `lake run`'s)."""
+    if not (context.has_partition_key or context.has_partition_key_range):
+        return []
+    keys = list(context.partition_keys)
+    objects, missing = reloads(declaration, storage, keys)
+    if missing:
+        context.log.warning(f"{len(missing)} of the run's {len(keys)} partition(s) have no applied snapshot to load "
+                            f"again: {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
+    context.log.info(f"loading {len(objects)} object(s) of {len(keys)} partition(s) again, each as of its own stamp")
+    return objects
 
 
 def column_schema(declaration: TableDeclaration) -> dg.TableSchema:

@@ -22,7 +22,7 @@ from lake_assets.core.apply.partitions import FolderPartition, folder_partition
 from lake_assets.core.apply.reader import ObjectToRead
 from lake_assets.core.declaration import RefusalReason, SequenceFrom, Source, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
-from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED
+from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger
 from lake_assets.core.raw_zone import RawObject, is_data_file
 from lake_assets.core.sequence import TIME_DIGITS, FileStamp, arrival_stamp, file_stamp, folder_pattern, name_part, \
     origin
@@ -80,6 +80,13 @@ def newest_snapshots(declaration: TableDeclaration, files: list[RawFile],
         if newest[value][1:] == (time, group):
             found.setdefault(value, []).append(raw)
     return found
+
+
+def applied_snapshots(declaration: TableDeclaration, storage: LakeStorage) -> dict[Any, list[RawFile]]:
+    """`newest_snapshots` of the table as its raw zone and ledger hold them now."""
+    entries = Ledger(storage).entries(declaration.name).to_pylist()
+    latest = {(e["source_file"], e["source_etag"]): e for e in entries}
+    return newest_snapshots(declaration, raw_files(declaration, storage), latest)
 
 
 def refused_by_older_contract(declaration: TableDeclaration, entry: dict) -> bool:

@@ -1,0 +1,78 @@
+"""A declared table's Dagster partitions: one per value of its partition snapshot source's column.
+
+A table fed by partition snapshots (`partition: <column>` on a snapshot source) is partitioned in
+Dagster by that column's values (a `DynamicPartitionsDefinition`: the values come with the
+objects). Every run of the table's job registers the partitions whose snapshot it applied and gives
+each its own materialization, with its objects and rows, so the UI shows when each partition was
+last loaded and from what. A run started for partitions (the UI's materialize or backfill of
+them: one run for a range, `BackfillPolicy.single_run`) loads each one's newest applied snapshot
+again, as `lake backfill --partition` does; runs started by the sensor and `lake run` are not
+partitioned and apply what is pending, as for any table. A partition's key is its value as
+`partition_text` writes it (a date as `2024-04-01`, NULL as `__HIVE_DEFAULT_PARTITION__`).
+"""
+
+from collections import defaultdict
+
+import dagster as dg
+
+from lake_assets.core.apply.partitions import FolderPartition, folder_partition, partition_text
+from lake_assets.core.apply.plan import applied_snapshots
+from lake_assets.core.declaration import TableDeclaration
+from lake_assets.core.ledger import LedgerEntry
+from lake_assets.core.ledger_states import APPLIED
+from lake_assets.resources.storage import LakeStorage
+
+
+#: What Dagster refuses in a partition key (its private INVALID_PARTITION_SUBSTRINGS, written out):
+#: a value holding one is loaded as any other, and has no partition in the UI.
+UNNAMEABLE = ("...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+
+
+def partitions_def(declaration: TableDeclaration) -> dg.DynamicPartitionsDefinition | None:
+    """The table's Dagster partitions, or None for a table without a partition snapshot source."""
+    column = declaration.partition_snapshots
+    return None if column is None else dg.DynamicPartitionsDefinition(name=f"{declaration.name}_{column}")
+
+
+def reloads(declaration: TableDeclaration, storage: LakeStorage, keys: list[str]) -> tuple[list[str], list[str]]:
+    """The objects a run for the partitions `keys` loads again (each partition's newest applied
+    snapshot), and the keys that have none (nothing applied yet, or its object removed)."""
+    found = {partition_text(value): files for value, files in applied_snapshots(declaration, storage).items()}
+    return sorted(f.key for key in keys for f in found.get(key, [])), [key for key in keys if key not in found]
+
+
+def partition_counts(declaration: TableDeclaration, files: list[LedgerEntry]) -> dict[str, dict]:
+    """Per partition whose snapshot the run applied (or loaded again): its objects, their rows and
+    what became of them, from the run's ledger entries."""
+    mine: dict[str, list[LedgerEntry]] = defaultdict(list)
+    for entry in files:
+        source = declaration.source(entry.source_file)
+        if entry.status != APPLIED or source is None or source.partition is None:
+            continue
+        partition = folder_partition(declaration, source, entry.source_file)
+        if isinstance(partition, FolderPartition):
+            mine[partition_text(partition.value)].append(entry)
+    return {key: {"objects": len(entries),
+                  "rows_in_objects": sum(e.rows_in_file or 0 for e in entries),
+                  **{count: sum(getattr(e, count) for e in entries)
+                     for count in ("rows_applied", "rows_superseded", "rows_quarantined")},
+                  "source_objects": dg.MetadataValue.json(sorted(e.source_file for e in entries))}
+            for key, entries in sorted(mine.items())}
+
+
+def record_partitions(context: dg.AssetExecutionContext, declaration: TableDeclaration,
+                      files: list[LedgerEntry]) -> None:
+    """Register the partitions the run loaded and give each its counts: the run's own partitions on
+    the materialization Dagster makes of each, any other as a materialization of its own."""
+    definition = partitions_def(declaration)
+    if definition is None or definition.name is None:
+        return
+    counts = {key: values for key, values in partition_counts(declaration, files).items()
+              if not any(bad in key for bad in UNNAMEABLE)}
+    context.instance.add_dynamic_partitions(definition.name, list(counts))
+    own = set(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else set()
+    for key, values in counts.items():
+        if key in own:
+            context.add_asset_metadata(values, asset_key=declaration.name, partition_key=key)
+        else:
+            context.log_event(dg.AssetMaterialization(asset_key=declaration.name, partition=key, metadata=values))
