@@ -43,9 +43,11 @@ def _put_day(tmp_path: Path, day: str, rows: str) -> None:
 
 def _materialized(instance: dg.DagsterInstance, run_id: str) -> dict[str | None, dict]:
     """The run's materializations of the table: partition -> metadata (plain values)."""
-    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=KEY), limit=1000).records
-    return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()}
-            for r in records if r.run_id == run_id and r.asset_materialization is not None}
+    records = [r for r in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=KEY), limit=1000).records
+               if r.run_id == run_id and r.asset_materialization is not None]
+    partitions = [r.partition_key for r in records]
+    assert len(partitions) == len(set(partitions)), partitions  # one materialization per partition and run
+    return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
 
 
 def _newest_run(instance: dg.DagsterInstance) -> str:
