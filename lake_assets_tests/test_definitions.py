@@ -45,8 +45,14 @@ def test_a_partitioned_table_says_so_in_the_ui() -> None:
                     for s in INSURANCE.sources)
     by_state = next(s for s in table_assets(partitioned.model_copy(update={"sources": sources})).specs
                     if s.key.path == ["insurance"])
+    # `<value>` escaped: the UI renders descriptions as markdown, which drops an unknown tag
     assert by_state.description.endswith("Each snapshot object replaces one state_code partition, named by its "
-                                         "folder (state_code=<value>/).")
+                                         "folder (state_code=&lt;value&gt;/); each value is a partition here too: "
+                                         "materializing partitions loads their newest snapshots again, as "
+                                         "`lake backfill --partition` does.")
+    # Dagster's partitions: the table's, by the values; its quarantine, history and the rest whole
+    assert by_state.partitions_def == dg.DynamicPartitionsDefinition(name="insurance_state_code")
+    assert spec.partitions_def is None and unpartitioned.partitions_def is None
 
 
 def test_the_description_names_what_the_sources_deliver() -> None:

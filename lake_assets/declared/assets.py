@@ -7,6 +7,7 @@ write lease.
 """
 
 import hashlib
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -83,7 +84,7 @@ def table_description(declaration: TableDeclaration) -> str:
         parts.append(f"Partitioned by {', '.join(declaration.partition_by)}.")
     column = declaration.partition_snapshots
     if column:
-        parts.append(f"Each snapshot object replaces one {column} partition, named by its folder ({column}=<value>/); "
+        parts.append(f"Each snapshot object replaces one {column} partition, named by its folder ({column}=&lt;value&gt;/); "
                      f"each value is a partition here too: materializing partitions loads their newest snapshots "
                      "again, as `lake backfill --partition` does.")
     table = table_set(declaration).table
@@ -100,6 +101,10 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     owners = list(declaration.owners)
     name = declaration.name
     partitions = partitions_def(declaration)  # the table's own: its quarantine, history and the rest are whole
+    # What the tables kept beside the table are drawn from in the lineage: the table; for a partitioned
+    # one, its raw sources (in a run not started for partitions, Dagster cannot read the version of
+    # a partitioned input of the step: it asks the run for its partitions)
+    beside = raw if partitions else [name]
     specs = [
         dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners,
                      kinds={declaration.format.value, "spark", "s3"}, partitions_def=partitions,
@@ -113,7 +118,7 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                                  "text. Each run's rows by reason are in its metadata (`quarantined_<reason>`, "
                                  "plotted over time).",
                      metadata={"dagster/column_schema": quarantine_schema()}),
-        dg.AssetSpec(tables.tombstones.name, deps=[name], group_name=declaration.group, owners=owners,
+        dg.AssetSpec(tables.tombstones.name, deps=beside, group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
                      description=f"Keys deleted from `{name}`, the sequence of their delete and the object and "
                                  f"line that deleted them, kept for {declaration.tombstone_retention_days} days "
@@ -122,14 +127,14 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     ]
     if tables.table.feed:
         specs.append(dg.AssetSpec(
-            tables.changes.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
+            tables.changes.name, deps=beside, group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
             description=f"Change feed of `{name}` (Delta CDF semantics): the table's columns plus `_change_type` "
                         "(insert, update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`. "
                         f"Read it with `lake changes {name} --from-version N`.",
             metadata={"dagster/column_schema": derived_schema(declaration, FEED_COLUMNS)}))
     if declaration.history:
         specs.append(dg.AssetSpec(
-            tables.history.name, deps=[name], group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
+            tables.history.name, deps=beside, group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
             description=f"SCD type 2 history of `{name}` on the source's sequence axis (DLT's `STORED AS SCD TYPE "
                         "2`): one row per version a key had, valid from its `_sequence` to the key's next change "
                         "(`valid_to_sequence`; `valid_from`/`valid_to` their times), deletes as rows of their own "
@@ -137,7 +142,10 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                         "recorded it.",
             metadata={"dagster/column_schema": derived_schema(declaration, HISTORY_COLUMNS)}))
 
-    @dg.multi_asset(name=f"{name}_tables", specs=specs, can_subset=False,
+    # A partitioned table's multi-asset can be subset: Dagster backfills the partitions of a selection
+    # whose assets share them, so the UI's backfill selects the table alone. Its run writes the
+    # whole tables beside it all the same, and reports them as materializations (`_reported`).
+    @dg.multi_asset(name=f"{name}_tables", specs=specs, can_subset=partitions is not None,
                     backfill_policy=dg.BackfillPolicy.single_run() if partitions else None)
     def apply_tables(context: dg.AssetExecutionContext, config: ApplyConfig, storage: StorageResource,
                      engine: SparkEngine, rules: LakeRules):
@@ -169,10 +177,19 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                          f"{report.version_after}, {report.rows_before} -> {report.rows_after} rows")
         context.log_event(dg.AssetObservation(asset_key=LEDGER_KEY, metadata=ledger_metadata(declaration, report,
                                                                                               running)))
-        for asset, values in metadata.items():
-            yield dg.MaterializeResult(asset_key=asset, metadata=values)
+        yield from _reported(context, metadata)
 
     return apply_tables
+
+
+def _reported(context: dg.AssetExecutionContext, metadata: dict[str, dict]) -> Iterator[dg.MaterializeResult]:
+    """What the run wrote, each table with its metadata: the selected ones as the step's results,
+    any other (a partition backfill selects the table alone) as a materialization logged beside."""
+    for asset, values in metadata.items():
+        if dg.AssetKey(asset) in context.selected_asset_keys:
+            yield dg.MaterializeResult(asset_key=asset, metadata=values)
+        else:
+            context.log_event(dg.AssetMaterialization(asset_key=asset, metadata=values))
 
 
 def _partitions_asked(context: dg.AssetExecutionContext, declaration: TableDeclaration,

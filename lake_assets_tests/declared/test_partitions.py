@@ -92,11 +92,15 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     assert set(again) == {"2024-04-01"}, again
     assert (again["2024-04-01"]["rows_applied"], again["2024-04-01"]["rows_superseded"]) == (1, 1)
 
-    # a range of partitions in one run (the UI's backfill, BackfillPolicy.single_run): intact, so nothing written
+    # a range of partitions in one run of the table alone (the UI's backfill: BackfillPolicy.single_run, and
+    # a selection of the assets that share the partitions): intact, so nothing written
     version = DeltaTable(lake_env.uri("curated/visits"), storage_options=lake_env.delta_storage_options()).version()
-    result = _run_for(instance, tags={"dagster/asset_partition_range_start": "2024-04-01",
-                                      "dagster/asset_partition_range_end": "2024-04-02"})
+    result = _run_for(instance, asset_selection=[KEY], tags={"dagster/asset_partition_range_start": "2024-04-01",
+                                                             "dagster/asset_partition_range_end": "2024-04-02"})
     assert result.success
+    beside = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("visits_history")),
+                                             limit=1).records[0]
+    assert beside.run_id == result.run_id  # the tables the run writes beside are reported too
     assert DeltaTable(lake_env.uri("curated/visits"), storage_options=lake_env.delta_storage_options()).version() \
         == version
     both = _materialized(instance, result.run_id)
