@@ -76,7 +76,9 @@ class RunReporter:
         connection = self._instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
         materializations = [r.event_log_entry.asset_materialization for r in connection.records
                             if r.event_log_entry.asset_materialization is not None]
-        outcomes = [o for o in (RunOutcome.from_metadata(m.metadata) for m in materializations) if o is not None]
+        # one outcome per table: a run for a range of partitions materializes its table once per partition
+        each = {m.asset_key: RunOutcome.from_metadata(m.metadata) for m in reversed(materializations)}
+        outcomes = [o for o in each.values() if o is not None]
         total = sum(outcomes[1:], outcomes[0]) if outcomes else None
         return list(dict.fromkeys(".".join(m.asset_key.path) for m in materializations)), total
 

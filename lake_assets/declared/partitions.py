@@ -43,7 +43,8 @@ def reloads(declaration: TableDeclaration, storage: LakeStorage, keys: list[str]
 
 def partition_counts(declaration: TableDeclaration, files: list[LedgerEntry]) -> dict[str, dict]:
     """Per partition whose snapshot the run applied (or loaded again): its objects, their rows and
-    what became of them, from the run's ledger entries."""
+    what became of them, from the run's ledger entries (named `partition_*`: beside the run's own
+    counts, which a run for partitions gives each of its partitions too)."""
     mine: dict[str, list[LedgerEntry]] = defaultdict(list)
     for entry in files:
         source = declaration.source(entry.source_file)
@@ -52,11 +53,11 @@ def partition_counts(declaration: TableDeclaration, files: list[LedgerEntry]) ->
         partition = folder_partition(declaration, source, entry.source_file)
         if isinstance(partition, FolderPartition):
             mine[partition_text(partition.value)].append(entry)
-    return {key: {"objects": len(entries),
-                  "rows_in_objects": sum(e.rows_in_file or 0 for e in entries),
-                  **{count: sum(getattr(e, count) for e in entries)
+    return {key: {"partition_objects": len(entries),
+                  "partition_rows_in_objects": sum(e.rows_in_file or 0 for e in entries),
+                  **{f"partition_{count}": sum(getattr(e, count) for e in entries)
                      for count in ("rows_applied", "rows_superseded", "rows_quarantined")},
-                  "source_objects": dg.MetadataValue.json(sorted(e.source_file for e in entries))}
+                  "partition_source_objects": dg.MetadataValue.json(sorted(e.source_file for e in entries))}
             for key, entries in sorted(mine.items())}
 
 

@@ -4,11 +4,13 @@ for partitions (as the UI's materialize or backfill starts it) loads them again.
 embedded S3, Sail and the lake's Dagster instance; delta-rs deletes a row from outside the lake
 (the damage a partition's run repairs) and reads the table back."""
 
+import datetime as dt
 from pathlib import Path
 
 import dagster as dg
 from deltalake import DeltaTable
 
+from lake_assets.cli.dev_runs import RunReporter
 from lake_assets.cli.session import dagster_instance
 from lake_assets.definitions import build_definitions
 from lake_assets.resources.storage import LakeStorage
@@ -78,7 +80,7 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     first = _materialized(instance, _newest_run(instance))
     assert first[None]["rows_after"] == 3  # the table's own, of the whole run (the sensor's runs are not partitioned)
     # key 1's row of the day lost to the newer correction, in the same run
-    assert {k: (v["objects"], v["rows_applied"], v["rows_superseded"], v["source_objects"])
+    assert {k: (v["partition_objects"], v["partition_rows_applied"], v["partition_rows_superseded"], v["partition_source_objects"])
             for k, v in first.items() if k} == {
         "2024-04-01": (1, 1, 1, ["raw/visits/days/day=2024-04-01/part-0.csv"]),
         "2024-04-02": (1, 1, 0, ["raw/visits/days/day=2024-04-02/part-0.csv"])}
@@ -90,7 +92,7 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     assert _rows(lake_env) == {1: 11, 2: 20, 3: 30}
     again = _materialized(instance, result.run_id)
     assert set(again) == {"2024-04-01"}, again
-    assert (again["2024-04-01"]["rows_applied"], again["2024-04-01"]["rows_superseded"]) == (1, 1)
+    assert (again["2024-04-01"]["partition_rows_applied"], again["2024-04-01"]["partition_rows_superseded"]) == (1, 1)
 
     # a range of partitions in one run of the table alone (the UI's backfill: BackfillPolicy.single_run, and
     # a selection of the assets that share the partitions): intact, so nothing written
@@ -104,7 +106,11 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     assert DeltaTable(lake_env.uri("curated/visits"), storage_options=lake_env.delta_storage_options()).version() \
         == version
     both = _materialized(instance, result.run_id)
-    assert {k: (v["objects"], v["rows_applied"], v["rows_superseded"]) for k, v in both.items()} == {
+    assert {v["rows_superseded"] for v in both.values()} == {3}  # each partition's materialization: the run's too
+    line = next(line for line in RunReporter(instance, since=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+                .new_lines() if result.run_id[:8] in line)  # what `lake dev` prints: the run counted once
+    assert "files 2 applied, 0 refused, 0 held; rows 0 applied, 3 superseded" in line, line
+    assert {k: (v["partition_objects"], v["partition_rows_applied"], v["partition_rows_superseded"]) for k, v in both.items()} == {
         "2024-04-01": (1, 0, 2), "2024-04-02": (1, 0, 1)}
 
     # a partition with no applied snapshot: the run says so and changes nothing
@@ -121,4 +127,4 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     assert code == 0, out
     assert {"2024-04-01", "2024-04-02", "2024-04-03"} <= set(instance.get_dynamic_partitions(PARTITIONS))
     third = _materialized(instance, _newest_run(instance))
-    assert {k for k in third if k} == {"2024-04-03"} and third["2024-04-03"]["rows_applied"] == 1
+    assert {k for k in third if k} == {"2024-04-03"} and third["2024-04-03"]["partition_rows_applied"] == 1
