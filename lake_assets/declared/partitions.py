@@ -23,11 +23,6 @@ from lake_assets.core.ledger_states import APPLIED
 from lake_assets.resources.storage import LakeStorage
 
 
-#: What Dagster refuses in a partition key (its private INVALID_PARTITION_SUBSTRINGS, written out):
-#: a value holding one is loaded as any other, and has no partition in the UI.
-UNNAMEABLE = ("...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
-
-
 def partitions_def(declaration: TableDeclaration) -> dg.DynamicPartitionsDefinition | None:
     """The table's Dagster partitions, or None for a table without a partition snapshot source."""
     column = declaration.partition_snapshots
@@ -68,8 +63,7 @@ def record_partitions(context: dg.AssetExecutionContext, declaration: TableDecla
     definition = partitions_def(declaration)
     if definition is None or definition.name is None:
         return
-    counts = {key: values for key, values in partition_counts(declaration, files).items()
-              if not any(bad in key for bad in UNNAMEABLE)}
+    counts = partition_counts(declaration, files)
     context.instance.add_dynamic_partitions(definition.name, list(counts))
     own = set(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else set()
     for key, values in counts.items():
