@@ -11,20 +11,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from lake_assets_tests.declared.test_partitions import DECLARATION, KEY
 from lake_assets_tests.helpers.lake_dev import LakeDev, lake_dev, wait_for
 
 pytestmark = pytest.mark.e2e
 
-DECLARATION = """name: visits
-group: web
-keys: [id]
-columns:
-  - {name: id, type: BIGINT, nullable: false}
-  - {name: day, type: DATE}
-  - {name: pages, type: BIGINT}
-sources:
-  - {prefix: raw/visits/days/, kind: snapshot, partition: day}
-"""
 LAUNCH = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 DAYS = {"2024-04-01": "1,2024-04-01,10\n2,2024-04-01,20\n", "2024-04-02": "3,2024-04-02,30\n"}
@@ -74,7 +65,7 @@ def test_a_backfill_launched_in_the_ui_loads_the_partitions_again_in_one_run(tmp
             assert (runs[0].tags["dagster/asset_partition_range_start"],
                     runs[0].tags["dagster/asset_partition_range_end"]) == ("2024-04-01", "2024-04-02")
             assert runs[0].tags.get("lake/table") == "visits"  # one writer of the table at a time
-            records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("visits")),
+            records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=KEY),
                                                       limit=100).records
             loaded = {r.partition_key: r.asset_materialization.metadata["partition_source_objects"].value
                       for r in records if r.run_id == runs[0].run_id}
