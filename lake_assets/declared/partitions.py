@@ -19,7 +19,7 @@ from lake_assets.core.apply.partitions import FolderPartition, folder_partition,
 from lake_assets.core.apply.plan import applied_snapshots
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.ledger import LedgerEntry
-from lake_assets.core.ledger_states import APPLIED
+from lake_assets.core.ledger_states import APPLIED, HELD
 from lake_assets.resources.storage import LakeStorage
 
 
@@ -36,38 +36,49 @@ def reloads(declaration: TableDeclaration, storage: LakeStorage, keys: list[str]
     return sorted(f.key for key in keys for f in found.get(key, [])), [key for key in keys if key not in found]
 
 
-def partition_counts(declaration: TableDeclaration, files: list[LedgerEntry]) -> dict[str, dict]:
-    """Per partition whose snapshot the run applied (or loaded again): its objects, their rows and
-    what became of them, from the run's ledger entries (named `partition_*`: beside the run's own
-    counts, which a run for partitions gives each of its partitions too)."""
+def by_partition(declaration: TableDeclaration, files: list[LedgerEntry], status: str) -> dict[str, list[LedgerEntry]]:
+    """The run's ledger entries of `status` of partition snapshot objects, per partition key."""
     mine: dict[str, list[LedgerEntry]] = defaultdict(list)
     for entry in files:
         source = declaration.source(entry.source_file)
-        if entry.status != APPLIED or source is None or source.partition is None:
+        if entry.status != status or source is None or source.partition is None:
             continue
         partition = folder_partition(declaration, source, entry.source_file)
         if isinstance(partition, FolderPartition):
             mine[partition_text(partition.value)].append(entry)
+    return dict(sorted(mine.items()))
+
+
+def partition_counts(declaration: TableDeclaration, files: list[LedgerEntry]) -> dict[str, dict]:
+    """Per partition whose snapshot the run applied (or loaded again): its objects, their rows and
+    what became of them, from the run's ledger entries (named `partition_*`: beside the run's own
+    counts, which a run for partitions gives each of its partitions too)."""
     return {key: {"partition_objects": len(entries),
                   "partition_rows_in_objects": sum(e.rows_in_file or 0 for e in entries),
                   **{f"partition_{count}": sum(getattr(e, count) for e in entries)
                      for count in ("rows_applied", "rows_superseded", "rows_quarantined")},
                   "partition_source_objects": dg.MetadataValue.json(sorted(e.source_file for e in entries))}
-            for key, entries in sorted(mine.items())}
+            for key, entries in by_partition(declaration, files, APPLIED).items()}
 
 
 def record_partitions(context: dg.AssetExecutionContext, declaration: TableDeclaration,
                       files: list[LedgerEntry]) -> None:
-    """Register the partitions the run loaded and give each its counts: the run's own partitions on
-    the materialization Dagster makes of each, any other as a materialization of its own."""
+    """Register the partitions the run loaded or held a snapshot of, and give each its counts: the
+    run's own partitions on the materialization Dagster makes of each, any other as a
+    materialization of its own; a held snapshot as an observation of its partition, with why."""
     definition = partitions_def(declaration)
     if definition is None or definition.name is None:
         return
     counts = partition_counts(declaration, files)
-    context.instance.add_dynamic_partitions(definition.name, list(counts))
+    held = by_partition(declaration, files, HELD)
+    context.instance.add_dynamic_partitions(definition.name, sorted({*counts, *held}))
     own = set(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else set()
     for key, values in counts.items():
         if key in own:
             context.add_asset_metadata(values, asset_key=declaration.name, partition_key=key)
         else:
             context.log_event(dg.AssetMaterialization(asset_key=declaration.name, partition=key, metadata=values))
+    for key, entries in held.items():  # not loaded: the partition keeps what it had (or stays missing)
+        context.log_event(dg.AssetObservation(asset_key=declaration.name, partition=key, metadata={
+            "held_objects": dg.MetadataValue.json([{"object": e.source_file, "reason": e.detail} for e in entries]),
+            "publish_with": f"lake approve {entries[0].source_file}"}))

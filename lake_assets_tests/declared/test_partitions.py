@@ -121,10 +121,19 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     assert any("1 of the run's 1 partition(s) have no applied snapshot to load again: 2024-05-09" in w
                for w in warnings), warnings
 
-    # a new day through `lake run`: registered and materialized on its own
+    # new days through `lake run`: each registered; one materialized on its own, one held (a refused row)
     _put_day(tmp_path, "2024-04-03", "4,2024-04-03,40\n")
+    _put_day(tmp_path, "2024-04-04", "5,2024-04-04,50\nfive,2024-04-04,50\n")
     code, out = lake("run")
-    assert code == 0, out
-    assert {"2024-04-01", "2024-04-02", "2024-04-03"} <= set(instance.get_dynamic_partitions(PARTITIONS))
-    third = _materialized(instance, _newest_run(instance))
+    assert code == 0 and "held: raw/visits/days/day=2024-04-04/part-0.csv" in out, out
+    assert {"2024-04-01", "2024-04-02", "2024-04-03", "2024-04-04"} <= set(instance.get_dynamic_partitions(PARTITIONS))
+    run_id = _newest_run(instance)
+    third = _materialized(instance, run_id)
     assert {k for k in third if k} == {"2024-04-03"} and third["2024-04-03"]["partition_rows_applied"] == 1
+    seen = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=KEY, asset_partitions=["2024-04-04"]),
+                                       limit=1).records
+    assert seen and seen[0].run_id == run_id, seen
+    held = seen[0].asset_observation.metadata
+    assert held["held_objects"].value[0]["object"] == "raw/visits/days/day=2024-04-04/part-0.csv", held
+    assert "quarantined" in held["held_objects"].value[0]["reason"], held
+    assert held["publish_with"].value == "lake approve raw/visits/days/day=2024-04-04/part-0.csv"
