@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from lake_assets.cli.session import DAGSTER_ENV
-from lake_assets.event_log import BatchingSqliteEventLogStorage
+from lake_assets.event_log import BatchingSqliteEventLogStorage, log_asset_events
 
 REPO = Path(__file__).resolve().parents[1]
 DAYS = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-03-01")  # 60 days
@@ -134,3 +134,51 @@ def test_events_that_are_not_one_kind_of_one_run_are_stored_one_by_one(tmp_path:
     storage.store_event_batch(events)  # not asset events: Dagster's own path, event by event
     assert stored == events
     assert os.path.isdir(tmp_path / "history" / "runs")
+
+
+KEYS = dg.DynamicPartitionsDefinition(name="values")
+VALUES = [f"v{i:02d}" for i in range(30)]
+OTHER = dg.AssetKey(["values"])
+
+
+@dg.asset(key=OTHER, partitions_def=KEYS, config_schema={"batched": bool})
+def values(context: dg.AssetExecutionContext) -> None:
+    """Materializes every value's partition from a run that is not partitioned: batched, or one by one."""
+    events = [dg.AssetMaterialization(asset_key=OTHER, partition=v, metadata={"value": v}) for v in VALUES]
+    if context.op_execution_context.op_config["batched"]:
+        log_asset_events(context, events)
+    else:
+        for event in events:
+            context.log_event(event)
+
+
+@pytest.mark.integration  # a run on a real instance (its compute-log capture starts a `tail` process)
+def test_events_logged_as_a_batch_are_stored_at_once_and_read_as_logged_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    batches: list[int] = []
+    store_batch = vars(BatchingSqliteEventLogStorage)["store_event_batch"]
+
+    def batch_spy(self: BatchingSqliteEventLogStorage, events) -> None:
+        store_batch(self, events)
+        batches.append(len(events))
+
+    monkeypatch.setattr(BatchingSqliteEventLogStorage, "store_event_batch", batch_spy)
+    (tmp_path / "dagster.yaml").write_text((REPO / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    for name, value in DAGSTER_ENV.items():
+        monkeypatch.setenv(name, value)
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions("values", VALUES)
+    seen = {}
+    for batched in (True, False):
+        op_config = {"ops": {"values": {"config": {"batched": batched}}}}
+        run = dg.materialize([values], instance=instance, run_config=op_config)
+        records = instance.fetch_materializations(OTHER, limit=1000).records
+        seen[batched] = sorted((r.partition_key, r.asset_materialization.metadata["value"].value)
+                               for r in records if r.run_id == run.run_id and r.partition_key)
+        if batched:
+            assert batches == [30]  # the batch reached our storage whole, and was stored
+    assert batches == [30]  # logged one by one: no batch
+    assert seen[True] == seen[False] == [(v, v) for v in VALUES]
+    assert instance.get_materialized_partitions(OTHER) == set(VALUES)
+    instance.dispose()
