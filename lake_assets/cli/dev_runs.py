@@ -77,8 +77,13 @@ class RunReporter:
         materializations = [r.event_log_entry.asset_materialization for r in connection.records
                             if r.event_log_entry.asset_materialization is not None]
         # one outcome per table: a run for a range of partitions materializes its table once per partition
-        each = {m.asset_key: RunOutcome.from_metadata(m.metadata) for m in reversed(materializations)}
-        outcomes = [o for o in each.values() if o is not None]
+        # (and a partition's own materialization carries none)
+        each: dict[dg.AssetKey, RunOutcome] = {}
+        for materialization in materializations:
+            outcome = RunOutcome.from_metadata(materialization.metadata)
+            if outcome is not None:
+                each.setdefault(materialization.asset_key, outcome)
+        outcomes = list(each.values())
         total = sum(outcomes[1:], outcomes[0]) if outcomes else None
         return list(dict.fromkeys(".".join(m.asset_key.path) for m in materializations)), total
 

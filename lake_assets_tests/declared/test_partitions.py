@@ -52,6 +52,12 @@ def _materialized(instance: dg.DagsterInstance, run_id: str) -> dict[str | None,
     return {r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()} for r in records}
 
 
+def _dev_line(instance: dg.DagsterInstance, run_id: str) -> str:
+    """The run's line as `lake dev` prints it."""
+    reporter = RunReporter(instance, since=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+    return next(line for line in reporter.new_lines() if run_id[:8] in line)
+
+
 def _newest_run(instance: dg.DagsterInstance) -> str:
     return instance.get_runs(filters=dg.RunsFilter(job_name="apply_visits"), limit=1)[0].run_id
 
@@ -78,6 +84,7 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     instance = dagster_instance(LakeSettings.from_env())
     assert set(instance.get_dynamic_partitions(PARTITIONS)) == {"2024-04-01", "2024-04-02"}  # not the CDC file
     first = _materialized(instance, _newest_run(instance))
+    assert "files 3 applied, 0 refused, 0 held; rows 3 applied, 1 superseded" in _dev_line(instance, _newest_run(instance))
     assert first[None]["rows_after"] == 3  # the table's own, of the whole run (the sensor's runs are not partitioned)
     # key 1's row of the day lost to the newer correction, in the same run
     assert {k: (v["partition_objects"], v["partition_rows_applied"], v["partition_rows_superseded"], v["partition_source_objects"])
@@ -107,9 +114,8 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
         == version
     both = _materialized(instance, result.run_id)
     assert {v["rows_superseded"] for v in both.values()} == {3}  # each partition's materialization: the run's too
-    line = next(line for line in RunReporter(instance, since=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
-                .new_lines() if result.run_id[:8] in line)  # what `lake dev` prints: the run counted once
-    assert "files 2 applied, 0 refused, 0 held; rows 0 applied, 3 superseded" in line, line
+    # what `lake dev` prints: the run counted once
+    assert "files 2 applied, 0 refused, 0 held; rows 0 applied, 3 superseded" in _dev_line(instance, result.run_id)
     assert {k: (v["partition_objects"], v["partition_rows_applied"], v["partition_rows_superseded"]) for k, v in both.items()} == {
         "2024-04-01": (1, 0, 2), "2024-04-02": (1, 0, 1)}
 
