@@ -166,10 +166,15 @@ def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> 
     """Print what the run did; return the exit code (EXIT_OK, EXIT_FAILED or EXIT_FILES_REFUSED).
     `list_refused=False` leaves the refused files to the caller (`lake run` reports every fate)."""
     refused: list[str] = []
+    told: set[str] = set()
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
-        if materialization.asset_key.to_user_string() in {d.name for d in declarations()}:
-            meta = {k: v.value for k, v in materialization.metadata.items()}
+        meta = {k: v.value for k, v in materialization.metadata.items()}
+        table = materialization.asset_key.to_user_string()
+        # once per table: a run of partitions materializes it once per partition, and a partition
+        # loaded beside has a materialization of its own, without the table's figures
+        if table in {d.name for d in declarations()} and table not in told and "rows_after" in meta:
+            told.add(table)
             version = "snapshot_id" if "snapshot_id" in meta else "delta_version"  # Iceberg or Delta
             change = version_change(meta.get(f"{version}_before"), meta.get(version),
                                     "snapshot" if version == "snapshot_id" else "version")

@@ -80,6 +80,8 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     code, out = lake("run")
     assert code == 0, out
     assert _rows(lake_env) == {1: 11, 2: 20, 3: 30}
+    told = [line for line in out.splitlines() if line.startswith("visits: ")]  # the table's line, once
+    assert len(told) == 1 and "created at version 0, rows 0 -> 3" in told[0], out
 
     instance = dagster_instance(LakeSettings.from_env())
     assert set(instance.get_dynamic_partitions(PARTITIONS)) == {"2024-04-01", "2024-04-02"}  # not the CDC file
