@@ -134,6 +134,7 @@ def test_partitions_are_registered_materialized_and_loaded_again(lake_env: LakeS
     _put_day(tmp_path, "2024-04-04", "5,2024-04-04,50\nfive,2024-04-04,50\n")
     code, out = lake("run")
     assert code == 0 and "held: raw/visits/days/day=2024-04-04/part-0.csv" in out, out
+    assert len([line for line in out.splitlines() if line.startswith("visits: ")]) == 1, out
     assert {"2024-04-01", "2024-04-02", "2024-04-03", "2024-04-04"} <= set(instance.get_dynamic_partitions(PARTITIONS))
     run_id = _newest_run(instance)
     third = _materialized(instance, run_id)
