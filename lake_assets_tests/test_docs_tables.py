@@ -10,6 +10,7 @@ cannot drift from the code without one of these failing.
 import re
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
 from markdown_it import MarkdownIt
@@ -136,6 +137,7 @@ def test_the_scaffold_shown_is_what_lake_table_add_writes_for_the_sample_shown()
 
 def test_the_dagster_definitions_named_are_the_ones_a_declaration_gets() -> None:
     from lake_assets.declared import declared
+    from lake_assets.declared.partitions import partitions_def
 
     orders = _examples(PAGE.read_text())["orders"].model_copy(update={"freshness": Freshness(max_lag_minutes=60)})
     made = declared(orders, poll_seconds=1, wait_seconds=0)
@@ -145,7 +147,15 @@ def test_the_dagster_definitions_named_are_the_ones_a_declaration_gets() -> None
     names |= {made.job.name} | {sensor.name for sensor in made.sensors}
     section = _section(PAGE.read_text(), "## What each declaration gets in Dagster")
     documented = {name for row in _table_rows(section) for name in _code(row[1])}
-    documented = {n for n in documented if n != "expect_<name>"} | {f"expect_{e.name}" for e in orders.expectations}
+    assert {"expect_<name>", "orders_<column>"} <= documented
+    documented = ({n for n in documented if n not in ("expect_<name>", "orders_<column>")}
+                  | {f"expect_{e.name}" for e in orders.expectations})
     assert documented == names
+    # the partitions, for a source of partition snapshots: named as the row says
+    column = orders.columns[1].name
+    by_column = orders.model_copy(update={"sources": tuple(
+        s.model_copy(update={"partition": column}) if s.kind == "snapshot" else s for s in orders.sources)})
+    assert partitions_def(by_column) == dg.DynamicPartitionsDefinition(name=f"orders_{column}")
+    assert partitions_def(orders) is None
     tables = next(asset for asset in made.assets if len(getattr(asset, "keys", ())) > 1)
     assert f"one multi-asset (`{tables.node_def.name}`)" in section

@@ -224,11 +224,11 @@ def test_under_lake_dev_a_run_after_the_first_is_forked_from_a_process_that_wait
     with lake_dev(tmp_path) as dev:
         assert dev.lake("put", str(DATA / "fullload" / "full-load.csv"), "--to", "fullload").returncode == 0
         wait_for(lambda: _runs(dev) and dev.idle(), 240, "the full load's run to end", interval=0.5)
-        waiting = _waiting_workers()
+        waiting = _waiting_workers(dev.home)
         assert dev.lake("put", str(DATA / "cdcload" / "20240401-090000000.csv"), "--to", "cdcload").returncode == 0
         wait_for(lambda: len(_runs(dev)) >= 2 and dev.idle(), 240, "the CDC file's run to end", interval=0.5)
         runs = _runs(dev)
-        still = _waiting_workers()
+        still = _waiting_workers(dev.home)
     first, second = runs[0], runs[1]
     assert [run.dagster_run.status for run in (first, second)] == [dg.DagsterRunStatus.SUCCESS] * 2
     # one process waited between the runs and still waits: the CDC run was handed to it, which
@@ -255,9 +255,10 @@ def _runs(dev) -> list:
             os.environ["DAGSTER_HOME"] = previous
 
 
-def _waiting_workers() -> set[int]:
-    """The run workers alive that were not forked by one (a run's process may still be ending)."""
-    workers = {pid for pid in _worker_pids() if pid_alive(pid)}
+def _waiting_workers(home: Path) -> set[int]:
+    """This lake's run workers alive that were not forked by one (a run's process may still be
+    ending); another lake on the machine (a developer's `lake dev`) has workers of its own."""
+    workers = {pid for pid in _worker_pids(home) if pid_alive(pid)}
     return {pid for pid in workers if _parent(pid) not in workers}
 
 
@@ -268,14 +269,15 @@ def _parent(pid: int) -> int:
         return 0
 
 
-def _worker_pids() -> list[int]:
+def _worker_pids(home: Path) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 command = Path(f"/proc/{entry}/cmdline").read_bytes()
+                environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"lake_assets.run_worker" in command:
+            if b"lake_assets.run_worker" in command and f"LAKE_HOME={home}".encode() in environment:
                 found.append(int(entry))
     return found
