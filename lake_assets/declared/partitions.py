@@ -4,11 +4,12 @@ A table fed by partition snapshots (`partition: <column>` on a snapshot source) 
 Dagster by that column's values (a `DynamicPartitionsDefinition`: the values come with the
 objects). Every run of the table's job registers the partitions whose snapshot it applied and gives
 each its own materialization, with its objects and rows, so the UI shows when each partition was
-last loaded and from what; a snapshot it held is an observation of its partition. A run started for partitions (the UI's materialize or backfill of
-them: one run for a range, `BackfillPolicy.single_run`) loads each one's newest applied snapshot
-again, as `lake backfill --partition` does; runs started by the sensor and `lake run` are not
-partitioned and apply what is pending, as for any table. A partition's key is its value as
-`partition_text` writes it (a date as `2024-04-01`, NULL as `__HIVE_DEFAULT_PARTITION__`).
+last loaded and from what; a snapshot it held is an observation of its partition. A run started
+for partitions (the UI's materialize or backfill of them: one run for a range,
+`BackfillPolicy.single_run`) loads each one's newest applied snapshot again, as `lake backfill
+--partition` does; runs started by the sensor and `lake run` are not partitioned and apply what
+is pending, as for any table. A partition's key is its value as `partition_text` writes it (a
+date as `2024-04-01`, NULL as `__HIVE_DEFAULT_PARTITION__`).
 """
 
 from collections import defaultdict
