@@ -1,18 +1,19 @@
 """Benchmark: the TPC-DS objects through the declared change core against the star's own loader.
 
-    uv run --group bench python benchmarks/tpcds_on_core.py [--scale 1] [--format delta|iceberg]
+    uv run --group bench python benchmarks/tpcds_on_core.py [--scale 1] [--format delta|iceberg] [--history]
 
 What moving the TPC-DS tables onto the core (issues 29 and 30) would cost, measured on the same
 objects: on a private lake (temporary LAKE_HOME, its embedded S3 server and Sail), `lake tpcds
 generate`'s code lands the star's raw objects at `--scale`; the star's loader
 (`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
-does (the baseline, in the same run). Then the same bytes are landed under declared tables'
-prefixes, a declaration per table written from the star's schema as a user would (`|`, `.dat`,
-no header, `trim: false` on text), and `apply_pending` of the change core applies each: each
-dimension's export as a file of upserts ordered by arrival (`kind: cdc, sequence_from:
-arrival`, no operation field: the star's upsert, keys the export no longer holds kept); web_sales with a partition snapshot per day (`partition:
-ws_sold_date_sk`: each day's object, the same bytes, landed under `ws_sold_date_sk=<its key>/`,
-the core's Hive layout, where the star's folders name the date), the table partitioned as the
+does (the baseline, in the same run). Then a declaration per table, written from the star's
+schema as a user would (`|`, `.dat`, no header, `trim: false` on text; no SCD2 history, which
+the star does not keep, unless `--history`), and `apply_pending` of the change core applies
+each: each dimension's export (the same bytes, landed under the declaration's prefix) as a
+file of upserts ordered by arrival (`kind: cdc, sequence_from: arrival`, no operation field:
+the star's upsert, keys the export no longer holds kept); web_sales from the generator's own
+day objects where they land (`raw/tpcds/web_sales/ws_sold_date_sk=<key>/`, the Hive layout of
+the core's partition snapshots: `partition: ws_sold_date_sk`), the table partitioned as the
 star's is (`partition_by: ["truncate(365, ws_sold_date_sk)"]`: six partitions, not one per day;
 on Delta, which has no transforms, not partitioned).
 Then both paths load BACKFILL_DAYS days again (the star's `lake backfill`; the core: each day's
@@ -44,10 +45,10 @@ BACKFILL_DAYS = 30
 CORRECTIONS = 10_000
 
 
-def declaration_text(name: str, table: str, group: str, table_format: str) -> str:
+def declaration_text(name: str, table: str, group: str, table_format: str, history: bool) -> str:
     """A user's declaration of the star's `table` (its schema.py columns and keys) fed by `|`-separated
-    `.dat`; the fact's objects snapshots of one sold day each."""
-    from lake_assets.tpcds.schema import COLUMNS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, TpcdsTable
+    `.dat`; the fact's objects snapshots of one sold day each, where the generator lands them."""
+    from lake_assets.tpcds.schema import COLUMNS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, RAW, TpcdsTable
 
     keys = list(KEYS[table])
     columns = "\n".join(f"  - {{name: {c}, type: \"{t}\""
@@ -55,7 +56,7 @@ def declaration_text(name: str, table: str, group: str, table_format: str) -> st
                         for c, t in COLUMNS[table])
     fact = table == TpcdsTable.WEB_SALES
     # the fact: a snapshot of its day per object, and corrections; a dimension: upserts, each export newer
-    sources = (f'  - {{prefix: raw/{name}/full/, kind: snapshot, delimiter: "|", suffix: .dat, '
+    sources = (f'  - {{prefix: {RAW.facts}, kind: snapshot, delimiter: "|", suffix: .dat, '
                f'partition: {PARTITION_COLUMN}}}\n'
                f'  - {{prefix: raw/{name}/cdc/, kind: cdc, delimiter: "|", suffix: .dat}}\n') if fact else \
         f'  - {{prefix: raw/{name}/full/, kind: cdc, delimiter: "|", suffix: .dat, sequence_from: arrival}}\n'
@@ -65,6 +66,7 @@ def declaration_text(name: str, table: str, group: str, table_format: str) -> st
 name: {name}
 group: {group}
 format: {table_format}
+history: {str(history).lower()}
 partition_by: [{spec}]
 keys: [{', '.join(keys)}]
 columns:
@@ -78,6 +80,8 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--format", choices=("delta", "iceberg"), default="iceberg",
                         help="the declared tables' format (the star is Iceberg)")
+    parser.add_argument("--history", action="store_true",
+                        help="declare an SCD2 history too (the star keeps none; the core keeps one by default)")
     args = parser.parse_args()
     with private_lake("tpcds-on-core-") as (_home, server):
         from lake_assets.core.apply.run import apply_pending
@@ -86,6 +90,7 @@ def main() -> None:
         from lake_assets.tpcds.corrections import apply_corrections
         from lake_assets.tpcds.generate import generate
         from lake_assets.tpcds.layout import fact_layout
+        from lake_assets.tpcds.raw_contract import fact_key
         from lake_assets.tpcds.load import load_dimension, load_fact_days
         from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, engine_name
 
@@ -112,11 +117,9 @@ def main() -> None:
               "the core's longest steps")
         for table in [*DIMENSIONS, TpcdsTable.WEB_SALES]:
             name = f"{group}_{table}"
-            declared = parse(declaration_text(name, table, group, args.format), f"{table} (benchmark)")
-            if table == TpcdsTable.WEB_SALES:  # every day's object, a snapshot of its partition
-                for day, obj in layout.objects.items():
-                    storage.put_bytes(day_key(name, day, 0), storage.get_bytes(obj.key)[0])
-            else:
+            declared = parse(declaration_text(name, table, group, args.format, args.history),
+                             f"{table} (benchmark)")
+            if table != TpcdsTable.WEB_SALES:  # web_sales: the generator's day objects, where they are
                 storage.put_bytes(f"raw/{name}/full/{table}.dat", storage.get_bytes(RAW.dimension_key(table))[0])
             spent.clear()
             started = time.perf_counter()
@@ -132,9 +135,9 @@ def main() -> None:
         load_fact_days(storage, spark, days, "star-backfill", layout)
         star_backfill = time.perf_counter() - started
         name = f"{group}_{TpcdsTable.WEB_SALES}"
-        fact = parse(declaration_text(name, TpcdsTable.WEB_SALES, group, args.format), "web_sales")
-        for day in days:
-            storage.put_bytes(day_key(name, day, 1), storage.get_bytes(layout.objects[day].key)[0])
+        fact = parse(declaration_text(name, TpcdsTable.WEB_SALES, group, args.format, args.history), "web_sales")
+        for day in days:  # a second object in the day's folder (the star, which allows one, has loaded its days)
+            storage.put_bytes(fact_key(day, 1), storage.get_bytes(layout.objects[day].key)[0])
         spent.clear()
         started = time.perf_counter()
         report = apply_pending(fact, storage, spark, "core-backfill")
@@ -144,7 +147,7 @@ def main() -> None:
         # the same days loaded again as the star's backfill does it: the objects applied, as of their stamps
         spent.clear()
         started = time.perf_counter()
-        report = apply_pending(fact, storage, spark, "core-reload", reload=[day_key(name, day, 1) for day in days])
+        report = apply_pending(fact, storage, spark, "core-reload", reload=[fact_key(day, 1) for day in days])
         core_reload = time.perf_counter() - started
         print(f"{len(days)} days loaded again (`lake backfill`): star {star_backfill:.2f} s, core {core_reload:.2f} s "
               f"({core_reload / star_backfill:.2f}x; {longest(spent)}; {len(report.files)} objects)")
@@ -168,15 +171,6 @@ def main() -> None:
 def longest(spent: dict[str, float]) -> str:
     """The core's three longest steps of the last apply."""
     return ", ".join(f"{step} {seconds:.2f} s" for step, seconds in sorted(spent.items(), key=lambda i: -i[1])[:3])
-
-
-def day_key(name: str, day, delivery: int) -> str:
-    """Where the core's copy of a day's object lands: its partition's folder (the NULL day's, Hive's)."""
-    from lake_assets.core.apply.partitions import NULL_FOLDER
-    from lake_assets.tpcds.schema import PARTITION_COLUMN, date_sk
-
-    folder = NULL_FOLDER if day is None else date_sk(day)
-    return f"raw/{name}/full/{PARTITION_COLUMN}={folder}/part-{delivery}.dat"
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterI
 
 def bare_engine(spark, storage) -> None:  # SparkSession, LakeStorage
     """Each star table read from its raw objects and appended to a new Iceberg table (namespace `bare`)."""
-    from lake_assets.tpcds.schema import COLUMNS, RAW, TpcdsTable
+    from lake_assets.tpcds.schema import COLUMNS, PARTITION_COLUMN, RAW, TpcdsTable
 
     client = storage.catalog().pyiceberg()
     client.create_namespace_if_not_exists("bare")
@@ -105,11 +105,13 @@ def bare_engine(spark, storage) -> None:  # SparkSession, LakeStorage
                  TpcdsTable.WEB_SALES):
         if client.table_exists(("bare", name)):
             client.purge_table(("bare", name))
-        schema = ", ".join(f"{c} {t}" for c, t in COLUMNS[name])
+        # the day folders name ws_sold_date_sk: the files' own field is read under another name, and the
+        # folder's column (which a schema naming it would take from the path) is left out
+        schema = ", ".join(f"{'_in_file_' if c == PARTITION_COLUMN else ''}{c} {t}" for c, t in COLUMNS[name])
         source = storage.uri(RAW.facts if name == TpcdsTable.WEB_SALES else RAW.dimension_key(name))
         frame = spark.read.csv(source, schema=schema, sep="|", header=False)
         if name == TpcdsTable.WEB_SALES:
-            frame = frame.drop("ws_sold_date")  # the hive folder column
+            frame = frame.withColumnRenamed(f"_in_file_{PARTITION_COLUMN}", PARTITION_COLUMN)
         frame.writeTo(f"lake.bare.{name}").using("iceberg").create()
 
 

@@ -5,7 +5,7 @@ S3 `StartAfter` the greatest time-ordered name per prefix, names that are not ti
 listed every tick and compared by ETag, plus one page per tick of a sweep on the S3
 server's clock), so no name hides another and no clock or upload delay loses an object.
 The prefixes: each dimension's folder (its snapshot name is not time-ordered: compared by
-ETag every tick), the fact day folders below `ws_sold_date=` (dates sort by time; the
+ETag every tick), the fact day folders below `ws_sold_date_sk=` (date keys sort by time; the
 `__HIVE_DEFAULT_PARTITION__` object is compared by ETag) and the corrections (DMS-style
 names; any other name is compared by ETag). A new name, or a new ETag of a name that is
 not time-ordered, is seen within one tick; a re-delivered day or a day older than the

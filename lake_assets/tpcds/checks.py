@@ -14,7 +14,6 @@
 The `evaluate_*` functions take a reachable storage and are tested without Dagster.
 """
 
-import datetime as dt
 from collections import Counter
 
 import dagster as dg
@@ -35,8 +34,6 @@ from lake_assets.tpcds.schema import (
     DIMENSIONS,
     FOREIGN_KEYS,
     KEYS,
-    NULL_PARTITION,
-    RAW,
     SEQUENCE,
     TpcdsTable,
     engine_name,
@@ -235,8 +232,8 @@ def evaluate_freshness(storage: LakeStorage) -> dg.AssetCheckResult:
     newest = days[-1]
     done = Ledger(storage).done(WEB_SALES)
     obj = objects[newest]
-    loaded_days = [dt.date.fromisoformat(key.split("/")[-2].split("=", 1)[1]) for key, _ in done
-                   if key.startswith(RAW.facts) and NULL_PARTITION not in key]
+    loaded_keys = {key for key, _ in done}  # a day loaded before its object was delivered again counts
+    loaded_days = [day for day, loaded in objects.items() if day is not None and loaded.key in loaded_keys]
     newest_loaded = max(loaded_days) if loaded_days else None
     return _result((obj.key, obj.etag) in done, dg.AssetCheckSeverity.WARN, newest_raw_day=newest.isoformat(),
                    newest_loaded_day=newest_loaded.isoformat() if newest_loaded else "")

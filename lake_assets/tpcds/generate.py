@@ -90,12 +90,12 @@ def write_raw_files(con: duckdb.DuckDBPyConnection, out: Path, result: GenerateR
     result.null_date_rows, result.sold_dates = con.execute(
         "SELECT count(*) FILTER (WHERE ws_sold_date_sk IS NULL), count(DISTINCT ws_sold_date_sk) "
         "FROM web_sales").fetchone()
-    # DuckDB names the NULL partition __HIVE_DEFAULT_PARTITION__, as the contract does.
+    # DuckDB names the NULL partition __HIVE_DEFAULT_PARTITION__, as the contract does, and
+    # WRITE_PARTITION_COLUMNS keeps ws_sold_date_sk in each file, in its place.
     con.execute(
-        f"COPY (SELECT web_sales.*, d_date AS {contract.DAY_FOLDER_COLUMN} FROM web_sales "
-        f"LEFT JOIN date_dim ON ws_sold_date_sk = d_date_sk) TO '{out / contract.FACT_PREFIX}' "
-        f"({COPY_OPTIONS}, PARTITION_BY ({contract.DAY_FOLDER_COLUMN}), FILENAME_PATTERN 'part-{{i}}', "
-        f"FILE_EXTENSION 'dat')"
+        f"COPY web_sales TO '{out / contract.FACT_PREFIX}' "
+        f"({COPY_OPTIONS}, PARTITION_BY ({contract.DAY_FOLDER_COLUMN}), WRITE_PARTITION_COLUMNS true, "
+        f"FILENAME_PATTERN 'part-{{i}}', FILE_EXTENSION 'dat')"
     )
     join_fact_files(out / contract.FACT_PREFIX)
 

@@ -1,11 +1,13 @@
 """Where the fact objects lie in the raw zone, and which ones the layout refuses (no engine here).
 
 The contract: one object per sold day of the table's calendar (schema.FIRST_DAY ..
-LAST_DAY), in `ws_sold_date=YYYY-MM-DD/` (or `ws_sold_date=__HIVE_DEFAULT_PARTITION__/` for
-the rows without a sold date). An object elsewhere under the fact prefix, in a folder dated
-outside the calendar, or one of several objects in one day folder, is refused by its place,
-whatever it holds: never loaded, never in the ledger (so once the layout is fixed the day
-loads as usual), shown by `lake status` with what to do, and it blocks no other day.
+LAST_DAY), in `ws_sold_date_sk=<the date's key>/` (or `ws_sold_date_sk=__HIVE_DEFAULT_PARTITION__/`
+for the rows without a sold date), the folder Hive and Spark give a partition of that column.
+An object elsewhere under the fact prefix (the older `ws_sold_date=YYYY-MM-DD/` folders
+included: the reason names the folder to move it to), in a folder of a day outside the
+calendar, or one of several objects in one day folder, is refused by its place, whatever it
+holds: never loaded, never in the ledger (so once the layout is fixed the day loads as usual),
+shown by `lake status` with what to do, and it blocks no other day.
 """
 
 import datetime as dt
@@ -13,9 +15,9 @@ from dataclasses import dataclass
 
 from lake_assets.core.raw_zone import RawObject, list_raw
 from lake_assets.resources.storage import LakeStorage
-from lake_assets.tpcds.schema import FIRST_DAY, LAST_DAY, NULL_PARTITION, RAW, ledger_name, TpcdsTable
-
-FOLDER = "ws_sold_date"  # the hive-style partition folder of the fact objects
+from lake_assets.tpcds.raw_contract import DAY_FOLDER_COLUMN as FOLDER
+from lake_assets.tpcds.raw_contract import OLD_DAY_FOLDER_COLUMN
+from lake_assets.tpcds.schema import FIRST_DAY, LAST_DAY, NULL_PARTITION, RAW, TpcdsTable, ledger_name, sk_date
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class FactLayout:
 
 def fact_layout(storage: LakeStorage, listed: list[RawObject] | None = None) -> FactLayout:
     """Every day's fact object (None: the rows without a sold date), and the objects the
-    contract's layout refuses: outside a `ws_sold_date=YYYY-MM-DD` folder, in one dated
+    contract's layout refuses: outside a `ws_sold_date_sk=<key>` folder, in one of a day
     outside the table's calendar, or one of several objects in one day folder (the day is
     not loaded until one remains). `listed`: the objects under the fact prefix, if listed already."""
     by_day: dict[dt.date | None, list[RawObject]] = {}
@@ -38,11 +40,10 @@ def fact_layout(storage: LakeStorage, listed: list[RawObject] | None = None) -> 
         value = folder.split("=", 1)[1] if folder.startswith(f"{FOLDER}=") and name and "/" not in name else None
         named, day = _folder_day(value)
         if not named:
-            refused[obj.key] = (f"not in a {FOLDER}=YYYY-MM-DD folder (one object per sold day, e.g. "
-                                f"{RAW.fact_folder(dt.date(1998, 1, 2))}part-00000.dat): never loaded; move it there")
+            refused[obj.key] = _misplaced(folder, name)
             continue
         if day is not None and not FIRST_DAY <= day <= LAST_DAY:
-            refused[obj.key] = (f"{folder} is outside the calendar of {ledger_name(TpcdsTable.WEB_SALES)} "
+            refused[obj.key] = (f"{folder} ({day}) is outside the calendar of {ledger_name(TpcdsTable.WEB_SALES)} "
                                 f"({FIRST_DAY}..{LAST_DAY}): never loaded; move it to its sold date's folder")
             continue
         by_day.setdefault(day, []).append(obj)
@@ -59,13 +60,38 @@ def fact_layout(storage: LakeStorage, listed: list[RawObject] | None = None) -> 
 
 
 def _folder_day(value: str | None) -> tuple[bool, dt.date | None]:
-    """(whether the folder value names a day, the day: None for the undated rows)."""
+    """(whether the folder value names a day's key, the day: None for the undated rows)."""
     if value == NULL_PARTITION:
         return True, None
-    try:
-        return (True, dt.date.fromisoformat(value)) if value and len(value) == 10 else (False, None)
-    except ValueError:
+    if not value or not value.isascii() or not value.isdigit() or len(value) > 9:
         return False, None
+    try:
+        return True, sk_date(int(value))
+    except OverflowError:
+        return False, None
+
+
+def _misplaced(folder: str, name: str) -> str:
+    """Why an object outside a `ws_sold_date_sk=<key>` folder is refused, and where to move it."""
+    target = _old_layout_folder(folder) if name and "/" not in name else None
+    if target is not None:
+        return (f"{folder} is the layout before the folders named the date's key: never loaded; move it to "
+                f"{target}{name}")
+    return (f"not in a {FOLDER}=<the sold date's key> folder (one object per sold day, e.g. "
+            f"{RAW.fact_folder(dt.date(1998, 1, 2))}part-00000.dat for 1998-01-02): never loaded; move it there")
+
+
+def _old_layout_folder(folder: str) -> str | None:
+    """The folder an object of the older `ws_sold_date=YYYY-MM-DD` layout belongs in, if `folder` is one."""
+    if not folder.startswith(f"{OLD_DAY_FOLDER_COLUMN}="):
+        return None
+    old = folder.split("=", 1)[1]
+    if old == NULL_PARTITION:
+        return RAW.fact_folder(None)
+    try:
+        return RAW.fact_folder(dt.date.fromisoformat(old))
+    except ValueError:
+        return None
 
 
 def fact_objects(storage: LakeStorage) -> dict[dt.date | None, RawObject]:

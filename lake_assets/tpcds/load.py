@@ -6,7 +6,7 @@ raw objects -> engine reads lines -> parse.py (typed + `_reason`) -> quarantine
 
 The Dagster process lists objects and receives per-object counts; it never holds a row.
 
-- Facts: one object per sold day (`ws_sold_date=YYYY-MM-DD/part-00000.dat`, plus the
+- Facts: one object per sold day (`ws_sold_date_sk=<key>/part-00000.dat`, plus the
   `__HIVE_DEFAULT_PARTITION__` object of rows without a sold date). Each object is a
   snapshot of its day as of its sequence (tpcds/sequencing.py: as of its arrival, or the
   sequence the ledger recorded for that content): its rows are upserts, the day's other
@@ -82,12 +82,12 @@ from lake_assets.tpcds.apply import (
     rows_per_object,
 )
 from lake_assets.tpcds.encoding import is_encoding_error, read_or_refuse, refusal
-from lake_assets.tpcds.layout import FOLDER as _FOLDER
+from lake_assets.tpcds.layout import FOLDER
 from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
+from lake_assets.tpcds.raw_contract import day_folder_value
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, plain_line, valid_rows
 from lake_assets.tpcds.schema import (
     COLUMNS,
-    JULIAN_EPOCH,
     KEYS,
     NAMESPACE,
     NULL_PARTITION,
@@ -97,6 +97,7 @@ from lake_assets.tpcds.schema import (
     SEQUENCE,
     TpcdsTable,
     date_sk,
+    sk_date,
     engine_name,
     ledger_name,
     table_columns,
@@ -111,6 +112,10 @@ RAW_COLUMNS = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
 #: A fact line the engine's CSV reader types as the parse does (parse.plain_line), in its own day.
 PLAIN = "_plain"
 _PLAIN_LINE = plain_line(COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES])
+#: A line's folder value (the day's key, or Hive's NULL folder), beside its own fields.
+_DAY = "_day_folder"
+#: The object's own ws_sold_date_sk field, while a read of the prefix discovers the folder's column of that name.
+_IN_FILE = f"_file_{PARTITION_COLUMN}"
 
 
 @dataclass
@@ -244,7 +249,7 @@ def load_fact_days(storage: LakeStorage, spark: SparkSession, days: Iterable[dt.
     if not selected:
         return finish_report(storage, report, started)
 
-    folders = {(NULL_PARTITION if day is None else day.isoformat()): obj for day, obj in selected.items()}
+    folders = {day_folder_value(day): obj for day, obj in selected.items()}
     ledger = Ledger(storage)
     history = ledger.entries(name).to_pylist()
     sequences = object_sequences(history, list(folders.values()))
@@ -326,7 +331,7 @@ def _audit(spark: SparkSession, guard: SnapshotGuard, folders: dict[str, RawObje
     waiting = {}
     for folder, (before, newer) in (rows_per_day(spark, audited) if audited else {}).items():
         lines, valid = counts.get(folder, (0, 0))
-        scope = "the rows without a sold date" if folder == NULL_PARTITION else f"the day {folder}"
+        scope = "the rows without a sold date" if folder == NULL_PARTITION else f"the day {sk_date(int(folder))}"
         why = guard.hold(Audit(scope, valid, lines - valid, before, valid + newer))
         if why is not None:
             waiting[folder] = why
@@ -377,7 +382,7 @@ def _line_keys(lines: DataFrame) -> DataFrame:
 
     keys = [F.expr(f"try_cast(nullif(_k{i}, '') AS BIGINT)").alias(k)
             for i, k in enumerate(KEYS[TpcdsTable.WEB_SALES])]
-    fields = lines.select(SOURCE, "value", _FOLDER, *(field(RAW_COLUMNS.index(k)).alias(f"_k{i}")
+    fields = lines.select(SOURCE, "value", _DAY, *(field(RAW_COLUMNS.index(k)).alias(f"_k{i}")
                                                       for i, k in enumerate(KEYS[TpcdsTable.WEB_SALES])))
     day = F.coalesce(_folder_day_sk().cast("string"), F.lit(""))
     plain = F.col("value").rlike(_PLAIN_LINE) & (field(RAW_COLUMNS.index(PARTITION_COLUMN)) == day) \
@@ -390,18 +395,17 @@ def _line_keys(lines: DataFrame) -> DataFrame:
 
 
 def _folder_day_sk() -> Column:
-    """The date key of a line's folder (`ws_sold_date`): NULL for the rows without a sold date."""
-    return F.when(F.col(_FOLDER) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(
-        (F.datediff(F.to_date(F.col(_FOLDER)), F.lit("1970-01-01")) + JULIAN_EPOCH).cast("bigint"))
+    """The date key a line's folder names: NULL for the rows without a sold date."""
+    return F.when(F.col(_DAY) == NULL_PARTITION, F.lit(None).cast("bigint")).otherwise(F.col(_DAY).cast("bigint"))
 
 
 def _parse_facts(lines: DataFrame) -> DataFrame:
-    """The parse of fact lines (`value`, the folder as `ws_sold_date`, SOURCE; LINE if numbered):
+    """The parse of fact lines (`value`, the folder's value as _DAY, SOURCE; LINE if numbered):
     a row whose sold date is not its object's day is `wrong_partition`."""
     wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(_folder_day_sk())
     return parse(lines, COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
                  extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
-                                             F.col(_FOLDER), F.lit(")")))]).drop(_FOLDER)
+                                             F.col(_DAY), F.lit(")")))]).drop(_DAY)
 
 
 def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
@@ -458,41 +462,42 @@ def _all_plain(counts: tuple[int, int]) -> bool:
 
 def _fact_lines(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject], odd: bool) -> DataFrame:
     """The lines (`value`) of the objects of `folders` (by folder value), with the folder value as
-    `ws_sold_date` and SOURCE (see `_read_facts`)."""
+    _DAY and SOURCE (see `_read_facts`)."""
     return _read_facts(spark, storage, folders, odd, "value STRING", lambda uri, _: spark.read.text(uri))
 
 
 def _fact_csv(storage: LakeStorage, spark: SparkSession, folders: dict[str, RawObject], odd: bool) -> DataFrame:
     """SOURCE and the raw columns of the objects of `folders`, typed by the engine's CSV reader:
     only for objects of plain lines (parse.plain_line), which it types as the parse does."""
-    schema = ", ".join(f"{c} {t}" for c, t in COLUMNS[TpcdsTable.WEB_SALES])
+    # the object's own ws_sold_date_sk field read under another name: the folder's column is the partition's
+    schema = ", ".join(f"{_IN_FILE if c == PARTITION_COLUMN else c} {t}" for c, t in COLUMNS[TpcdsTable.WEB_SALES])
     rows = _read_facts(spark, storage, folders, odd, schema, lambda uri, hive: spark.read.csv(
-        uri, schema=f"{schema}, {_FOLDER} STRING" if hive else schema, sep="|", header=False))
-    return rows.select(SOURCE, *RAW_COLUMNS)
+        uri, schema=f"{schema}, {FOLDER} STRING" if hive else schema, sep="|", header=False))
+    return rows.withColumnRenamed(_IN_FILE, PARTITION_COLUMN).select(SOURCE, *RAW_COLUMNS)
 
 
 def _read_facts(spark: SparkSession, storage: LakeStorage, folders: dict[str, RawObject], odd: bool, schema: str,
                 read: Callable[[str, bool], DataFrame]) -> DataFrame:
     """`read(uri, hive)` (`schema`: what it reads; `hive`: the prefix, whose folder column the
     reader discovers) of the objects of `folders` (by folder value), with the folder value as
-    `ws_sold_date` and SOURCE: ONE read of the prefix with hive-style discovery, or, when the
+    _DAY and SOURCE: ONE read of the prefix with hive-style discovery, or, when the
     prefix holds objects the layout refuses (Sail's discovery fails on mixed depths, and it
     has no `basePath`), one read per object with its folder as a literal. Empty objects have
     no lines (and, when every object is empty, Sail's discovery finds no folder column)."""
     folders = {folder: obj for folder, obj in folders.items() if obj.size}
     if not folders:
-        return spark.createDataFrame([], f"{schema}, {_FOLDER} STRING, {SOURCE} STRING")
+        return spark.createDataFrame([], f"{schema}, {_DAY} STRING, {SOURCE} STRING")
     if not odd:
-        # Sail reads the folder values as text; JVM Spark types them (DATE), and Hive's default
+        # Sail reads the folder values as text; JVM Spark types them (integers), and Hive's default
         # partition as NULL: the filter is on the column as read (partitions pruned), then both
         # engines' values become the folder's text
-        wanted = F.col(_FOLDER).isin(list(folders))
+        wanted = F.col(FOLDER).isin(list(folders))
         if NULL_PARTITION in folders:
-            wanted = wanted | F.col(_FOLDER).isNull()
-        folder = F.coalesce(F.col(_FOLDER).cast("string"), F.lit(NULL_PARTITION))
+            wanted = wanted | F.col(FOLDER).isNull()
+        folder = F.coalesce(F.col(FOLDER).cast("string"), F.lit(NULL_PARTITION))
         return (read(storage.uri(RAW.facts), True).where(wanted)
-                .withColumn(_FOLDER, folder).withColumn(SOURCE, F.col(_FOLDER)))
-    reads = [read(storage.uri(obj.key), False).withColumn(_FOLDER, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
+                .withColumn(_DAY, folder).drop(FOLDER).withColumn(SOURCE, F.col(_DAY)))
+    reads = [read(storage.uri(obj.key), False).withColumn(_DAY, F.lit(folder)).withColumn(SOURCE, F.lit(folder))
              for folder, obj in folders.items()]
     return union_all(reads)
 

@@ -25,6 +25,7 @@ from enum import StrEnum
 
 from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.tpcds import raw_contract
+from lake_assets.tpcds.raw_contract import date_sk, sk_date  # noqa: F401  (the star's names for them)
 
 
 class TpcdsTable(StrEnum):
@@ -128,18 +129,6 @@ FOREIGN_KEYS: list[tuple[str, str, str]] = [
 #: the UI's partitions end where the data ends (with a year's margin, a full load looked 83 %
 #: filled for ever). A day object dated outside it is refused by its layout (tpcds/layout.py).
 FIRST_DAY, LAST_DAY = dt.date(1998, 1, 2), dt.date(2003, 1, 2)
-
-#: TPC-DS date surrogate keys are Julian day numbers: 1970-01-01 is 2440588.
-JULIAN_EPOCH = 2440588
-EPOCH = dt.date(1970, 1, 1)
-
-
-def date_sk(day: dt.date) -> int:
-    return JULIAN_EPOCH + (day - EPOCH).days
-
-
-def sk_date(sk: int) -> dt.date:
-    return EPOCH + dt.timedelta(days=sk - JULIAN_EPOCH)
 
 
 def ledger_name(table: str) -> str:

@@ -12,7 +12,7 @@ from lake_assets.tpcds.raw_duckdb import dsdgen_columns, raw_connection
 from lake_assets_tests.helpers.progress import RecordingProgress
 from lake_assets_tests.tpcds.conftest import SCALE
 
-FACT_KEY = re.compile(r"raw/tpcds/web_sales/ws_sold_date=(\d{4}-\d{2}-\d{2}|__HIVE_DEFAULT_PARTITION__)"
+FACT_KEY = re.compile(r"raw/tpcds/web_sales/ws_sold_date_sk=(24\d{5}|__HIVE_DEFAULT_PARTITION__)"
                       r"/part-\d{5}\.dat")
 
 
@@ -77,11 +77,11 @@ def test_row_counts_equal_dsdgen_and_dates_match_folders(raw_star, dsdgen_counts
     source = storage.uri(f"{contract.FACT_PREFIX}*/*.dat")
     mismatched = con.execute(f"""
         SELECT count(*) FROM (
-            SELECT regexp_extract(filename, 'ws_sold_date=([^/]+)/', 1) AS folder, column00 AS sk
+            SELECT regexp_extract(filename, 'ws_sold_date_sk=([^/]+)/', 1) AS folder, column00 AS sk
             FROM read_csv('{source}', delim='|', header=false, quote='', nullstr='', all_varchar=true,
                           filename=true, hive_partitioning=false))
         LEFT JOIN lake.tpcds.date_dim ON TRY_CAST(sk AS BIGINT) = d_date_sk
-        WHERE folder IS DISTINCT FROM coalesce(CAST(d_date AS VARCHAR), '{contract.DEFAULT_PARTITION}')
+        WHERE folder IS DISTINCT FROM coalesce(CAST(d_date_sk AS VARCHAR), '{contract.DEFAULT_PARTITION}')
     """).fetchone()[0]
     assert mismatched == 0
 
@@ -92,7 +92,7 @@ def test_scale_out_of_range_is_refused(storage):
 
 
 def test_several_copy_files_in_a_folder_become_one(tmp_path):
-    folder = tmp_path / "ws_sold_date=2000-01-01"
+    folder = tmp_path / "ws_sold_date_sk=2451545"
     folder.mkdir()
     (folder / "part-0.dat").write_text("1|a\n2|b\n")
     (folder / "part-1.dat").write_text("3|c\n")
@@ -105,7 +105,7 @@ def test_several_copy_files_in_a_folder_become_one(tmp_path):
 def test_upload_reports_its_progress_object_by_object(storage, tmp_path) -> None:
     from lake_assets.tpcds.generate import upload_tree
 
-    for day in ("1998-01-02", "1998-01-03", "1998-01-04"):
+    for day in ("2450816", "2450817", "2450818"):
         folder = tmp_path / contract.FACT_PREFIX / f"{contract.DAY_FOLDER_COLUMN}={day}"
         folder.mkdir(parents=True)
         (folder / "part-0.dat").write_text("1|2|3\n")

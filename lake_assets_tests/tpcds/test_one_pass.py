@@ -172,7 +172,7 @@ def test_plain_lines_are_valid_and_the_csv_reader_types_them_as_the_parse_does(
         lines.append("|".join(fields))
     lines += ["|".join(template[:-1]), "|".join([*template, "1"]), ""]  # field counts
     put_lines(storage, fact_key(day), lines)
-    folder = {day.isoformat(): list_raw(storage, fact_key(day))[0]}
+    folder = {str(date_sk(day)): list_raw(storage, fact_key(day))[0]}
 
     plain = [r[PLAIN] for r in load._line_keys(load._fact_lines(storage, spark, folder, False)).collect()]
     parsed = load._parse_facts(numbered(load._fact_lines(storage, spark, folder, False))).collect()
@@ -187,6 +187,6 @@ def test_plain_lines_are_valid_and_the_csv_reader_types_them_as_the_parse_does(
     # the CSV reader is given only objects of plain lines (it fails on a wrong field count): here, another day's
     other = sold_dates(oracle)[1]
     put_lines(storage, fact_key(other), [lines[n - 1] for n in sorted(plain_lines)])
-    typed = load._fact_csv(storage, spark, {other.isoformat(): list_raw(storage, fact_key(other))[0]}, False)
+    typed = load._fact_csv(storage, spark, {str(date_sk(other)): list_raw(storage, fact_key(other))[0]}, False)
     assert Counter(tuple(r) for r in typed.collect()) == Counter(
-        (other.isoformat(), *(by_line[n][c] for c in load.RAW_COLUMNS)) for n in plain_lines)
+        (str(date_sk(other)), *(by_line[n][c] for c in load.RAW_COLUMNS)) for n in plain_lines)

@@ -181,13 +181,20 @@ def test_odd_fact_objects_are_status_lines_and_block_nothing(storage: LakeStorag
     land_facts(storage, oracle, days)
     second_part = f"{RAW.fact_folder(days[0])}part-00001.dat"
     storage.put_bytes(second_part, storage.get_bytes(fact_key(days[0]))[0])
-    bad_folder = f"{RAW.facts}ws_sold_date=1998-13-45/part-00000.dat"
+    bad_folder = f"{RAW.facts}ws_sold_date_sk=1998-01-03/part-00000.dat"
     storage.put_bytes(bad_folder, storage.get_bytes(fact_key(days[1]))[0])
+    outside = f"{RAW.facts}ws_sold_date_sk={date_sk(dt.date(2003, 3, 2))}/part-00000.dat"  # after the calendar
+    storage.put_bytes(outside, storage.get_bytes(fact_key(days[1]))[0])
+    old_layout = f"{RAW.facts}ws_sold_date={days[1]}/part-00000.dat"  # the folders before they named the key
+    storage.put_bytes(old_layout, storage.get_bytes(fact_key(days[1]))[0])
     loose = f"{RAW.facts}notes.dat"
     storage.put_bytes(loose, b"hello\n")
 
     layout = fact_layout(storage)
-    assert sorted(layout.refused) == sorted([fact_key(days[0]), second_part, bad_folder, loose])
+    assert sorted(layout.refused) == sorted([fact_key(days[0]), second_part, bad_folder, outside, old_layout, loose])
+    assert layout.refused[old_layout].endswith(f"move it to {fact_key(days[1])}")
+    assert "2003-03-02" in layout.refused[outside] and "outside the calendar" in layout.refused[outside]
+    assert f"{RAW.fact_folder(dt.date(1998, 1, 2))}part-00000.dat" in layout.refused[bad_folder]
     assert set(layout.objects) == set(days[1:])
     work = pending_work(storage)  # before, `fact_objects` raised here
     assert work.days == tuple(days[1:])
@@ -198,7 +205,7 @@ def test_odd_fact_objects_are_status_lines_and_block_nothing(storage: LakeStorag
     rows = {s.file: s for s in file_statuses(storage, Ledger(storage).latest_by_table())}
     for key in layout.refused:
         assert rows[key].status == "ignored" and rows[key].detail, rows[key]
-    assert "holds 2 objects" in (rows[second_part].detail or "") and "YYYY-MM-DD" in (rows[bad_folder].detail or "")
+    assert "holds 2 objects" in (rows[second_part].detail or "") and "the sold date's key" in (rows[bad_folder].detail or "")
     assert rows[fact_key(days[1])].status == "applied"
 
     # once the layout is fixed the day loads as usual

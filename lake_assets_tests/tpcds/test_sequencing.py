@@ -4,8 +4,8 @@ from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.sequence import origin
 from lake_assets.tpcds.sequencing import object_prefix, object_sequences
 
-DAY1, DAY2 = "raw/tpcds/web_sales/ws_sold_date=1998-01-02/part-00000.dat", \
-    "raw/tpcds/web_sales/ws_sold_date=1998-01-03/part-00000.dat"
+DAY1, DAY2 = "raw/tpcds/web_sales/ws_sold_date_sk=2450816/part-00000.dat", \
+    "raw/tpcds/web_sales/ws_sold_date_sk=2450817/part-00000.dat"
 DMS, FIX = "raw/tpcds/web_sales_cdc/20240101-093000123.dat", "raw/tpcds/web_sales_cdc/fix.dat"
 ZERO = "0" * 23
 DMS_TIME = "20240101093000123000000"
