@@ -7,20 +7,21 @@ objects: on a private lake (temporary LAKE_HOME, its embedded S3 server and Sail
 generate`'s code lands the star's raw objects at `--scale`; the star's loader
 (`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
 does (the baseline, in the same run). Then a declaration per table, written from the star's
-schema as a user would (`|`, `.dat`, no header, `trim: false` on text; no SCD2 history, which
-the star does not keep, unless `--history`), and `apply_pending` of the change core applies
-each: each dimension's export (the same bytes, landed under the declaration's prefix) as a
-file of upserts ordered by arrival (`kind: cdc, sequence_from: arrival`, no operation field:
-the star's upsert, keys the export no longer holds kept); web_sales from the generator's own
-day objects where they land (`raw/tpcds/web_sales/ws_sold_date_sk=<key>/`, the Hive layout of
-the core's partition snapshots: `partition: ws_sold_date_sk`), the table partitioned as the
-star's is (`partition_by: ["truncate(365, ws_sold_date_sk)"]`: six partitions, not one per day;
-on Delta, which has no transforms, not partitioned).
+schema as a user would (`lake_assets_tests/helpers/tpcds.py` `star_declaration`: `|`, `.dat`,
+no header, `trim: false` on text; no SCD2 history, which the star does not keep, unless
+`--history`), and `apply_pending` of the change core applies each, reading the star's raw
+objects where the generator lands them: each dimension's export as a file of upserts ordered
+by arrival (`kind: cdc, sequence_from: arrival`, no operation field: the star's upsert, keys
+the export no longer holds kept); web_sales from its day objects
+(`raw/tpcds/web_sales/ws_sold_date_sk=<key>/`, the Hive layout of the core's partition
+snapshots: `partition: ws_sold_date_sk`), the table partitioned as the star's is
+(`partition_by: ["truncate(365, ws_sold_date_sk)"]`: six partitions, not one per day; on
+Delta, which has no transforms, not partitioned).
 Then both paths load BACKFILL_DAYS days again (the star's `lake backfill`; the core: each day's
 object delivered again as a new object of its partition; then those objects loaded again as of
 their own stamps, the core's `lake backfill`), then a batch of CORRECTIONS late
-corrections (`lake tpcds corrections`: one CDC object, the same bytes on both paths; the core
-reads it as the web_sales declaration's CDC source). Prints each step's seconds on both paths,
+corrections (`lake tpcds corrections`: one CDC object, which the core reads where it lands, as
+the web_sales declaration's CDC source). Prints each step's seconds on both paths,
 the ratio, and the core's steps that took longest (core_steps.py's timers).
 """
 
@@ -45,36 +46,6 @@ BACKFILL_DAYS = 30
 CORRECTIONS = 10_000
 
 
-def declaration_text(name: str, table: str, group: str, table_format: str, history: bool) -> str:
-    """A user's declaration of the star's `table` (its schema.py columns and keys) fed by `|`-separated
-    `.dat`; the fact's objects snapshots of one sold day each, where the generator lands them."""
-    from lake_assets.tpcds.schema import COLUMNS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, RAW, TpcdsTable
-
-    keys = list(KEYS[table])
-    columns = "\n".join(f"  - {{name: {c}, type: \"{t}\""
-                        f"{', nullable: false' if c in keys else ', trim: false' if t == 'STRING' else ''}}}"
-                        for c, t in COLUMNS[table])
-    fact = table == TpcdsTable.WEB_SALES
-    # the fact: a snapshot of its day per object, and corrections; a dimension: upserts, each export newer
-    sources = (f'  - {{prefix: {RAW.facts}, kind: snapshot, delimiter: "|", suffix: .dat, '
-               f'partition: {PARTITION_COLUMN}}}\n'
-               f'  - {{prefix: raw/{name}/cdc/, kind: cdc, delimiter: "|", suffix: .dat}}\n') if fact else \
-        f'  - {{prefix: raw/{name}/full/, kind: cdc, delimiter: "|", suffix: .dat, sequence_from: arrival}}\n'
-    # Delta has no transforms, and a partition per sold day would be 1,824 small ones: kept whole there
-    spec = f'"truncate({PARTITION_DAYS}, {PARTITION_COLUMN})"' if fact and table_format == "iceberg" else ""
-    return f"""
-name: {name}
-group: {group}
-format: {table_format}
-history: {str(history).lower()}
-partition_by: [{spec}]
-keys: [{', '.join(keys)}]
-columns:
-{columns}
-sources:
-{sources}"""
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0)
@@ -85,14 +56,14 @@ def main() -> None:
     args = parser.parse_args()
     with private_lake("tpcds-on-core-") as (_home, server):
         from lake_assets.core.apply.run import apply_pending
-        from lake_assets.core.registry import parse
         from lake_assets.tpcds.correction_batch import land_corrections
         from lake_assets.tpcds.corrections import apply_corrections
         from lake_assets.tpcds.generate import generate
         from lake_assets.tpcds.layout import fact_layout
         from lake_assets.tpcds.raw_contract import fact_key
         from lake_assets.tpcds.load import load_dimension, load_fact_days
-        from lake_assets.tpcds.schema import DIMENSIONS, RAW, TpcdsTable, engine_name
+        from lake_assets.tpcds.schema import DIMENSIONS, TpcdsTable, engine_name
+        from lake_assets_tests.helpers.tpcds import star_declaration
 
         storage, spark = storage_and_engine(server.endpoint)
         generated = generate(storage, args.scale)
@@ -115,12 +86,8 @@ def main() -> None:
         group = f"bench_{uuid.uuid4().hex[:4]}"
         print(f"{'table':12s} {'star loader':>12s} {'core (' + args.format + ')':>16s} {'ratio':>7s}  "
               "the core's longest steps")
-        for table in [*DIMENSIONS, TpcdsTable.WEB_SALES]:
-            name = f"{group}_{table}"
-            declared = parse(declaration_text(name, table, group, args.format, args.history),
-                             f"{table} (benchmark)")
-            if table != TpcdsTable.WEB_SALES:  # web_sales: the generator's day objects, where they are
-                storage.put_bytes(f"raw/{name}/full/{table}.dat", storage.get_bytes(RAW.dimension_key(table))[0])
+        for table in [*DIMENSIONS, TpcdsTable.WEB_SALES]:  # each reads the star's objects where they landed
+            declared = star_declaration(table, group, args.format, args.history)
             spent.clear()
             started = time.perf_counter()
             report = apply_pending(declared, storage, spark, f"core-{table}")
@@ -134,8 +101,7 @@ def main() -> None:
         started = time.perf_counter()
         load_fact_days(storage, spark, days, "star-backfill", layout)
         star_backfill = time.perf_counter() - started
-        name = f"{group}_{TpcdsTable.WEB_SALES}"
-        fact = parse(declaration_text(name, TpcdsTable.WEB_SALES, group, args.format, args.history), "web_sales")
+        fact = star_declaration(TpcdsTable.WEB_SALES, group, args.format, args.history)
         for day in days:  # a second object in the day's folder (the star, which allows one, has loaded its days)
             storage.put_bytes(fact_key(day, 1), storage.get_bytes(layout.objects[day].key)[0])
         spent.clear()
@@ -153,11 +119,10 @@ def main() -> None:
               f"({core_reload / star_backfill:.2f}x; {longest(spent)}; {len(report.files)} objects)")
 
         # a batch of late corrections (`lake tpcds corrections`): one CDC object, the operation first
-        landed = land_corrections(storage, CORRECTIONS)
+        land_corrections(storage, CORRECTIONS)  # where the core's web_sales reads its CDC objects too
         started = time.perf_counter()
         apply_corrections(storage, spark, "star-corrections")
         star_corrections = time.perf_counter() - started
-        storage.put_bytes(f"raw/{name}/cdc/{landed.key.rsplit('/', 1)[1]}", storage.get_bytes(landed.key)[0])
         spent.clear()
         started = time.perf_counter()
         report = apply_pending(fact, storage, spark, "core-corrections")

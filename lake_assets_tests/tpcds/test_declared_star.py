@@ -1,0 +1,108 @@
+"""The star's five tables declared on the change core (`helpers/tpcds.star_declaration`: what the
+star's tables become as declarations) give the star's own tables, reading the star's raw objects
+where the generator lands them: a first load of every day and dimension, a batch of corrections,
+a day delivered again without one of its lines and with one changed (after corrections of its
+keys), a dimension export with a row changed and one gone. pyiceberg reads both sets of tables (a
+reader that is neither loader's engine); DuckDB's dsdgen is the oracle of the first load."""
+
+import uuid
+from collections import Counter
+
+from pyspark.sql import SparkSession
+
+from lake_assets.core.apply.run import apply_pending
+from lake_assets.core.ledger import APPLIED
+from lake_assets.resources.catalog import LakeCatalog
+from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.correction_batch import land_corrections
+from lake_assets.tpcds.corrections import apply_corrections
+from lake_assets.tpcds.load import load_dimension, load_fact_days
+from lake_assets.tpcds.raw_contract import STAR_TABLES
+from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, TpcdsTable, ledger_name
+from lake_assets_tests.helpers.iceberg import drop_namespace_tables
+from lake_assets_tests.helpers.tpcds import (
+    delimited,
+    fact_key,
+    generated,
+    land_dimensions,
+    land_facts,
+    load_star,
+    sold_dates,
+    star_declaration,
+)
+
+SCALE = 0.01
+NAMES = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
+QUANTITY = NAMES.index("ws_quantity")
+
+
+def _rows(catalog: LakeCatalog, identifier: str, table: str) -> Counter:
+    """The table's rows (the star's columns), read by pyiceberg."""
+    names = [c for c, _ in COLUMNS[table]]
+    arrow = catalog.pyiceberg().load_table(identifier).scan(selected_fields=tuple(names)).to_arrow()
+    return Counter(zip(*(arrow.column(n).to_pylist() for n in names)))
+
+
+def _keys(rows: Counter, table: str) -> set[tuple]:
+    where = [[c for c, _ in COLUMNS[table]].index(k) for k in KEYS[table]]
+    return {tuple(row[i] for i in where) for row in rows}
+
+
+def test_the_star_declared_on_the_core_gives_the_star_tables(storage: LakeStorage, catalog: LakeCatalog,
+                                                             spark: SparkSession) -> None:
+    con = generated(SCALE)
+    land_dimensions(storage, con)
+    land_facts(storage, con)
+    group = f"star_{uuid.uuid4().hex[:6]}"
+    declared = [star_declaration(table, group) for table in STAR_TABLES]
+
+    def core(run_id: str) -> None:
+        for table in declared:
+            for entry in apply_pending(table, storage, spark, run_id).files:  # every line accounted for
+                assert entry.status == APPLIED and entry.rows_in_file == \
+                    entry.rows_applied + entry.rows_superseded + entry.rows_quarantined, entry
+
+    def same() -> dict[str, Counter]:
+        tables = {table: _rows(catalog, f"{group}.{table}", table) for table in STAR_TABLES}
+        for table in STAR_TABLES:
+            assert tables[table] == _rows(catalog, ledger_name(table), table), table
+        return tables
+
+    try:
+        load_star(storage, spark)
+        core("core-1")
+        first = same()
+        for table in STAR_TABLES:  # both are dsdgen's tables (an empty text is an empty field: NULL)
+            names = ", ".join(f"nullif({c}, '')" if t == "STRING" else c for c, t in COLUMNS[table])
+            assert first[table] == Counter(con.sql(f"SELECT {names} FROM {table}").fetchall()), table
+
+        land_corrections(storage, 60, seed=3)
+        apply_corrections(storage, spark, "star-2")
+        core("core-2")
+        corrected = same()[TpcdsTable.WEB_SALES]
+        assert corrected != first[TpcdsTable.WEB_SALES]
+
+        # a day delivered again, newer than the corrections: one line fewer, one quantity changed
+        day = sold_dates(con)[3]
+        lines = storage.get_bytes(fact_key(day))[0].decode().splitlines()
+        dropped, changed = lines[0].split("|"), lines[1].split("|")
+        changed[QUANTITY] = "4242"
+        storage.put_bytes(fact_key(day), "".join(f"{line}\n" for line in ["|".join(changed), *lines[2:]]).encode())
+        load_fact_days(storage, spark, [day], "star-3")
+        core("core-3")
+        redelivered = same()[TpcdsTable.WEB_SALES]
+        assert tuple(int(dropped[NAMES.index(k)]) for k in KEYS[TpcdsTable.WEB_SALES]) \
+            not in _keys(redelivered, TpcdsTable.WEB_SALES)
+        assert any(row[QUANTITY] == 4242 for row in redelivered)
+
+        # a new item export: one price changed, one item gone (the star's upsert keeps it)
+        export = delimited(con, f"SELECT {', '.join(c for c, _ in COLUMNS[TpcdsTable.ITEM])} FROM ("
+                                "SELECT * REPLACE (i_current_price + 1 AS i_current_price) FROM item "
+                                "WHERE i_item_sk = 1 UNION ALL SELECT * FROM item WHERE i_item_sk > 2)")
+        storage.put_bytes(RAW.dimension_key(TpcdsTable.ITEM), export)
+        load_dimension(storage, spark, TpcdsTable.ITEM, "star-4")
+        core("core-4")
+        items = same()[TpcdsTable.ITEM]
+        assert items != first[TpcdsTable.ITEM] and (2,) in _keys(items, TpcdsTable.ITEM)
+    finally:
+        drop_namespace_tables(catalog, group)
