@@ -76,7 +76,7 @@ def _misplaced(folder: str, name: str) -> str:
     target = _old_layout_folder(folder) if name and "/" not in name else None
     if target is not None:
         return (f"{folder} is the layout before the folders named the date's key: never loaded; move it to "
-                f"{target}{name}")
+                f"{target}{name} (or land the star again: lake tpcds generate --clean)")
     return (f"not in a {FOLDER}=<the sold date's key> folder (one object per sold day, e.g. "
             f"{RAW.fact_folder(dt.date(1998, 1, 2))}part-00000.dat for 1998-01-02): never loaded; move it there")
 
