@@ -84,8 +84,8 @@ from lake_assets.tpcds.apply import (
 from lake_assets.tpcds.encoding import is_encoding_error, read_or_refuse, refusal
 from lake_assets.tpcds.layout import FOLDER
 from lake_assets.tpcds.layout import FactLayout, fact_layout, fact_objects
-from lake_assets.tpcds.raw_contract import day_folder_value
 from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numbered, parse, plain_line, valid_rows
+from lake_assets.tpcds.raw_contract import day_folder_value
 from lake_assets.tpcds.schema import (
     COLUMNS,
     KEYS,
@@ -97,9 +97,9 @@ from lake_assets.tpcds.schema import (
     SEQUENCE,
     TpcdsTable,
     date_sk,
-    sk_date,
     engine_name,
     ledger_name,
+    sk_date,
     table_columns,
 )
 from lake_assets.tpcds.sequencing import SNAPSHOT_ROW, object_sequences, with_row_sequences
@@ -404,8 +404,8 @@ def _parse_facts(lines: DataFrame) -> DataFrame:
     a row whose sold date is not its object's day is `wrong_partition`."""
     wrong_day = ~F.col(PARTITION_COLUMN).eqNullSafe(_folder_day_sk())
     return parse(lines, COLUMNS[TpcdsTable.WEB_SALES], KEYS[TpcdsTable.WEB_SALES],
-                 extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date of its object ("),
-                                             F.col(_DAY), F.lit(")")))]).drop(_DAY)
+                 extra=[(wrong_day, F.concat(F.lit(f"{PARTITION_COLUMN} is not the sold date its object's folder "
+                                                   f"names ({FOLDER}="), F.col(_DAY), F.lit(")")))]).drop(_DAY)
 
 
 def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
