@@ -69,7 +69,9 @@ def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterI
     import dagster as dg
 
     from lake_assets.resources.engine import SparkEngine
+    from lake_assets.resources.rules import LakeRules
     from lake_assets.resources.storage_resource import StorageResource
+    from lake_assets.settings import LakeSettings
     from lake_assets.tpcds.assets import TPCDS_ASSETS
     from lake_assets.tpcds.checks import TPCDS_CHECKS
     from lake_assets.jobs.tpcds import pending_run_request
@@ -77,7 +79,8 @@ def run_pending(storage, instance) -> dict[str, float]:  # LakeStorage, DagsterI
     request = pending_run_request(storage)
     if request is None:
         return {}
-    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine()}
+    resources = {"storage": StorageResource(bucket=storage.bucket, home=storage.home), "engine": SparkEngine(),
+                 "rules": LakeRules.from_settings(LakeSettings.from_env())}
     result = dg.materialize([*TPCDS_ASSETS, *TPCDS_CHECKS], instance=instance, resources=resources,
                             selection=request.asset_selection, tags=request.tags, run_config=request.run_config,
                             raise_on_error=True)
