@@ -119,7 +119,7 @@ class PlannedFile:
         return self.stamp.base(self.delivery)[:-10]
 
     def to_read(self) -> ObjectToRead:
-        return ObjectToRead(self.index, self.file.key, self.file.kind, self.prefix, self.refusal)
+        return ObjectToRead(self.index, self.file.key, self.file.kind, self.prefix, self.refusal, self.file.size)
 
 
 @dataclass

@@ -27,7 +27,6 @@ with that reason, and its `file` row says so.
 """
 
 import collections
-import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -74,9 +73,10 @@ class ObjectToRead:
     kind: SourceKind
     prefix: str | None  # the sequence of its rows without the row number (None: refused by name)
     refusal: str | None = None  # "reason: detail" when its name refuses it
+    size: int = 0  # its bytes when it was listed (small ones are fetched several at once)
 
 
-OBJECT_COLUMNS = "_file INT, key STRING, kind STRING, prefix STRING, refusal STRING"
+OBJECT_COLUMNS = "_file INT, key STRING, kind STRING, prefix STRING, refusal STRING, size BIGINT"
 
 
 def output_schema(declaration: TableDeclaration) -> pa.Schema:
@@ -210,7 +210,9 @@ def _checked_together(declaration: TableDeclaration, dms: DmsLayout,
         at = rows.schema.get_field_index(RECORD)
         tables.append(rows.set_column(at, RECORD, pc.add(rows[RECORD], number * _OBJECT_RECORDS)))
     first = members[0]
-    valid, refused = _checked(declaration, first.source, first.obj.kind, first.shape, dms, pa.concat_tables(tables))
+    # one chunk per column: validation's thirty-odd calls per column cost per chunk (200 objects, 200 chunks)
+    rows = pa.concat_tables(tables).combine_chunks()
+    valid, refused = _checked(declaration, first.source, first.obj.kind, first.shape, dms, rows)
     owners = valid[RECORD].to_numpy() // _OBJECT_RECORDS
     if len(owners) and (np.diff(owners) < 0).any():  # validation keeps the rows' order; if not, sort them
         order = np.argsort(owners, kind="stable")
@@ -413,17 +415,73 @@ def _conformed(columns: dict, count: int, schema: pa.Schema) -> pa.Table:
 BATCH_ROWS = 1 << 16
 
 
+#: Small objects (`SMALL_OBJECT_BYTES` when listed) fetched at once while the task parses the ones
+#: before them: 912 of web_sales' day objects (80 KiB each) fetched in 1.4 s on eight threads
+#: against 3.4 s one at a time, and none of that time the engine's Python.
+FETCHING_THREADS = 16
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """An object's bytes and the ETag they were read with, or why they could not be read."""
+
+    data: bytes = b""
+    etag: str = ""
+    error: str | None = None
+
+
+def fetched(fetch: Callable[[ObjectToRead], _Fetched],
+            objects: list[ObjectToRead]) -> Iterator[tuple[ObjectToRead, _Fetched]]:
+    """Each of `objects` with its bytes, in their order: small ones fetched `FETCHING_THREADS` at
+    a time, a group's worth (`GROUP_BYTES` as listed) before any is parsed (fetches that wait for
+    the parsing thread's GIL take longer than the parse); a large object alone, so two large ones
+    are never held at once."""
+    with ThreadPoolExecutor(FETCHING_THREADS) as pool:
+        group: list[ObjectToRead] = []
+        listed = 0
+        for obj in objects:
+            if obj.size > SMALL_OBJECT_BYTES:
+                yield from zip(group, list(pool.map(fetch, group)))
+                group, listed = [], 0
+                yield obj, fetch(obj)
+                continue
+            group.append(obj)
+            listed += obj.size
+            if listed >= GROUP_BYTES:
+                yield from zip(group, list(pool.map(fetch, group)))
+                group, listed = [], 0
+        yield from zip(group, list(pool.map(fetch, group)))
+
+
+def s3_fetch(endpoint: str, bucket: str, region: str) -> Callable[[ObjectToRead], _Fetched]:
+    """Fetches an object's bytes with Arrow's S3 client, which releases the GIL (boto3's requests
+    cost the engine's Python 1.5 ms each); the credentials are the engine's own (its environment
+    or the AWS default chain), never passed to it."""
+    from pyarrow import fs
+
+    s3 = fs.S3FileSystem(endpoint_override=endpoint, region=region)
+
+    def fetch(obj: ObjectToRead) -> _Fetched:
+        try:
+            with s3.open_input_stream(f"{bucket}/{obj.key}") as stream:
+                # in one read of the listed size (a read to the end takes 64 KiB at a time: 0.3 s for 13 MiB)
+                data = stream.read(max(obj.size, 1))
+                rest = stream.read()  # replaced by a longer object since it was listed
+                if rest:
+                    data += rest
+                etag = stream.metadata().get("ETag", b"").decode().strip('"')
+        except OSError as error:
+            return _Fetched(error=str(error))
+        return _Fetched(data, etag)
+    return fetch
+
+
 def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket: str,
            region: str) -> Callable[[Iterable[pa.RecordBatch]], Iterable[pa.RecordBatch]]:
     """The `mapInArrow` function that reads the objects of its input batches (OBJECT_COLUMNS)."""
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
-                              aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
-                              aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+        fetch = s3_fetch(endpoint, bucket, region)
         small: list[tuple[ObjectToRead, bytes, str]] = []
 
         def read_small() -> Iterator[pa.RecordBatch]:
@@ -434,20 +492,18 @@ def reader(declaration: TableDeclaration, dms: DmsLayout, endpoint: str, bucket:
         held = 0  # the bytes of the small objects waiting in `small`
 
         for batch in batches:
-            for row in batch.to_pylist():
-                obj = ObjectToRead(row["_file"], row["key"], SourceKind(row["kind"]), row["prefix"], row["refusal"])
-                try:
-                    got = client.get_object(Bucket=bucket, Key=obj.key)
-                    data, etag = got["Body"].read(), got["ETag"].strip('"')
-                except (BotoCoreError, ClientError) as error:
-                    yield from unreadable(declaration, obj, str(error)).to_batches()
+            objects = [ObjectToRead(row["_file"], row["key"], SourceKind(row["kind"]), row["prefix"], row["refusal"],
+                                    row["size"]) for row in batch.to_pylist()]
+            for obj, got in fetched(fetch, objects):
+                if got.error is not None:
+                    yield from unreadable(declaration, obj, got.error).to_batches()
                     continue
-                if len(data) > SMALL_OBJECT_BYTES:
-                    for part in read_object(declaration, dms, obj, data, etag):
+                if len(got.data) > SMALL_OBJECT_BYTES:
+                    for part in read_object(declaration, dms, obj, got.data, got.etag):
                         yield from part.to_batches(max_chunksize=BATCH_ROWS)
                     continue
-                small.append((obj, data, etag))
-                held += len(data)
+                small.append((obj, got.data, got.etag))
+                held += len(got.data)
                 if held >= GROUP_BYTES:
                     yield from read_small()
                     held = 0

@@ -434,7 +434,7 @@ def _guard_partitions(run: _Run, snapshots: list[_Snapshot], parsed: DataFrame, 
 def read_objects(spark: SparkSession, declaration: TableDeclaration, dms: DmsLayout, storage: LakeStorage,
                  objects) -> DataFrame:
     """The engine's reading of `objects` (reader.ObjectToRead), one task per few objects."""
-    rows = [(o.index, o.key, o.kind.value, o.prefix, o.refusal) for o in objects]
+    rows = [(o.index, o.key, o.kind.value, o.prefix, o.refusal, o.size) for o in objects]
     frame = spark.createDataFrame(rows, OBJECT_COLUMNS)
     parallelism = max(1, min(len(rows), os.cpu_count() or 1))
     if parallelism > 1:
