@@ -4,7 +4,10 @@ Objects are found by `discover` (sensors/discovery.py). The cursor also remember
 it requested and the objects it was for; once that run has finished (or Dagster never
 created it: a run key it had used before), the objects with no ledger entry yet are
 requested again, with a new run key, at most `MAX_ATTEMPTS` times. A run in flight is never
-requested twice. A sensor with no cursor yet (the first tick after `lake run` or `lake demo`)
+requested twice. New objects found while a requested run has not started yet (queued, or
+requested and not yet created) start no run of their own: that run lists everything pending
+when it starts, so they go with it, and are in its objects for the follow-up (a run of their
+own would find nothing left to apply). A sensor with no cursor yet (the first tick after `lake run` or `lake demo`)
 lists every object: those the ledger has settled are left out. One tick requests at most one run (the run applies everything pending
 anyway); its run key is derived from the objects it saw, so a tick evaluated twice starts
 nothing twice.
@@ -42,8 +45,11 @@ MAX_ATTEMPTS = 3
 #: A requested run Dagster has not created after this long was dropped (its run key was used before).
 RUN_GRACE = dt.timedelta(seconds=60)
 
-#: The state of the run with a given run key: "active", "finished", or None when there is none.
+#: The state of the run with a given run key: "waiting" (not started: it has not listed the raw
+#: zone yet), "active", "finished", or None when there is none.
 RunLookup = Callable[[str], str | None]
+#: Dagster's states of a run that has not started executing.
+_NOT_STARTED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING)
 
 
 def zone(declaration: TableDeclaration) -> Zone:
@@ -65,7 +71,7 @@ def _follow_up(storage: LakeStorage, table: str, cursor: Cursor, runs: RunLookup
     over = {}
     for run_key, (at, objects) in list(cursor.runs.items()):
         state = runs(run_key)
-        if state == "active" or (state is None and now - dt.datetime.fromisoformat(at) < RUN_GRACE):
+        if state in ("waiting", "active") or (state is None and now - dt.datetime.fromisoformat(at) < RUN_GRACE):
             continue
         over.update(objects)
         del cursor.runs[run_key]
@@ -115,6 +121,13 @@ def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_te
     if not new:
         return dg.SensorResult(skip_reason="no new raw objects", cursor=cursor.dump())
     cursor.requested.update({seen: now.isoformat() for seen in new})
+    landed = list({object_id(o): o for o in listed if object_id(o) in new}.values())  # the sweep lists some again
+    waiting = None if runs is None else _not_started(cursor, runs, now)
+    if waiting is not None:
+        cursor.runs[waiting][1].update(new)
+        return dg.SensorResult(skip_reason=f"{len(new)} new raw object(s) go with the requested run that has not "
+                                           "started yet", cursor=cursor.dump(),
+                               asset_events=source_observations(declaration, landed))
     keys = sorted(seen.rpartition("@")[0] for seen in new)
     # a retried object's attempt is part of the key: Dagster starts no run under a key used before
     seen = sorted(found if attempt == 1 else f"{found}#{attempt}" for found, attempt in new.items())
@@ -122,9 +135,18 @@ def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_te
     if runs is not None:
         cursor.runs[run_key] = [now.isoformat(), new]
     tags = {OBJECTS_TAG: str(len(keys)), FIRST_OBJECT_TAG: keys[0], LAST_OBJECT_TAG: keys[-1]}
-    landed = list({object_id(o): o for o in listed if object_id(o) in new}.values())  # the sweep lists some again
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor.dump(),
                            asset_events=source_observations(declaration, landed))
+
+
+def _not_started(cursor: Cursor, runs: RunLookup, now: dt.datetime) -> str | None:
+    """The run key of a requested run that has not started yet (queued, or not yet created by
+    Dagster within `RUN_GRACE`), or None."""
+    for run_key, (at, _) in cursor.runs.items():
+        state = runs(run_key)
+        if state == "waiting" or (state is None and now - dt.datetime.fromisoformat(at) < RUN_GRACE):
+            return run_key
+    return None
 
 
 def source_observations(declaration: TableDeclaration, landed: list[dict]) -> list[dg.AssetObservation]:
@@ -147,7 +169,7 @@ def run_lookup(instance: dg.DagsterInstance) -> RunLookup:
         found = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
         if not found:
             return None
-        return "finished" if found[0].is_finished else "active"
+        return "finished" if found[0].is_finished else "waiting" if found[0].status in _NOT_STARTED else "active"
     return state
 
 

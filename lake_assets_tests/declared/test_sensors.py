@@ -244,3 +244,42 @@ def test_a_first_tick_leaves_out_what_the_ledger_settled(storage: LakeStorage) -
     changed = storage.put_bytes("raw/fullload/full-load.csv", b"policy_id\n1\n")  # a new ETag: not settled
     [again] = _requests(_tick(storage, result.cursor))
     assert again.tags[FIRST_OBJECT_TAG] == "raw/fullload/full-load.csv" and changed != applied
+
+
+def test_new_objects_go_with_a_requested_run_that_has_not_started(storage: LakeStorage,
+                                                                   instance: dg.DagsterInstance) -> None:
+    """A run lists everything pending when it starts: objects found before it has started start
+    no run of their own (it would find nothing left), and one it left pending is requested again."""
+    attached = LakeStorage(bucket=storage.bucket, home=storage.home).attached()
+    runs = run_lookup(instance)
+    cursor = raw_zone_tick(attached, None, runs=runs).cursor
+    applied = storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
+    [first] = _requests(result := raw_zone_tick(attached, cursor, runs=runs))
+    run = _run(instance, first.run_key, dg.DagsterRunStatus.NOT_STARTED)
+    assert runs(first.run_key) == "waiting"
+    later = storage.put_bytes("raw/cdcload/20240401-100000000.csv", CDC_ROW + b"2")
+    riding = raw_zone_tick(attached, result.cursor, runs=runs)
+    assert _requests(riding) == [] and riding.skip_reason and "not started yet" in riding.skip_reason.skip_message
+    assert [e.metadata["objects_landed"].value for e in riding.asset_events] == [1]  # still observed as landed
+    assert json.loads(riding.cursor)["runs"][first.run_key][1] == {
+        f"raw/cdcload/20240401-090000000.csv@{applied}": 1, f"raw/cdcload/20240401-100000000.csv@{later}": 1}
+    # the run ends having applied only the first object: the one that went with it is requested again
+    Ledger(storage).record([LedgerEntry(TABLE, "raw/cdcload/20240401-090000000.csv", applied, len(CDC_ROW),
+                                        "cdcload", APPLIED, 1, 1, 0, 0, 1, run.run_id,
+                                        dt.datetime.now(dt.timezone.utc))])
+    instance.report_run_failed(run)
+    [again] = _requests(raw_zone_tick(attached, riding.cursor, runs=runs))
+    assert (again.tags["lake/objects"], again.tags[FIRST_OBJECT_TAG]) == ("1", "raw/cdcload/20240401-100000000.csv")
+
+
+def test_a_started_run_does_not_take_new_objects_along(storage: LakeStorage, instance: dg.DagsterInstance) -> None:
+    """A run that has started may have listed the zone already: new objects get a run of their own."""
+    attached = LakeStorage(bucket=storage.bucket, home=storage.home).attached()
+    runs = run_lookup(instance)
+    cursor = raw_zone_tick(attached, None, runs=runs).cursor
+    storage.put_bytes("raw/cdcload/20240401-090000000.csv", CDC_ROW)
+    [first] = _requests(result := raw_zone_tick(attached, cursor, runs=runs))
+    _run(instance, first.run_key, dg.DagsterRunStatus.STARTED)
+    storage.put_bytes("raw/cdcload/20240401-100000000.csv", CDC_ROW + b"2")
+    [second] = _requests(raw_zone_tick(attached, result.cursor, runs=runs))
+    assert second.run_key != first.run_key and second.tags[FIRST_OBJECT_TAG] == "raw/cdcload/20240401-100000000.csv"
