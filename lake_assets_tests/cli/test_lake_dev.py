@@ -32,8 +32,9 @@ BIN = Path(sys.executable).parent
 RUN_LINE = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS [\d.]+ s -> insurance.*: "
                       r"files [12] applied, 0 refused, 0 held; rows [1-9]\d* applied, \d+ superseded, 0 quarantined "
                       r"\(raw_insurance_sensor, \d files?\)$", re.MULTILINE)
-RUN_FILES = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS .*\(raw_insurance_sensor, (\d) files?\)$",
-                       re.MULTILINE)
+#: The files each finished sensor run applied (a file put while the run was queued goes with it).
+RUN_FILES = re.compile(r"^\d\d:\d\d:\d\d run \w{8} apply_insurance SUCCESS .*: files (\d+) applied, .*"
+                       r"\(raw_insurance_sensor, \d+ files?\)$", re.MULTILINE)
 
 
 @pytest.mark.e2e
@@ -74,7 +75,7 @@ def test_lake_dev_applies_a_put_file_within_seconds_and_stops_cleanly(tmp_path: 
         assert statuses() == {"applied"}
         assert (tmp_path / "home" / SOCKET_FILE).exists()  # that answer came from lake dev's process
         # one line per finished run (the row is visible before the run's checks end): wait until the
-        # finished runs' lines name both files, so no run is still in flight when lake dev is stopped
+        # finished runs' lines account for both files applied, so no run is still in flight when lake dev is stopped
         wait_for(lambda: sum(map(int, RUN_FILES.findall((tmp_path / "dev.log").read_text()))) >= 2, 90,
               "lake dev's lines for the finished runs of both files")
     finally:
