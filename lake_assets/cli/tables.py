@@ -57,28 +57,33 @@ def add(
 @friendly
 def check() -> None:
     """Check every declaration (fields, columns, keys, options, expectations; names and raw zones
-    against each other): one line per table, or the first mistake in one line (exit 2)."""
+    against each other), the TPC-DS star's too: one line per table, or the first mistake in one line (exit 2)."""
     from lake_assets.core import registry
 
     for table in registry.declarations():
         console.print(f"ok: {table.name} ({len(table.columns)} columns, key {', '.join(table.keys)})")
+    for table in registry.star_declarations().values():
+        console.print(f"ok: {table.group}.{table.name} ({len(table.columns)} columns, key {', '.join(table.keys)}; "
+                      "the TPC-DS star's)")
 
 
 @table_app.command("list")
 @friendly
 def list_tables(fmt: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
-    """The declared tables: name, group, key, partition columns, raw zones, history and feed, and the
-    file declaring each."""
+    """The declared tables: name, group, key, partition columns, raw zones, history and feed, what
+    applies them (the change core; the TPC-DS star's tables, declared the same way, its own loader)
+    and the file declaring each."""
     from lake_assets.core import registry
 
-    rows = []
-    paths = {registry.read_file(p).name: p for p in registry.files()}
-    for table in registry.declarations():
-        rows.append((table.name, table.group, table.format.value, ", ".join(table.keys),
-                     ", ".join(table.partition_by) or "none",
-                     ", ".join(f"{s.prefix} ({s.kind.value})" for s in table.sources),
-                     "yes" if table.history else "no", "yes" if table.change_feed else "no", str(paths[table.name])))
-    render(["table", "group", "format", "key", "partitioned by", "raw zones", "history", "feed", "declared in"], rows,
-           fmt,
-           title="declared tables")
+    declared = [(table, path, "change core") for path, table in
+                ((p, registry.read_file(p)) for p in registry.files())]
+    star = [(table, registry.STAR_TABLES_DIR / f"{name}.yaml", "TPC-DS star loader")
+            for name, table in registry.star_declarations().items()]
+    registry.declarations()  # checked against each other first: a mistake is the command's one line
+    rows = [(table.name, table.group, table.format.value, ", ".join(table.keys), ", ".join(table.partition_by) or "none",
+             ", ".join(f"{s.prefix} ({s.kind.value})" for s in table.sources),
+             "yes" if table.history else "no", "yes" if table.change_feed else "no", applied_by, str(path))
+            for table, path, applied_by in [*declared, *star]]
+    render(["table", "group", "format", "key", "partitioned by", "raw zones", "history", "feed", "applied by",
+            "declared in"], rows, fmt, title="declared tables")
 

@@ -6,6 +6,9 @@ AUDIT_DESCRIPTIONS = {"_operation": "I, U (CDC) or L (full load)", "_source_file
                       "_source_line": "Line of the row in that object",
                       "_applied_at": "When the run applied the row",
                       "_sequence": "The change's sequence: file time.part.delivery.row"}
+#: The column the star's web_sales rows carry after TPC-DS's (tpcds/schema.py).
+STAR_FACT_DESCRIPTIONS = {"_sequence": "The sequence of the change that wrote the row: orders a key's day loads and "
+                                  "corrections"}
 #: The columns a change feed adds to its table's (core/change_feed.py), with their UI types.
 FEED_COLUMNS = {
     "_change_type": ("string", "insert, update_preimage, update_postimage or delete"),
@@ -45,8 +48,12 @@ def column_descriptions(table_name: str) -> dict[str, str]:
     """Column -> description for the lake table `table_name`: a declared table's columns and audit
     columns, which its change feed and SCD2 history carry too with their own; its quarantine's and
     tombstones'; every quarantine's; empty for any other table."""
-    from lake_assets.core.registry import declarations
+    from lake_assets.core.registry import declarations, star_declarations
 
+    namespace, _, star_table = table_name.partition(".")
+    if namespace == "tpcds" and star_table in star_declarations():  # the star's own, loaded by tpcds/
+        described = {c.name: c.description for c in star_declarations()[star_table].columns if c.description}
+        return described | (STAR_FACT_DESCRIPTIONS if star_table == "web_sales" else {})
     for declaration in declarations():
         described = {c.name: c.description for c in declaration.columns if c.description}
         added = {f"{declaration.name}_changes": FEED_COLUMNS, f"{declaration.name}_history": HISTORY_COLUMNS}

@@ -21,11 +21,17 @@ from lake_assets.core.tables import LakeTable, TableFormat, table_set
 
 #: The tables the lake ships (the seed's insurance table), next to the code location.
 BUILT_IN = Path(__file__).resolve().parent.parent / "tables"
+#: The TPC-DS star's tables, declared the same way; the star's own loader (tpcds/) reads them.
+STAR_TABLES_DIR = BUILT_IN / "tpcds"
 #: A directory of a team's own declarations (one `<table>.yaml` each).
 TABLES_DIR_VARIABLE = "LAKE_TABLES_DIR"
 #: Table names the lake's own tables take (the TPC-DS star, the ledger), and the raw zone the TPC-DS star's.
 RESERVED = ("lake_ledger", "tpcds")
 RESERVED_PREFIX = "raw/tpcds/"
+
+
+#: libyaml's safe loader where PyYAML was built with it (a tenth of the pure-Python one's time).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def tables_dir() -> Path:
@@ -46,7 +52,7 @@ def read_file(path: Path) -> TableDeclaration:
 def parse(text: str, origin: str) -> TableDeclaration:
     """The declaration a YAML text holds (`origin` names it in a mistake's one line)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -69,6 +75,13 @@ def files() -> list[Path]:
 def declarations() -> tuple[TableDeclaration, ...]:
     """Every declared table, checked one by one and against each other."""
     return check_together([(path, read_file(path)) for path in files()])
+
+
+@functools.cache
+def star_declarations() -> dict[str, TableDeclaration]:
+    """The TPC-DS star's tables by name, as their files declare them (their group is `tpcds`, their
+    Iceberg tables `tpcds.<name>`)."""
+    return {path.stem: read_file(path) for path in sorted(STAR_TABLES_DIR.glob("*.yaml"))}
 
 
 def check_together(declared: list[tuple[Path, TableDeclaration]]) -> tuple[TableDeclaration, ...]:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import dagster as dg
 from deltalake import DeltaTable
 
+from lake_assets.core.column_descriptions import column_descriptions
 from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
@@ -138,7 +139,10 @@ def load_metadata(report: LoadReport) -> dict:
 
 
 def _schema(name: str) -> dg.TableSchema:
-    return dg.TableSchema(columns=[dg.TableColumn(c, t.lower()) for c, t in table_columns(name)])
+    """The table's columns, typed and described as its declaration (lake_assets/tables/tpcds/) says."""
+    described = column_descriptions(ledger_name(name))
+    return dg.TableSchema(columns=[dg.TableColumn(c, t.lower(), description=described.get(c))
+                                   for c, t in table_columns(name)])
 
 
 def _dimension_asset(name: str) -> dg.AssetsDefinition:

@@ -62,6 +62,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from lake_assets.core.column_descriptions import column_descriptions
 from lake_assets.core.cdc import OPERATION, merge_sql
 from lake_assets.core.formats import iceberg
 from lake_assets.core.frames import union_all
@@ -147,10 +148,12 @@ class LoadReport:
 # --- the tables ------------------------------------------------------------------
 
 def iceberg_schema(name: str):  # pyiceberg Schema
+    """The table's schema, each column's `doc` its declared description (what readers show as its comment)."""
     from pyiceberg.schema import Schema
     from pyiceberg.types import NestedField
 
-    fields = [NestedField(i + 1, column, _iceberg_type(sql_type), required=False)
+    described = column_descriptions(ledger_name(name))
+    fields = [NestedField(i + 1, column, _iceberg_type(sql_type), required=False, doc=described.get(column))
               for i, (column, sql_type) in enumerate(table_columns(name))]
     return Schema(*fields)
 

@@ -1,5 +1,9 @@
 """The TPC-DS star schema the `tpcds` domain loads: web_sales and four of its dimensions.
 
+The star's tables are declared as any table is, one file each in `lake_assets/tables/tpcds/`
+(`lake table list` shows them): their columns, types, descriptions, keys and the fact's
+partitioning are read from there (`DECLARATIONS`); this module gives the loader their shapes.
+
 Column order is TPC-DS's (as DuckDB's `dsdgen` creates the tables), and so is the field
 order of every raw object. Types are the generator's: money stays DECIMAL(7,2), dates are
 DATE, text is STRING (TPC-DS char/varchar), and every integer is BIGINT — DuckDB's
@@ -23,6 +27,9 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 
+from lake_assets.core.declaration import TableDeclaration
+from lake_assets.core.partition_fields import partition_field
+from lake_assets.core.registry import star_declarations
 from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.tpcds import raw_contract
 from lake_assets.tpcds.raw_contract import date_sk, sk_date  # noqa: F401  (the star's names for them)
@@ -36,59 +43,13 @@ class TpcdsTable(StrEnum):
     ITEM = "item"
 
 
+#: The star's tables declared as any table is, one file each next to the code location
+#: (`lake_assets/tables/tpcds/<table>.yaml`): their columns, descriptions, keys and partitioning.
+DECLARATIONS: dict[str, TableDeclaration] = {table: star_declarations()[table] for table in TpcdsTable}
+
 #: (column, Spark SQL type) per table, in TPC-DS order.
-COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "web_sales": [
-        ("ws_sold_date_sk", "BIGINT"), ("ws_sold_time_sk", "BIGINT"), ("ws_ship_date_sk", "BIGINT"),
-        ("ws_item_sk", "BIGINT"), ("ws_bill_customer_sk", "BIGINT"), ("ws_bill_cdemo_sk", "BIGINT"),
-        ("ws_bill_hdemo_sk", "BIGINT"), ("ws_bill_addr_sk", "BIGINT"), ("ws_ship_customer_sk", "BIGINT"),
-        ("ws_ship_cdemo_sk", "BIGINT"), ("ws_ship_hdemo_sk", "BIGINT"), ("ws_ship_addr_sk", "BIGINT"),
-        ("ws_web_page_sk", "BIGINT"), ("ws_web_site_sk", "BIGINT"), ("ws_ship_mode_sk", "BIGINT"),
-        ("ws_warehouse_sk", "BIGINT"), ("ws_promo_sk", "BIGINT"), ("ws_order_number", "BIGINT"),
-        ("ws_quantity", "BIGINT"), ("ws_wholesale_cost", "DECIMAL(7,2)"), ("ws_list_price", "DECIMAL(7,2)"),
-        ("ws_sales_price", "DECIMAL(7,2)"), ("ws_ext_discount_amt", "DECIMAL(7,2)"),
-        ("ws_ext_sales_price", "DECIMAL(7,2)"), ("ws_ext_wholesale_cost", "DECIMAL(7,2)"),
-        ("ws_ext_list_price", "DECIMAL(7,2)"), ("ws_ext_tax", "DECIMAL(7,2)"),
-        ("ws_coupon_amt", "DECIMAL(7,2)"), ("ws_ext_ship_cost", "DECIMAL(7,2)"),
-        ("ws_net_paid", "DECIMAL(7,2)"), ("ws_net_paid_inc_tax", "DECIMAL(7,2)"),
-        ("ws_net_paid_inc_ship", "DECIMAL(7,2)"), ("ws_net_paid_inc_ship_tax", "DECIMAL(7,2)"),
-        ("ws_net_profit", "DECIMAL(7,2)"),
-    ],
-    "date_dim": [
-        ("d_date_sk", "BIGINT"), ("d_date_id", "STRING"), ("d_date", "DATE"), ("d_month_seq", "BIGINT"),
-        ("d_week_seq", "BIGINT"), ("d_quarter_seq", "BIGINT"), ("d_year", "BIGINT"), ("d_dow", "BIGINT"),
-        ("d_moy", "BIGINT"), ("d_dom", "BIGINT"), ("d_qoy", "BIGINT"), ("d_fy_year", "BIGINT"),
-        ("d_fy_quarter_seq", "BIGINT"), ("d_fy_week_seq", "BIGINT"), ("d_day_name", "STRING"),
-        ("d_quarter_name", "STRING"), ("d_holiday", "STRING"), ("d_weekend", "STRING"),
-        ("d_following_holiday", "STRING"), ("d_first_dom", "BIGINT"), ("d_last_dom", "BIGINT"),
-        ("d_same_day_ly", "BIGINT"), ("d_same_day_lq", "BIGINT"), ("d_current_day", "STRING"),
-        ("d_current_week", "STRING"), ("d_current_month", "STRING"), ("d_current_quarter", "STRING"),
-        ("d_current_year", "STRING"),
-    ],
-    "time_dim": [
-        ("t_time_sk", "BIGINT"), ("t_time_id", "STRING"), ("t_time", "BIGINT"), ("t_hour", "BIGINT"),
-        ("t_minute", "BIGINT"), ("t_second", "BIGINT"), ("t_am_pm", "STRING"), ("t_shift", "STRING"),
-        ("t_sub_shift", "STRING"), ("t_meal_time", "STRING"),
-    ],
-    "customer": [
-        ("c_customer_sk", "BIGINT"), ("c_customer_id", "STRING"), ("c_current_cdemo_sk", "BIGINT"),
-        ("c_current_hdemo_sk", "BIGINT"), ("c_current_addr_sk", "BIGINT"),
-        ("c_first_shipto_date_sk", "BIGINT"), ("c_first_sales_date_sk", "BIGINT"),
-        ("c_salutation", "STRING"), ("c_first_name", "STRING"), ("c_last_name", "STRING"),
-        ("c_preferred_cust_flag", "STRING"), ("c_birth_day", "BIGINT"), ("c_birth_month", "BIGINT"),
-        ("c_birth_year", "BIGINT"), ("c_birth_country", "STRING"), ("c_login", "STRING"),
-        ("c_email_address", "STRING"), ("c_last_review_date_sk", "BIGINT"),
-    ],
-    "item": [
-        ("i_item_sk", "BIGINT"), ("i_item_id", "STRING"), ("i_rec_start_date", "DATE"),
-        ("i_rec_end_date", "DATE"), ("i_item_desc", "STRING"), ("i_current_price", "DECIMAL(7,2)"),
-        ("i_wholesale_cost", "DECIMAL(7,2)"), ("i_brand_id", "BIGINT"), ("i_brand", "STRING"),
-        ("i_class_id", "BIGINT"), ("i_class", "STRING"), ("i_category_id", "BIGINT"),
-        ("i_category", "STRING"), ("i_manufact_id", "BIGINT"), ("i_manufact", "STRING"),
-        ("i_size", "STRING"), ("i_formulation", "STRING"), ("i_color", "STRING"), ("i_units", "STRING"),
-        ("i_container", "STRING"), ("i_manager_id", "BIGINT"), ("i_product_name", "STRING"),
-    ],
-}
+COLUMNS: dict[str, list[tuple[str, str]]] = {table: [(c.name, c.type) for c in declared.columns]
+                                             for table, declared in DECLARATIONS.items()}
 
 #: The column every web_sales row carries besides TPC-DS's: the sequence of its change.
 SEQUENCE = "_sequence"
@@ -100,19 +61,14 @@ def table_columns(table: str) -> list[tuple[str, str]]:
 
 
 #: The key a row is identified by: the fact's (item, order) pair, each dimension's surrogate key.
-KEYS: dict[str, tuple[str, ...]] = {
-    TpcdsTable.WEB_SALES: ("ws_item_sk", "ws_order_number"),
-    TpcdsTable.DATE_DIM: ("d_date_sk",),
-    TpcdsTable.TIME_DIM: ("t_time_sk",),
-    TpcdsTable.CUSTOMER: ("c_customer_sk",),
-    TpcdsTable.ITEM: ("i_item_sk",),
-}
+KEYS: dict[str, tuple[str, ...]] = {table: declared.keys for table, declared in DECLARATIONS.items()}
 
 DIMENSIONS = (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM)
 NAMESPACE = "tpcds"
 #: The fact's partition source column, and the width of its truncate transform (in days).
-PARTITION_COLUMN = "ws_sold_date_sk"
-PARTITION_DAYS = 365
+_FACT_PARTITION = partition_field(DECLARATIONS[TpcdsTable.WEB_SALES].partition_by[0])
+PARTITION_COLUMN: str = _FACT_PARTITION.column
+PARTITION_DAYS: int = _FACT_PARTITION.width or 1
 
 #: The fact's foreign keys to the dimensions this domain loads: (fact column, dimension, its key).
 FOREIGN_KEYS: list[tuple[str, str, str]] = [

@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 
 from lake_assets.core import registry
 from lake_assets.resources.storage import LakeStorage
+from lake_assets.tpcds.raw_contract import STAR_TABLES
 from lake_assets_tests.helpers.cli import lake
 
 SAMPLE = "order_id,customer,amount,placed_on\n1,ann,10.50,2024-01-02\n2,bob,3.00,2024-01-03\n3,cyd,7.25,2024-01-04\n"
@@ -30,8 +31,13 @@ def test_a_table_declared_from_a_sample_is_built_loaded_and_kept(lake_env: LakeS
     assert "keys: [order_id]  # review" in declared and "{name: amount, type: DOUBLE" in declared
     code, out = lake("table", "check")
     assert code == 0 and "ok: orders (4 columns, key order_id)" in out, out
+    assert "ok: tpcds.web_sales (34 columns, key ws_item_sk, ws_order_number; the TPC-DS star's)" in out, out
     code, out = lake("table", "list", "--format", "json")
-    assert {t["table"]: t["partitioned by"] for t in json.loads(out)} == {"insurance": "none", "orders": "none"}
+    listed = json.loads(out)
+    assert {t["table"]: t["partitioned by"] for t in listed if t["applied by"] == "change core"} == \
+        {"insurance": "none", "orders": "none"}
+    assert {(t["group"], t["table"], t["applied by"], Path(t["declared in"]).name) for t in listed
+            if t["group"] == "tpcds"} == {("tpcds", name, "TPC-DS star loader", f"{name}.yaml") for name in STAR_TABLES}
 
     assert lake("put", str(sample), "--to", "orders:snapshot")[0] == 0
     code, out = lake("run")

@@ -16,8 +16,8 @@ import duckdb
 from lake_assets.resources.duckdb_extensions import load_extensions
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.declaration import TableDeclaration
-from lake_assets.core.registry import parse
-from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, RAW, TpcdsTable, date_sk
+from lake_assets.core.registry import star_declarations
+from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, RAW, TpcdsTable, date_sk
 
 _generated: dict[float, duckdb.DuckDBPyConnection] = {}
 
@@ -79,34 +79,13 @@ def land_facts(storage: LakeStorage, con: duckdb.DuckDBPyConnection,
 
 
 def star_declaration(table: str, group: str, table_format: str = "iceberg", history: bool = False) -> TableDeclaration:
-    """The star's `table` declared on the change core as a user would write it from the star's schema
-    (`|`, `.dat`, no header, `trim: false` on text; no SCD2 history, which the star does not keep),
-    fed by the star's raw objects where the generator lands them: web_sales by a partition snapshot
-    per sold day (`partition: ws_sold_date_sk`) and the corrections (CDC), the table partitioned as
-    the star's (`truncate(365, ws_sold_date_sk)`; on Delta, which has no transforms, whole); a
-    dimension by its exports as upserts ordered by arrival (the star's: a key an export no longer
-    holds is kept)."""
-    keys = list(KEYS[table])
-    columns = "\n".join(f"  - {{name: {c}, type: \"{t}\""
-                        f"{', nullable: false' if c in keys else ', trim: false' if t == 'STRING' else ''}}}"
-                        for c, t in COLUMNS[table])
-    fact = table == TpcdsTable.WEB_SALES
-    sources = (f'  - {{prefix: {RAW.facts}, kind: snapshot, delimiter: "|", suffix: .dat, '
-               f'partition: {PARTITION_COLUMN}}}\n'
-               f'  - {{prefix: {RAW.corrections}, kind: cdc, delimiter: "|", suffix: .dat}}\n') if fact else \
-        f'  - {{prefix: {RAW.root}{table}/, kind: cdc, delimiter: "|", suffix: .dat, sequence_from: arrival}}\n'
-    spec = f'"truncate({PARTITION_DAYS}, {PARTITION_COLUMN})"' if fact and table_format == "iceberg" else ""
-    return parse(f"""
-name: {table}
-group: {group}
-format: {table_format}
-history: {str(history).lower()}
-partition_by: [{spec}]
-keys: [{', '.join(keys)}]
-columns:
-{columns}
-sources:
-{sources}""", f"the star's {table}")
+    """The star's `table` as its file declares it (`lake_assets/tables/tpcds/<table>.yaml`), in the
+    catalog namespace `group` (the star's own is `tpcds`), kept as `table_format` (on Delta, which has
+    no partition transforms, whole) and with SCD2 history if `history`."""
+    declared = star_declarations()[table].model_dump()
+    partition_by = declared["partition_by"] if table_format == "iceberg" else ()
+    return TableDeclaration.model_validate({**declared, "group": group, "format": table_format, "history": history,
+                                            "partition_by": partition_by})
 
 
 def _select(table: str) -> str:

@@ -1,5 +1,5 @@
-"""The star's five tables declared on the change core (`helpers/tpcds.star_declaration`: what the
-star's tables become as declarations) give the star's own tables, reading the star's raw objects
+"""The star's five tables as their files declare them (`lake_assets/tables/tpcds/`), applied by the
+change core (in a namespace of the test's), give the star's own tables, reading the star's raw objects
 where the generator lands them: a first load of every day and dimension, a batch of corrections,
 a day delivered again without one of its lines and with one changed (after corrections of its
 keys), a dimension export with a row changed and one gone. pyiceberg reads both sets of tables (a

@@ -1,0 +1,69 @@
+"""The star's tables are declared in files as any table is (`lake_assets/tables/tpcds/`), and those
+files are what the star's loader reads: its columns, keys and partitioning, its raw zone as the
+generator lands it, each column described where users see tables (the UI, DESCRIBE, the Iceberg
+schema's docs). dsdgen (DuckDB) is the independent reference for the columns."""
+
+import datetime as dt
+
+import pytest
+
+from lake_assets.core import registry
+from lake_assets.core.column_descriptions import column_descriptions
+from lake_assets.core.declaration import SequenceFrom, SourceKind
+from lake_assets.core.partition_fields import Transform, partition_field
+from lake_assets.tpcds import raw_contract
+from lake_assets.tpcds.load import iceberg_schema
+from lake_assets.tpcds.raw_duckdb import dsdgen_columns
+from lake_assets.tpcds.schema import COLUMNS, FOREIGN_KEYS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, ledger_name
+
+pytestmark = pytest.mark.unit
+
+#: The Spark SQL type the star keeps each dsdgen type as (every integer BIGINT, so joins never widen).
+_KEPT = {"BIGINT": "BIGINT", "INTEGER": "BIGINT", "VARCHAR": "STRING", "DATE": "DATE", "DECIMAL(7,2)": "DECIMAL(7,2)"}
+
+
+def test_one_file_declares_each_star_table_and_the_loader_reads_it() -> None:
+    star = registry.star_declarations()
+    assert sorted(star) == sorted(raw_contract.STAR_TABLES)
+    for name, declared in star.items():
+        assert (declared.group, declared.format.value, declared.history) == ("tpcds", "iceberg", False), name
+        assert COLUMNS[name] == [(c.name, c.type) for c in declared.columns] and KEYS[name] == declared.keys, name
+    (fact_partition,) = (partition_field(p) for p in star["web_sales"].partition_by)
+    assert (fact_partition.transform, fact_partition.column, fact_partition.width) == \
+        (Transform.TRUNCATE, PARTITION_COLUMN, PARTITION_DAYS) == (Transform.TRUNCATE, raw_contract.DAY_FOLDER_COLUMN, 365)
+
+
+def test_the_declared_columns_are_dsdgens_and_the_keys_tpc_dss() -> None:
+    for name, columns in dsdgen_columns().items():
+        assert COLUMNS[name] == [(column, _KEPT[kind]) for column, kind in columns], name
+    assert KEYS["web_sales"] == raw_contract.FACT_KEY
+    for name in raw_contract.DIMENSIONS:  # a dimension's key is its surrogate key, its first column
+        assert KEYS[name] == (COLUMNS[name][0][0],) and KEYS[name][0].endswith("_sk"), name
+    assert all(KEYS[dimension] == (key,) for _, dimension, key in FOREIGN_KEYS)
+
+
+def test_the_declared_sources_are_where_the_generator_lands_the_objects() -> None:
+    star = registry.star_declarations()
+    fact, corrections = star["web_sales"].sources
+    assert (fact.prefix, fact.kind, fact.partition) == (raw_contract.FACT_PREFIX, SourceKind.SNAPSHOT,
+                                                        raw_contract.DAY_FOLDER_COLUMN)
+    assert (corrections.prefix, corrections.kind) == (raw_contract.CDC_PREFIX, SourceKind.CDC)
+    assert raw_contract.fact_key(None).startswith(fact.prefix)
+    assert raw_contract.cdc_key(dt.datetime.now(dt.timezone.utc)).startswith(corrections.prefix)
+    for name in raw_contract.DIMENSIONS:
+        (source,) = star[name].sources
+        assert raw_contract.dimension_key(name).startswith(source.prefix), name
+        assert (source.kind, source.sequence_from) == (SourceKind.CDC, SequenceFrom.ARRIVAL), name
+    for declared in star.values():
+        assert all((s.delimiter, s.suffix) == (raw_contract.DELIMITER, raw_contract.EXTENSION)
+                   for s in declared.sources), declared.name
+
+
+def test_every_star_column_is_described_where_users_read_the_table() -> None:
+    for name, declared in registry.star_declarations().items():
+        described = column_descriptions(ledger_name(name))
+        assert all(c.description and described[c.name] == c.description for c in declared.columns), name
+        docs = {f.name: f.doc for f in iceberg_schema(name).fields}
+        assert all(docs[c.name] == c.description for c in declared.columns), name
+    assert column_descriptions("tpcds.web_sales")["_sequence"] and "_sequence" not in column_descriptions("tpcds.item")
+    assert column_descriptions("tpcds.report_q12") == {}
