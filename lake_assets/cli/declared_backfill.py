@@ -4,6 +4,8 @@ source of partition snapshots (all, some, or a range of values), else the table'
 A newer change of a key wins over them, so a backfill brings back what the table lost (a row deleted
 by another writer of the table) and undoes no change made since."""
 
+import contextlib
+import datetime as dt
 from typing import Any
 
 from lake_assets.cli.job_runner import execute, report_run
@@ -11,7 +13,7 @@ from lake_assets.cli.output import console
 from lake_assets.cli.session import LakeSession
 from lake_assets.core.apply.partitions import partition_text, partition_value
 from lake_assets.core.apply.plan import RawFile, applied_snapshots
-from lake_assets.core.declaration import TableDeclaration
+from lake_assets.core.declaration import DayValues, TableDeclaration
 from lake_assets.core.errors import UsageError
 from lake_assets.core.registry import declarations
 from lake_assets.core.tables import table_set
@@ -51,6 +53,10 @@ def _chosen(declaration: TableDeclaration, column: str, found: dict[Any, list[Ra
     """The partitions of `found` a backfill asks for: `values`, or those from `start` to `end`
     (inclusive, either open), or every one."""
     def typed(text: str, option: str) -> Any:
+        daily = declaration.daily_partitions
+        if daily is not None and daily.values is DayValues.JULIAN_DAY:  # a day as its date, too
+            with contextlib.suppress(ValueError):
+                return daily.value(dt.date.fromisoformat(text))
         try:
             return partition_value(declaration, column, text)
         except ValueError as error:

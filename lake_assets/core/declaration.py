@@ -13,6 +13,7 @@ Declarations are pydantic models: they load from a mapping (a YAML file) with ev
 checked, and a mistake is one line naming the field and what it allows (`DeclarationError`).
 """
 
+import datetime as dt
 import re
 from enum import StrEnum
 
@@ -254,6 +255,47 @@ class Freshness(_Model):
     max_lag_minutes: float = Field(gt=0)
 
 
+class DayValues(StrEnum):
+    """How a partition column names its day."""
+
+    DATE = "date"  # the day itself (a DATE column)
+    JULIAN_DAY = "julian_day"  # the day's Julian day number (an integer: 2440588 is 1970-01-01), as TPC-DS's date keys
+
+
+#: The Julian day number of 1970-01-01.
+JULIAN_EPOCH = 2440588
+_EPOCH = dt.date(1970, 1, 1)
+
+
+class DailyPartitions(_Model):
+    """Dagster daily partitions for a table fed by partition snapshots of one day each: a
+    partition per day from `start` to `end` (none: to today), so the UI shows the calendar, the
+    days loaded and the days missing, and a backfill of a range of days is one run."""
+
+    start: dt.date
+    end: dt.date | None = None
+    values: DayValues = DayValues.DATE
+
+    @model_validator(mode="after")
+    def _range(self) -> "DailyPartitions":
+        if self.end is not None and self.end < self.start:
+            raise ValueError(f"daily_partitions: end {self.end} is before start {self.start}")
+        return self
+
+    def day(self, value: object) -> dt.date | None:
+        """The day a partition value names (None: NULL, or not a day)."""
+        if self.values is DayValues.JULIAN_DAY:
+            return _EPOCH + dt.timedelta(days=value - JULIAN_EPOCH) if isinstance(value, int) else None
+        return value if isinstance(value, dt.date) else None
+
+    def value(self, day: dt.date) -> dt.date | int:
+        """The partition value naming `day`."""
+        return JULIAN_EPOCH + (day - _EPOCH).days if self.values is DayValues.JULIAN_DAY else day
+
+    def holds(self, day: dt.date) -> bool:
+        return self.start <= day and (self.end is None or day <= self.end)
+
+
 class TableDeclaration(_Model):
     """A curated table and everything the change core applies to it."""
 
@@ -293,6 +335,9 @@ class TableDeclaration(_Model):
     #: core/partition_fields.py), each spelled one way; a query filtering on a partitioned column
     #: reads only its files. The history and feed are not partitioned.
     partition_by: tuple[str, ...] = ()
+    #: Dagster daily partitions for a table fed by partition snapshots whose column names a day
+    #: (else its partitions are the column's values as they come).
+    daily_partitions: DailyPartitions | None = None
 
     @field_validator("name")
     @classmethod
@@ -350,6 +395,8 @@ class TableDeclaration(_Model):
         for source in self.sources:
             if source.partition is not None:
                 self._check_partition_source(source, names)
+        if self.daily_partitions is not None:
+            self._check_daily_partitions(self.daily_partitions)
             if source.sequence_from is SequenceFrom.ARRIVAL and source.kind is SourceKind.CDC and \
                     self.sequence_by is not None:
                 raise ValueError(f"sources: {source.prefix}: sequence_from: arrival orders a CDC source's files, "
@@ -382,6 +429,18 @@ class TableDeclaration(_Model):
         if column.type not in PARTITION_TYPES or source.partition in self.except_columns or column.since != 1:
             raise ValueError(f"{where}: the column must be one of {', '.join(PARTITION_TYPES)}, written (not in "
                              "except_columns) and in the first contract version")
+
+    def _check_daily_partitions(self, daily: DailyPartitions) -> None:
+        """Daily partitions are of a partition snapshot source's column that names a day."""
+        column = self.partition_snapshots
+        if column is None:
+            raise ValueError("daily_partitions: for a table fed by partition snapshots (a snapshot source's "
+                             "`partition: <column>`)")
+        kind = self.column(column).type
+        wanted = ("DATE",) if daily.values is DayValues.DATE else ("INT", "BIGINT")
+        if kind not in wanted:
+            raise ValueError(f"daily_partitions: values: {daily.values.value} names a day by a "
+                             f"{' or '.join(wanted)} column; {column} is {kind}")
 
     @field_validator("partition_by")
     @classmethod

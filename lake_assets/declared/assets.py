@@ -14,7 +14,7 @@ import dagster as dg
 from lake_assets.core.apply.bookkeeping import tombstone_fields
 from lake_assets.core.apply.run import ApplyReport, IngestRules, apply_pending
 from lake_assets.core.tables import LEDGER, LakeTable, TableFormat, table_set
-from lake_assets.core.declaration import Column, RefusalReason, SourceKind, TableDeclaration
+from lake_assets.core.declaration import Column, DayValues, RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.ledger_states import REJECTED
 from lake_assets.core.formats.delta import open_table, row_count
 from lake_assets.core.lock import LockOwner, table_lock
@@ -82,11 +82,14 @@ def table_description(declaration: TableDeclaration) -> str:
              + ("; a suspicious snapshot is held for `lake approve`." if SourceKind.SNAPSHOT in kinds else ".")]
     if declaration.partition_by:
         parts.append(f"Partitioned by {', '.join(declaration.partition_by)}.")
-    column = declaration.partition_snapshots
+    column, daily = declaration.partition_snapshots, declaration.daily_partitions
     if column:
+        here = "each value is a partition here too" if daily is None else \
+            (f"each day from {daily.start} to {daily.end or 'today'} is a partition here (daily"
+             + (f", named by its Julian day number in {column}" if daily.values is DayValues.JULIAN_DAY else "") + ")")
         parts.append(f"Each snapshot object replaces one {column} partition, named by its folder ({column}=&lt;value&gt;/); "
-                     f"each value is a partition here too: materializing partitions loads their newest snapshots "
-                     "again, as `lake backfill --partition` does.")
+                     f"{here}: materializing partitions loads their newest snapshots again, as `lake backfill "
+                     "--partition` does.")
     table = table_set(declaration).table
     if table.format is TableFormat.ICEBERG:
         parts.append(f"An Iceberg table in the catalog: `{table.name}` in `lake query`, its changes read from its "

@@ -22,6 +22,7 @@ from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import TPCDS_QUARANTINE
+from lake_assets.declared.partitions import days_def
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
 from lake_assets.resources.storage import LakeStorage
@@ -41,9 +42,8 @@ from lake_assets.tpcds.load import (
 from lake_assets.tpcds.layout import fact_layout
 from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import (
+    CALENDAR,
     DIMENSIONS,
-    FIRST_DAY,
-    LAST_DAY,
     PARTITION_COLUMN,
     PARTITION_DAYS,
     RAW,
@@ -54,12 +54,9 @@ from lake_assets.tpcds.schema import (
 
 GROUP = "tpcds"
 OWNERS = ["team:data-engineering"]
-#: A day object keeping less than this share of its day's rows is held, unless LAKE_FULLLOAD_MAX_SHRINK says otherwise.
-TPCDS_MAX_SHRINK = 0.5
 RAW_TPCDS_KEY = dg.AssetKey(["raw", "tpcds"])
-#: One partition per day of web_sales' calendar (schema.FIRST_DAY .. LAST_DAY; Dagster's end is exclusive).
-DAILY = dg.DailyPartitionsDefinition(start_date=FIRST_DAY.isoformat(),
-                                     end_date=(LAST_DAY + dt.timedelta(days=1)).isoformat())
+#: One partition per day of web_sales' calendar (schema.FIRST_DAY .. LAST_DAY), as its declaration says.
+DAILY = days_def(CALENDAR)
 
 
 class TpcdsLoadConfig(dg.Config):
@@ -210,8 +207,7 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
         if None in pending:
             days.append(None)
         report = load_fact_days(running, engine.session(running), days, context.run.run_id, layout,
-                                day_guard(TPCDS_MAX_SHRINK if rules.fullload_max_shrink is None
-                                                          else rules.fullload_max_shrink))
+                                day_guard(rules.fullload_max_shrink))
     for entry in report.files:
         if entry.status == HELD:
             context.log.warning(f"{entry.source_file}: held ({entry.detail}); publish it with `lake approve`")

@@ -89,6 +89,7 @@ from lake_assets.tpcds.parse import DETAIL, LINE, RAW_TEXT, REASON, SOURCE, numb
 from lake_assets.tpcds.raw_contract import day_folder_value
 from lake_assets.tpcds.schema import (
     COLUMNS,
+    DECLARATIONS,
     KEYS,
     NAMESPACE,
     NULL_PARTITION,
@@ -216,12 +217,15 @@ def pending_fact_days(storage: LakeStorage, ledger: Ledger, reapply: bool = Fals
     return [day for day, obj in objects.items() if (obj.key, obj.etag) not in done]
 
 
-def day_guard(max_shrink: float = 0.5) -> SnapshotGuard:
-    """The guard of day objects (core/snapshot_guard.py): a day object that is empty or
-    would shrink its day by more than `max_shrink` is held. Its rejected lines are
-    quarantined and their keys leave the day like any key it lacks: no hold of their own
-    (a day whose lines are mostly bad shrinks, and is held for that)."""
-    return SnapshotGuard(max_shrink, hold_rejected=False)
+def day_guard(max_shrink: float | None = None) -> SnapshotGuard:
+    """The guard of day objects (core/snapshot_guard.py) as web_sales' declaration says (`guard`;
+    `max_shrink` overrides its share): a day object that is empty or would shrink its day by more
+    than that share is held. Its rejected lines are quarantined and their keys leave the day like
+    any key it lacks: no hold of their own (a day whose lines are mostly bad shrinks, and is held
+    for that)."""
+    declared = DECLARATIONS[TpcdsTable.WEB_SALES].guard
+    return SnapshotGuard(declared.max_shrink if max_shrink is None else max_shrink,
+                         hold_rejected=declared.hold_rejected)
 
 
 @dataclass(frozen=True)

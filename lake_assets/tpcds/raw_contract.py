@@ -15,6 +15,8 @@
 
 import datetime as dt
 
+from lake_assets.core.declaration import JULIAN_EPOCH
+
 RAW_PREFIX = "raw/tpcds/"
 FACT = "web_sales"
 DIMENSIONS = ("date_dim", "time_dim", "customer", "item")
@@ -27,8 +29,7 @@ DAY_FOLDER_COLUMN = "ws_sold_date_sk"
 #: The column the folders named before (`ws_sold_date=YYYY-MM-DD`): objects there are refused with
 #: the folder to move them to (tpcds/layout.py).
 OLD_DAY_FOLDER_COLUMN = "ws_sold_date"
-#: TPC-DS date surrogate keys are Julian day numbers: 1970-01-01 is 2440588.
-JULIAN_EPOCH = 2440588
+#: TPC-DS date surrogate keys are Julian day numbers: 1970-01-01 is 2440588 (`JULIAN_EPOCH`).
 EPOCH = dt.date(1970, 1, 1)
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 FACT_KEY = ("ws_item_sk", "ws_order_number")

@@ -27,7 +27,7 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 
-from lake_assets.core.declaration import TableDeclaration
+from lake_assets.core.declaration import DailyPartitions, DeclarationError, TableDeclaration
 from lake_assets.core.partition_fields import partition_field
 from lake_assets.core.registry import star_declarations
 from lake_assets.core.tables import ICEBERG_CATALOG
@@ -84,7 +84,16 @@ FOREIGN_KEYS: list[tuple[str, str, str]] = [
 #: generates 1998-01-02 .. 2003-01-02 at every scale, and the calendar is exactly that, so
 #: the UI's partitions end where the data ends (with a year's margin, a full load looked 83 %
 #: filled for ever). A day object dated outside it is refused by its layout (tpcds/layout.py).
-FIRST_DAY, LAST_DAY = dt.date(1998, 1, 2), dt.date(2003, 1, 2)
+def _calendar() -> tuple[DailyPartitions, dt.date]:
+    daily = DECLARATIONS[TpcdsTable.WEB_SALES].daily_partitions
+    if daily is None or daily.end is None:
+        raise DeclarationError("lake_assets/tables/tpcds/web_sales.yaml: daily_partitions: the star's calendar "
+                               "needs a start and an end")
+    return daily, daily.end
+
+
+CALENDAR, LAST_DAY = _calendar()
+FIRST_DAY = CALENDAR.start
 
 
 def ledger_name(table: str) -> str:

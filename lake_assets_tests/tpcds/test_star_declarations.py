@@ -5,16 +5,20 @@ schema's docs). dsdgen (DuckDB) is the independent reference for the columns."""
 
 import datetime as dt
 
+import duckdb
 import pytest
 
 from lake_assets.core import registry
 from lake_assets.core.column_descriptions import column_descriptions
-from lake_assets.core.declaration import SequenceFrom, SourceKind
+from lake_assets.core.declaration import DayValues, SequenceFrom, SourceKind
 from lake_assets.core.partition_fields import Transform, partition_field
 from lake_assets.tpcds import raw_contract
-from lake_assets.tpcds.load import iceberg_schema
+from lake_assets.core.snapshot_guard import SnapshotGuard
+from lake_assets.tpcds.load import day_guard, iceberg_schema
 from lake_assets.tpcds.raw_duckdb import dsdgen_columns
-from lake_assets.tpcds.schema import COLUMNS, FOREIGN_KEYS, KEYS, PARTITION_COLUMN, PARTITION_DAYS, ledger_name
+from lake_assets.declared.partitions import partition_key, partitions_def
+from lake_assets.tpcds.assets import DAILY
+from lake_assets.tpcds.schema import COLUMNS, FIRST_DAY, FOREIGN_KEYS, KEYS, LAST_DAY, PARTITION_COLUMN, PARTITION_DAYS, ledger_name
 
 pytestmark = pytest.mark.unit
 
@@ -31,6 +35,28 @@ def test_one_file_declares_each_star_table_and_the_loader_reads_it() -> None:
     (fact_partition,) = (partition_field(p) for p in star["web_sales"].partition_by)
     assert (fact_partition.transform, fact_partition.column, fact_partition.width) == \
         (Transform.TRUNCATE, PARTITION_COLUMN, PARTITION_DAYS) == (Transform.TRUNCATE, raw_contract.DAY_FOLDER_COLUMN, 365)
+
+
+def test_the_fact_is_partitioned_in_dagster_by_the_days_of_tpc_dss_calendar() -> None:
+    """Every scale's sold days, 1998-01-02 .. 2003-01-02, each named by its Julian day number (DuckDB's
+    `julian()`) in the folders, and by its date in Dagster."""
+    fact = registry.star_declarations()["web_sales"]
+    assert fact.daily_partitions is not None and fact.daily_partitions.values is DayValues.JULIAN_DAY
+    assert (FIRST_DAY, LAST_DAY) == (fact.daily_partitions.start, fact.daily_partitions.end) == \
+        (dt.date(1998, 1, 2), dt.date(2003, 1, 2))
+    assert DAILY.get_partition_keys() == partitions_def(fact).get_partition_keys()
+    first = int(duckdb.sql("SELECT julian(DATE '1998-01-02')").fetchone()[0])
+    assert raw_contract.fact_folder(FIRST_DAY) == f"{raw_contract.FACT_PREFIX}ws_sold_date_sk={first}/"
+    assert partition_key(fact, first) == "1998-01-02" == DAILY.get_partition_keys()[0]
+
+
+def test_the_day_objects_guard_is_the_declared_one() -> None:
+    """The star's: a day object is held when empty or shrinking its day by more than half, never for its
+    refused lines alone; LAKE_FULLLOAD_MAX_SHRINK's share, when set, overrides the declared one."""
+    declared = registry.star_declarations()["web_sales"].guard
+    assert (declared.max_shrink, declared.hold_rejected) == (0.5, False)
+    assert day_guard() == SnapshotGuard(max_shrink=0.5, hold_rejected=False)
+    assert day_guard(0.2) == SnapshotGuard(max_shrink=0.2, hold_rejected=False)
 
 
 def test_the_declared_columns_are_dsdgens_and_the_keys_tpc_dss() -> None:
