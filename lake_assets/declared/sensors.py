@@ -48,6 +48,8 @@ RUN_GRACE = dt.timedelta(seconds=60)
 #: The state of the run with a given run key: "waiting" (not started: it has not listed the raw
 #: zone yet), "active", "finished", or None when there is none.
 RunLookup = Callable[[str], str | None]
+#: Sets tags of the run with a given run key (if Dagster has created it).
+RunRetag = Callable[[str, dict[str, str]], None]
 #: Dagster's states of a run that has not started executing.
 _NOT_STARTED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING)
 
@@ -103,11 +105,13 @@ def _settled(storage: LakeStorage, table: str, objects: dict[str, int]) -> set[s
 
 
 def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_text: str | None,
-                  now: dt.datetime | None = None, runs: RunLookup | None = None) -> dg.SensorResult | dg.SkipReason:
+                  now: dt.datetime | None = None, runs: RunLookup | None = None,
+                  retag: RunRetag | None = None) -> dg.SensorResult | dg.SkipReason:
     """One evaluation of the table's sensor against `storage` (an attached, running store).
 
     `now` defaults to the S3 server's clock; `runs` (the state of a run by run key) enables
-    the follow-up of requested runs (the sensor passes the Dagster instance's).
+    the follow-up of requested runs (the sensor passes the Dagster instance's), and `retag`
+    counts the objects that go with a run that has not started in its tags.
     """
     cursor = Cursor.load(cursor_text)
     listed, now = discover(storage.get_client(), storage.bucket, cursor, zone(declaration), now)
@@ -125,18 +129,24 @@ def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_te
     waiting = None if runs is None else _not_started(cursor, runs, now)
     if waiting is not None:
         cursor.runs[waiting][1].update(new)
+        if retag is not None:  # the runs list and `lake dev` count the objects the run was started for
+            retag(waiting, _object_tags(cursor.runs[waiting][1]))
         return dg.SensorResult(skip_reason=f"{len(new)} new raw object(s) go with the requested run that has not "
                                            "started yet", cursor=cursor.dump(),
                                asset_events=source_observations(declaration, landed))
-    keys = sorted(seen.rpartition("@")[0] for seen in new)
     # a retried object's attempt is part of the key: Dagster starts no run under a key used before
     seen = sorted(found if attempt == 1 else f"{found}#{attempt}" for found, attempt in new.items())
     run_key = hashlib.sha256("\n".join(seen).encode()).hexdigest()[:24]
     if runs is not None:
         cursor.runs[run_key] = [now.isoformat(), new]
-    tags = {OBJECTS_TAG: str(len(keys)), FIRST_OBJECT_TAG: keys[0], LAST_OBJECT_TAG: keys[-1]}
-    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor.dump(),
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=_object_tags(new))], cursor=cursor.dump(),
                            asset_events=source_observations(declaration, landed))
+
+
+def _object_tags(objects: dict[str, int]) -> dict[str, str]:
+    """A run's tags for the objects (key@etag) it is for: how many, the first and the last key."""
+    keys = sorted(seen.rpartition("@")[0] for seen in objects)
+    return {OBJECTS_TAG: str(len(keys)), FIRST_OBJECT_TAG: keys[0], LAST_OBJECT_TAG: keys[-1]}
 
 
 def _not_started(cursor: Cursor, runs: RunLookup, now: dt.datetime) -> str | None:
@@ -173,6 +183,15 @@ def run_lookup(instance: dg.DagsterInstance) -> RunLookup:
     return state
 
 
+def run_retag(instance: dg.DagsterInstance) -> RunRetag:
+    """Sets tags of the newest run with a run key in `instance` (none yet: nothing to tag)."""
+    def retag(run_key: str, tags: dict[str, str]) -> None:
+        found = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
+        if found:
+            instance.add_run_tags(found[0].run_id, tags)
+    return retag
+
+
 def table_sensor(declaration: TableDeclaration, job: Any, poll_seconds: float = 1,
                  wait_seconds: float = 0) -> dg.SensorDefinition:
     """The table's raw-zone sensor; each tick lists every `poll_seconds` for up to `wait_seconds`
@@ -192,14 +211,14 @@ def table_sensor(declaration: TableDeclaration, job: Any, poll_seconds: float = 
     )
     def raw_table_sensor(context: dg.SensorEvaluationContext,
                          storage: StorageResource) -> dg.SensorResult | dg.SkipReason:
-        runs = None
+        runs, retag = None, None
         with contextlib.suppress(dg.DagsterInvariantViolationError):  # no instance: a unit test's context
             reap_dead_runs(context.instance)  # a killed run must not hold the table's run slot
-            runs = run_lookup(context.instance)
+            runs, retag = run_lookup(context.instance), run_retag(context.instance)
         attached = storage.attached()
         if attached is None:
             return dg.SkipReason("the embedded S3 server is not running (start it with `lake dev`)")
-        return poll(lambda cursor: raw_zone_tick(declaration, attached, cursor, runs=runs), context.cursor,
-                    poll_seconds, wait_seconds)
+        return poll(lambda cursor: raw_zone_tick(declaration, attached, cursor, runs=runs, retag=retag),
+                    context.cursor, poll_seconds, wait_seconds)
 
     return raw_table_sensor

@@ -16,7 +16,7 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.declared import sensors
 from lake_assets.sensors import discovery
-from lake_assets.declared.sensors import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, run_lookup
+from lake_assets.declared.sensors import FIRST_OBJECT_TAG, LAST_OBJECT_TAG, run_lookup, run_retag
 from lake_assets_tests.helpers.insurance import insurance_sensor, raw_zone_tick
 
 CDC_ROW = b"I,1,2024-01-01,Urban,NY,East,1,Retail,N,N\n"
@@ -258,11 +258,14 @@ def test_new_objects_go_with_a_requested_run_that_has_not_started(storage: LakeS
     run = _run(instance, first.run_key, dg.DagsterRunStatus.NOT_STARTED)
     assert runs(first.run_key) == "waiting"
     later = storage.put_bytes("raw/cdcload/20240401-100000000.csv", CDC_ROW + b"2")
-    riding = raw_zone_tick(attached, result.cursor, runs=runs)
+    riding = raw_zone_tick(attached, result.cursor, runs=runs, retag=run_retag(instance))
     assert _requests(riding) == [] and riding.skip_reason and "not started yet" in riding.skip_reason.skip_message
     assert [e.metadata["objects_landed"].value for e in riding.asset_events] == [1]  # still observed as landed
     assert json.loads(riding.cursor)["runs"][first.run_key][1] == {
         f"raw/cdcload/20240401-090000000.csv@{applied}": 1, f"raw/cdcload/20240401-100000000.csv@{later}": 1}
+    tags = instance.get_run_by_id(run.run_id).tags  # the runs list counts both
+    assert (tags["lake/objects"], tags[FIRST_OBJECT_TAG], tags[LAST_OBJECT_TAG]) == \
+        ("2", "raw/cdcload/20240401-090000000.csv", "raw/cdcload/20240401-100000000.csv")
     # the run ends having applied only the first object: the one that went with it is requested again
     Ledger(storage).record([LedgerEntry(TABLE, "raw/cdcload/20240401-090000000.csv", applied, len(CDC_ROW),
                                         "cdcload", APPLIED, 1, 1, 0, 0, 1, run.run_id,
