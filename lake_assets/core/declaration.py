@@ -314,7 +314,7 @@ class TableDeclaration(_Model):
     change_feed: bool = True
     guard: SnapshotRules = SnapshotRules()
     #: How long a deleted key is remembered against late, older changes.
-    tombstone_retention_days: float = Field(default=7, ge=0)
+    tombstone_retention_days: float | None = Field(default=7, ge=0)  # None (YAML `null`): kept for good
     owners: tuple[str, ...] = ()
     #: A declared column whose value orders a key's changes (`SEQUENCE BY`; INT, BIGINT, DATE or
     #: TIMESTAMP, never NULL); None: the file's DMS time, folders or arrival (core/sequence.py).

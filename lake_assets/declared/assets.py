@@ -124,8 +124,10 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
         dg.AssetSpec(tables.tombstones.name, deps=beside, group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
                      description=f"Keys deleted from `{name}`, the sequence of their delete and the object and "
-                                 f"line that deleted them, kept for {declaration.tombstone_retention_days} days "
-                                 "(by default) so a late, older change cannot bring a deleted key back.",
+                                 "line that deleted them, kept "
+                                 + (f"for {declaration.tombstone_retention_days} days (by default)"
+                                    if declaration.tombstone_retention_days is not None else "for good")
+                                 + " so a late, older change cannot bring a deleted key back.",
                      metadata={"dagster/column_schema": tombstone_schema(declaration)}),
     ]
     if tables.table.feed:

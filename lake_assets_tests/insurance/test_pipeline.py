@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.compute as pc
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lake_assets.core.dms import DmsLayout
@@ -29,6 +30,7 @@ from lake_assets_tests.helpers.insurance import (
     pending_objects,
 )
 from lake_assets.core.apply import bookkeeping, commit as committing
+from lake_assets.core.apply.run import apply_pending as apply_declared
 from lake_assets.core.apply.plan import raw_files
 from lake_assets.core.declaration import SourceKind
 from lake_assets.core.registry import declaration
@@ -437,6 +439,24 @@ def test_late_insert_after_a_delete_inside_and_after_the_tombstone_window(
     apply_pending(storage, spark, "run-late", IngestRules(tombstone_retention=dt.timedelta(0)))
     assert values(storage) == {2: 2}  # after the window the delete is forgotten (documented)
     assert open_table(storage, INSURANCE_TOMBSTONES).count() == 0
+
+
+@pytest.mark.parametrize("retention_days", [7, None])
+def test_a_table_that_keeps_its_deletes_for_good_forgets_none(storage: LakeStorage, spark: SparkSession,
+                                                              retention_days: float | None) -> None:
+    """`tombstone_retention_days: null`: a delete a month old still keeps a late, older change out;
+    under the default 7 days it is forgotten and the change brings its key back (documented)."""
+    declared = INSURANCE_DECLARATION.model_copy(update={"tombstone_retention_days": retention_days})
+    put(storage, "raw/cdcload/20240401-090000000.csv", cdc(f"I,{row(1, 1)}"))
+    put(storage, "raw/cdcload/20240403-090000000.csv", cdc("D,1,,,,,,,,"))
+    apply_declared(declared, storage, spark, "run-delete")
+    month_ago = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
+    DeltaTable(INSURANCE_TOMBSTONES.uri(storage), storage_options=storage.delta_storage_options()).update(
+        new_values={"deleted_at": month_ago})  # as if deleted a month ago
+    put(storage, "raw/cdcload/20240402-090000000.csv", cdc(f"U,{row(1, 2)}"))  # older than the delete
+    apply_declared(declared, storage, spark, "run-late")
+    assert values(storage) == ({} if retention_days is None else {1: 2})
+    assert open_table(storage, INSURANCE_TOMBSTONES).count() == (1 if retention_days is None else 0)
 
 
 def test_tombstones_an_earlier_release_wrote_gain_the_line_of_later_deletes(

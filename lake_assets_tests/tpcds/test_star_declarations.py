@@ -57,6 +57,7 @@ def test_the_day_objects_guard_is_the_declared_one() -> None:
     assert (declared.max_shrink, declared.hold_rejected) == (0.5, False)
     assert day_guard() == SnapshotGuard(max_shrink=0.5, hold_rejected=False)
     assert day_guard(0.2) == SnapshotGuard(max_shrink=0.2, hold_rejected=False)
+    assert registry.star_declarations()["web_sales"].tombstone_retention_days is None  # the star's: kept for good
 
 
 def test_the_declared_columns_are_dsdgens_and_the_keys_tpc_dss() -> None:

@@ -257,9 +257,11 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: di
             bookkeeping.quarantine(storage, tables.quarantine, refusals, etags, run.run_id, applied_at)
             run.report.quarantined_by_reason = {
                 str(r[0]): int(r[1]) for r in refusals.groupBy(REASON).count().collect()}  # a few rows
+        declared = run.declaration.tombstone_retention_days
         retention = run.rules.tombstone_retention if run.rules.tombstone_retention is not None else \
-            dt.timedelta(days=run.declaration.tombstone_retention_days)
-        bookkeeping.prune_tombstones(spark, storage, tables.tombstones, applied_at - retention)
+            None if declared is None else dt.timedelta(days=declared)
+        if retention is not None:  # none: the table keeps its deletes for good
+            bookkeeping.prune_tombstones(spark, storage, tables.tombstones, applied_at - retention)
 
         found = before.read(spark)
         snapshots = [_Snapshot(parts, summaries) for parts in planned.snapshots.values()]
