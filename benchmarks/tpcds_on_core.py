@@ -8,8 +8,8 @@ generate`'s code lands the star's raw objects at `--scale`; the star's loader
 (`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
 does (the baseline, in the same run). Then each table's own declaration file
 (`lake_assets/tables/tpcds/<table>.yaml`, in a namespace of the run's; `|`, `.dat`, no header,
-`trim: false` on text; no SCD2 history, which the star does not keep, unless `--history`), and `apply_pending` of the change core applies each, reading the star's raw
-objects where the generator lands them: each dimension's export as a file of upserts ordered
+`trim: false` on text; no SCD2 history, which the star does not keep, unless `--history`), and
+`apply_pending` of the change core applies each, reading the star's raw objects where the generator lands them: each dimension's export as a file of upserts ordered
 by arrival (`kind: cdc, sequence_from: arrival`, no operation field: the star's upsert, keys
 the export no longer holds kept); web_sales from its day objects
 (`raw/tpcds/web_sales/ws_sold_date_sk=<key>/`, the Hive layout of the core's partition
