@@ -395,8 +395,6 @@ class TableDeclaration(_Model):
         for source in self.sources:
             if source.partition is not None:
                 self._check_partition_source(source, names)
-        if self.daily_partitions is not None:
-            self._check_daily_partitions(self.daily_partitions)
             if source.sequence_from is SequenceFrom.ARRIVAL and source.kind is SourceKind.CDC and \
                     self.sequence_by is not None:
                 raise ValueError(f"sources: {source.prefix}: sequence_from: arrival orders a CDC source's files, "
@@ -404,6 +402,8 @@ class TableDeclaration(_Model):
             if source.operation_column is not None and source.operation_column not in names:
                 raise ValueError(f"sources: operation_column {source.operation_column} not among the columns "
                                  f"({', '.join(names)})")
+        if self.daily_partitions is not None:
+            self._check_daily_partitions(self.daily_partitions)
         doubled = sorted({e.name for e in self.expectations if [x.name for x in self.expectations].count(e.name) > 1})
         if doubled:
             raise ValueError(f"expectations declared twice: {', '.join(doubled)}")

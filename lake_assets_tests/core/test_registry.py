@@ -64,6 +64,11 @@ def test_a_good_declaration_reads(tmp_path: Path) -> None:
     (("- {name: status, type: STRING, allowed: [NEW, PAID]}",
       "- {name: status, type: STRING, allowed: [NEW, PAID]}\n  - {name: region, type: STRING, since: 2}\n"
       "partition_by: [region]"), "partition_by: region must be in the first contract version"),
+    (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc, operation_column: kind}\n"
+      "  - {prefix: raw/orders/full/, kind: snapshot}"), "sources: operation_column kind not among the columns"),
+    (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc, sequence_from: arrival}\n"
+      "  - {prefix: raw/orders/full/, kind: snapshot}\nsequence_by: order_id"),
+     "sources: raw/orders/cdc/: sequence_from: arrival orders a CDC source's files"),
     (("name: orders", "name: Orders"), "must be lower-case"),
     (("group: sales", "group: Sales\nformat: iceberg"), "group: 'Sales' names an Iceberg table's catalog namespace"),
     (("- {prefix: raw/orders/cdc/, kind: cdc}", "- {prefix: raw/orders/cdc/, kind: cdc}\n  - {prefix: raw/o2/, kind: cdc}"),
