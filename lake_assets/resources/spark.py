@@ -34,6 +34,7 @@ from lake_assets.core.environment import environment
 from lake_assets.core.errors import EngineUnavailable
 from lake_assets.core.tables import ICEBERG_CATALOG
 from lake_assets.resources.catalog import find_catalog
+from lake_assets.resources.connect_retry import retry_undecodable_replies
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.settings import ENGINES, EngineSettings, LakeSettings, SailSettings
 
@@ -126,6 +127,7 @@ class SparkConfig(EngineSettings):
         if self.session_engine == "local":
             return self._build_local_jvm(storage)
         _finish_releases_at_exit()
+        retry_undecodable_replies()
         if self.session_engine == "remote":
             if not self.remote.startswith("sc://"):
                 raise EngineUnavailable("LAKE_ENGINE=remote needs LAKE_SPARK_REMOTE=sc://host:port")

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from lake_assets.core.apply.reader import DETAIL, RAW_TEXT, REASON, SEQUENCE, SOURCE_FILE, SOURCE_LINE
 from lake_assets.core.formats.delta import add_columns, open_table
+from lake_assets.core.instants import timestamp_literal
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
@@ -58,7 +59,7 @@ def record_tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTabl
     else:  # an earlier release's tombstones gain the columns first (one schema change)
         add_columns(found, LATER_COLUMNS)
     rows = deletes.select(*keys, SEQUENCE, F.col(SOURCE_FILE).alias("source_file"),
-                          F.col(SOURCE_LINE).cast("bigint").alias(LINE), F.lit(at).cast("timestamp").alias(DELETED_AT))
+                          F.col(SOURCE_LINE).cast("bigint").alias(LINE), timestamp_literal(at).alias(DELETED_AT))
     view = "lake_apply_tombstones"
     rows.createOrReplaceTempView(view)
     names = [*keys, SEQUENCE, "source_file", LINE, DELETED_AT]
@@ -75,7 +76,7 @@ def prune_tombstones(spark: SparkSession, storage: LakeStorage, table: LakeTable
     if open_table(storage, table) is None:
         return
     uri = table.uri(storage)
-    expired = F.col(DELETED_AT) < F.lit(cutoff).cast("timestamp")
+    expired = F.col(DELETED_AT) < timestamp_literal(cutoff)
     if spark.read.format("delta").load(uri).where(expired).limit(1).count():
         stamp = cutoff.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
         spark.sql(f"DELETE FROM delta.`{uri}` WHERE {DELETED_AT} < TIMESTAMP '{stamp}'").collect()
@@ -89,7 +90,7 @@ def quarantine(storage: LakeStorage, table: LakeTable, refusals: DataFrame, etag
         F.col(SOURCE_FILE).alias("source_file"), F.col("_etag").alias("source_etag"),
         F.col(SOURCE_LINE).alias("line_number"), F.col(REASON).alias("reason"), F.col(DETAIL).alias("detail"),
         F.col(RAW_TEXT).alias("raw_text"), F.lit(run_id).alias("run_id"),
-        F.lit(at).cast("timestamp").alias("quarantined_at"))
+        timestamp_literal(at).alias("quarantined_at"))
     insert_absent_frame(storage, table, rows.select(*QUARANTINE_NAMES))
 
 

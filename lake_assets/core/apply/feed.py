@@ -16,6 +16,8 @@ The table's first commit (version 0: every row an insert) is not copied: the fee
 from the files that commit added (core/change_feed.py reads them when asked).
 """
 
+import datetime as dt
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -34,6 +36,7 @@ from lake_assets.core.change_feed import (
 )
 from lake_assets.core.formats.delta import add_columns, open_table
 from lake_assets.core.formats.delta_files import read_files
+from lake_assets.core.instants import timestamp_literal
 from lake_assets.core.tables import LakeTable
 from lake_assets.resources.storage import LakeStorage
 
@@ -42,7 +45,7 @@ _SIDE = "_side"
 
 
 def change_rows(removed: DataFrame, added: DataFrame, keys: list[str], columns: list[str], version: int,
-                timestamp) -> DataFrame:
+                timestamp: dt.datetime | None) -> DataFrame:
     """The change rows of a commit that replaced the rows `removed` by the rows `added`.
 
     Each side is read once (a table read behind `removed` is not repeated per use): the two are
@@ -60,7 +63,7 @@ def change_rows(removed: DataFrame, added: DataFrame, keys: list[str], columns: 
               .when(updated, F.lit(ChangeType.UPDATE_POSTIMAGE.value))
               .otherwise(F.lit(ChangeType.INSERT.value)))
     return changed.select(*columns, change.alias(CHANGE_TYPE), F.lit(version).cast("bigint").alias(COMMIT_VERSION),
-                          F.lit(timestamp).cast("timestamp").alias(COMMIT_TIMESTAMP))
+                          timestamp_literal(timestamp).alias(COMMIT_TIMESTAMP))
 
 
 def write_version(spark: SparkSession, storage: LakeStorage, table: LakeTable, feed: LakeTable, keys: list[str],

@@ -47,6 +47,7 @@ from lake_assets.core.apply.partitions import PartitionSnapshots, implied_delete
 from lake_assets.core.apply.unique import keys_unique
 from lake_assets.core.apply.validate import OPERATION
 from lake_assets.core.declaration import TableDeclaration
+from lake_assets.core.instants import timestamp_literal
 
 ROLE, PRESENT, APPLIED_AT = "_role", "_present", "_applied_at"
 DELETE = "D"
@@ -158,7 +159,7 @@ def resolve(declaration: TableDeclaration, changes: DataFrame, table: DataFrame 
         added.append(_delete_rows(declaration, covered.select(
             *keys, PRESENT, ROLE, F.lit(snapshot.base).alias(SEQUENCE), F.lit(snapshot.source_file).alias(SOURCE_FILE)),
             applied_at))
-    resolved = events.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
+    resolved = events.select(*keys, *data, OPERATION, SOURCE_FILE, SOURCE_LINE, timestamp_literal(applied_at).alias(APPLIED_AT), SEQUENCE, FILE_INDEX,
                              F.when(wins, F.lit(Role.APPLY.value)).otherwise(F.lit(Role.KEPT.value)).alias(ROLE),
                              F.coalesce(F.col(PRESENT), F.lit(False)).alias(PRESENT))
     if again:  # the history recorded every change of theirs when they were first applied: those kept stay out
@@ -316,7 +317,7 @@ def _delete_rows(declaration: TableDeclaration, deletes: DataFrame, applied_at: 
         *keys, *[F.lit(None).cast(types[c]).alias(c) for c in declaration.contract.names if c not in keys],
         F.lit(DELETE).alias(OPERATION), F.col(SOURCE_FILE),
         (F.col(SOURCE_LINE) if SOURCE_LINE in deletes.columns else F.lit(None)).cast("bigint").alias(SOURCE_LINE),
-        F.lit(applied_at).cast("timestamp").alias(APPLIED_AT), F.col(SEQUENCE).cast("string").alias(SEQUENCE),
+        timestamp_literal(applied_at).alias(APPLIED_AT), F.col(SEQUENCE).cast("string").alias(SEQUENCE),
         F.lit(None).cast("int").alias(FILE_INDEX), F.col(ROLE), F.col(PRESENT))
 
 
