@@ -8,6 +8,7 @@ repeated keys, on the session's Sail engine. The check's cheaper first query (`_
 sums) must pass exactly the sides `_differences` finds equal with one row per key.
 """
 
+import datetime as dt
 import random
 from collections import Counter
 
@@ -50,7 +51,7 @@ def differences_model(current: list[Row], table: list[Row]) -> dict[str, int]:
 def test_change_rows_are_delta_cdf_of_the_commit(spark: SparkSession, seed: int) -> None:
     removed, added = _rows(seed, 8), _rows(seed + 100, 8) + _rows(seed, 3)  # some carried over
     rows = change_rows(spark.createDataFrame(removed, SCHEMA), spark.createDataFrame(added, SCHEMA), ["id"], COLUMNS,
-                       7, "2026-01-01 00:00:00").collect()
+                       7, dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)).collect()
     assert Counter(((r["id"], r["name"], r["amount"]), r[CHANGE_TYPE]) for r in rows) == feed_model(removed, added)
     assert {r["_commit_version"] for r in rows} <= {7}
 
