@@ -50,7 +50,8 @@ def written_table(keys: Iterable[dg.AssetKey]) -> str | None:
 
     owners = {kept.name: declaration.name for declaration in declarations()
               for kept in table_set(declaration).kept(declaration)}
-    tables = {TPCDS if key.path[0] == TPCDS else owners.get(key.to_user_string()) for key in keys}
+    # an asset's key is its table's name, a catalog namespace its prefix (`shop/orders`: `shop.orders`)
+    tables = {TPCDS if key.path[0] == TPCDS else owners.get(".".join(key.path)) for key in keys}
     return tables.pop() if len(tables) == 1 else None
 
 

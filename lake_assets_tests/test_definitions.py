@@ -10,6 +10,8 @@ from lake_assets.definitions import defs
 from lake_assets.declared.assets import table_assets, table_description
 from lake_assets.declared.checks import table_checks
 from lake_assets.core.registry import declaration
+from lake_assets.core.tables import TableFormat
+from lake_assets.declared import declared
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -33,6 +35,23 @@ def test_definitions_load_with_sensor_schedule_and_checks() -> None:
     checks = {c.name: c.asset_key.to_user_string() for c in job.asset_layer.asset_graph.asset_check_keys}
     steps = {n.name for n in job.graph.node_defs} - {"insurance_tables"}
     assert steps == {f"{asset}_{check}" for check, asset in checks.items()}  # each step says asset and check once
+
+
+def test_an_iceberg_tables_asset_is_under_its_catalog_namespace() -> None:
+    """`shop.orders` in the catalog is `shop/orders` in Dagster (as the star's `tpcds/web_sales` is), so
+    tables of one name in two namespaces are two assets; what is kept beside it, in Delta, keeps its name."""
+    iceberg = INSURANCE.model_copy(update={"format": TableFormat.ICEBERG, "group": "shop"})
+    made = declared(iceberg, poll_seconds=1, wait_seconds=0)
+    tables = made.assets[-1]
+    keys = {key.to_user_string() for key in tables.keys}
+    assert keys == {"shop/insurance", "insurance_quarantine", "insurance_tombstones", "insurance_history"}
+    assert tables.asset_deps[dg.AssetKey("insurance_history")] == {dg.AssetKey(["shop", "insurance"])}
+    checks = {(c.asset_key.to_user_string(), c.name) for d in made.checks for c in d.check_keys}
+    assert {("shop/insurance", "schema_matches_contract"), ("shop/insurance", "rows_conserved"),
+            ("insurance_history", "matches_table")} <= checks
+    assert all(asset in keys for asset, _ in checks)
+    dg.Definitions.validate_loadable(dg.Definitions(assets=made.assets, asset_checks=made.checks, jobs=[made.job],
+                                                    sensors=made.sensors, resources=defs.resources))
 
 
 def test_a_partitioned_table_says_so_in_the_ui() -> None:

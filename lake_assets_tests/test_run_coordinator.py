@@ -21,6 +21,7 @@ from dagster._core.storage.tags import SENSOR_NAME_TAG
 from dagster._core.test_utils import MockedRunLauncher, create_run_for_test
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from lake_assets.core import registry, scaffold
 from lake_assets.run_coordinator import START_UNQUEUED, TableTaggingRunCoordinator, written_table
 from lake_assets.runs import TABLE_TAG
 from lake_assets_tests.helpers.run_queue import RECORDING_LAUNCHER, dequeued, repo_instance
@@ -99,6 +100,23 @@ def test_a_run_of_two_tables_or_of_no_table_gets_no_tag(instance: dg.DagsterInst
     assert TABLE_TAG not in _submitted(instance, {dg.AssetKey("insurance"), dg.AssetKey(["tpcds", "report_q12"])}).tags
     assert written_table([dg.AssetKey("lake_ledger")]) is None
     assert written_table([dg.AssetKey(["raw", "insurance_cdc"])]) is None
+
+
+def test_a_run_of_a_declared_iceberg_tables_assets_carries_its_table(
+        instance: dg.DagsterInstance, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Iceberg table's asset is under its catalog namespace (`orders/orders`), its side tables' are not."""
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    sample = b"order_id,amount\n1,2.50\n"
+    (folder / "orders.yaml").write_text(scaffold.render("orders", scaffold.guess(sample), "orders.csv", "iceberg"))
+    monkeypatch.setenv(registry.TABLES_DIR_VARIABLE, str(folder))
+    registry.declarations.cache_clear()
+    try:
+        keys = {dg.AssetKey(["orders", "orders"]), dg.AssetKey("orders_quarantine"), dg.AssetKey("orders_tombstones")}
+        assert written_table(keys) == "orders"
+        assert _submitted(instance, keys).tags[TABLE_TAG] == "orders"
+    finally:
+        registry.declarations.cache_clear()
 
 
 def test_a_tag_the_run_has_is_kept(instance: dg.DagsterInstance) -> None:

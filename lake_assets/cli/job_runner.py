@@ -21,6 +21,7 @@ from lake_assets.cli.session import LakeSession
 from lake_assets.core.ledger import REJECTED
 from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.registry import declaration, declarations
+from lake_assets.core.tables import table_set
 from lake_assets.declared.jobs import job_name
 from lake_assets.runs import location_tags, process_tags, reap_dead_runs
 from lake_assets.settings import LakeSettings
@@ -167,19 +168,21 @@ def report_run(result: dg.ExecuteInProcessResult, list_refused: bool = True) -> 
     `list_refused=False` leaves the refused files to the caller (`lake run` reports every fate)."""
     refused: list[str] = []
     told: set[str] = set()
+    # a declared table's asset is its registry name's path (`shop/orders`); the line names it as users do (`orders`)
+    declared = {tuple(table_set(d).table.asset_path): d.name for d in declarations()}
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
         meta = {k: v.value for k, v in materialization.metadata.items()}
-        table = materialization.asset_key.to_user_string()
+        table = declared.get(tuple(materialization.asset_key.path))
         # once per table: a run of partitions materializes it once per partition, and a partition
         # loaded beside has a materialization of its own, without the table's figures
-        if table in {d.name for d in declarations()} and table not in told and "rows_after" in meta:
+        if table is not None and table not in told and "rows_after" in meta:
             told.add(table)
             version = "snapshot_id" if "snapshot_id" in meta else "delta_version"  # Iceberg or Delta
             change = version_change(meta.get(f"{version}_before"), meta.get(version),
                                     "snapshot" if version == "snapshot_id" else "version")
             console.print(
-                f"{materialization.asset_key.to_user_string()}: {change}, "
+                f"{table}: {change}, "
                 f"rows {meta.get('rows_before')} -> {meta.get('rows_after')} "
                 f"(+{meta.get('rows_inserted')} inserted, {meta.get('rows_updated')} updated, "
                 f"{meta.get('rows_deleted')} deleted, {meta.get('rows_superseded')} superseded, "

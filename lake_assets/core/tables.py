@@ -75,6 +75,12 @@ class LakeTable:
         return f"{ICEBERG_CATALOG}.{self.name}"
 
     @property
+    def asset_path(self) -> list[str]:
+        """Its asset's key in Dagster: the name, a catalog namespace its prefix (`tpcds.web_sales` is
+        `tpcds/web_sales`, as the catalog and the UI's folders have it; `insurance` is `insurance`)."""
+        return self.name.split(".")
+
+    @property
     def identifier(self) -> tuple[str, str]:
         """(namespace, table) of an Iceberg table in the catalog."""
         namespace, _, name = self.name.partition(".")

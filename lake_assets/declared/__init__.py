@@ -11,6 +11,7 @@ from lake_assets.core.declaration import TableDeclaration
 from lake_assets.declared.assets import raw_assets, table_assets
 from lake_assets.declared.checks import table_checks
 from lake_assets.declared.jobs import table_job
+from lake_assets.declared.keys import table_key
 from lake_assets.declared.sensors import table_sensor
 
 
@@ -31,7 +32,7 @@ def declared(declaration: TableDeclaration, poll_seconds: float, wait_seconds: f
     sensors = [table_sensor(declaration, job, poll_seconds, wait_seconds)]
     if declaration.freshness is not None:  # `freshness`: a check that fails once the table is older than allowed
         fresh = dg.build_last_update_freshness_checks(
-            assets=[declaration.name], lower_bound_delta=dt.timedelta(minutes=declaration.freshness.max_lag_minutes))
+            assets=[table_key(declaration)], lower_bound_delta=dt.timedelta(minutes=declaration.freshness.max_lag_minutes))
         checks += list(fresh)
         sensors.append(dg.build_sensor_for_freshness_checks(freshness_checks=fresh,
                                                             name=f"{declaration.name}_freshness_sensor"))

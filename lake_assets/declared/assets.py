@@ -28,6 +28,7 @@ from lake_assets.core.column_descriptions import (
 )
 from lake_assets.core.quarantine import QUARANTINE_COLUMNS
 from lake_assets.core.run_outcome import RunOutcome
+from lake_assets.declared.keys import asset_key
 from lake_assets.declared.partitions import partitions_def, record_partitions, reloads
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
@@ -107,21 +108,21 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     # What the tables kept beside the table are drawn from in the lineage: the table; for a partitioned
     # one, its raw sources (in a run not started for partitions, Dagster cannot read the version of
     # a partitioned input of the step: it asks the run for its partitions)
-    beside = raw if partitions else [name]
+    beside = raw if partitions else [asset_key(tables.table)]
     specs = [
-        dg.AssetSpec(name, deps=raw, group_name=declaration.group, owners=owners,
+        dg.AssetSpec(asset_key(tables.table), deps=raw, group_name=declaration.group, owners=owners,
                      kinds={declaration.format.value, "spark", "s3"}, partitions_def=partitions,
                      description=table_description(declaration),
                      metadata={"dagster/column_schema": column_schema(declaration),
                                **({"partition_by": ", ".join(declaration.partition_by)}
                                   if declaration.partition_by else {})}),
-        dg.AssetSpec(tables.quarantine.name, deps=raw, group_name=declaration.group, owners=owners,
+        dg.AssetSpec(asset_key(tables.quarantine), deps=raw, group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
                      description="Every raw row that could not be applied: reason, source file, line number, raw "
                                  "text. Each run's rows by reason are in its metadata (`quarantined_<reason>`, "
                                  "plotted over time).",
                      metadata={"dagster/column_schema": quarantine_schema()}),
-        dg.AssetSpec(tables.tombstones.name, deps=beside, group_name=declaration.group, owners=owners,
+        dg.AssetSpec(asset_key(tables.tombstones), deps=beside, group_name=declaration.group, owners=owners,
                      kinds={"delta", "s3"},
                      description=f"Keys deleted from `{name}`, the sequence of their delete and the object and "
                                  "line that deleted them, kept "
@@ -132,14 +133,14 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     ]
     if tables.table.feed:
         specs.append(dg.AssetSpec(
-            tables.changes.name, deps=beside, group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
+            asset_key(tables.changes), deps=beside, group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
             description=f"Change feed of `{name}` (Delta CDF semantics): the table's columns plus `_change_type` "
                         "(insert, update_preimage, update_postimage, delete), `_commit_version`, `_commit_timestamp`. "
                         f"Read it with `lake changes {name} --from-version N`.",
             metadata={"dagster/column_schema": derived_schema(declaration, FEED_COLUMNS)}))
     if declaration.history:
         specs.append(dg.AssetSpec(
-            tables.history.name, deps=beside, group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
+            asset_key(tables.history), deps=beside, group_name=declaration.group, owners=owners, kinds={"delta", "s3"},
             description=f"SCD type 2 history of `{name}` on the source's sequence axis (DLT's `STORED AS SCD TYPE "
                         "2`): one row per version a key had, valid from its `_sequence` to the key's next change "
                         "(`valid_to_sequence`; `valid_from`/`valid_to` their times), deletes as rows of their own "
@@ -174,7 +175,7 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
                                        IngestRules.from_rules(rules), reapply=config.reapply, reload=reload)
             lease.check()
             metadata = table_metadata(declaration, report, running)
-            metadata[name].update(job_run)
+            metadata[tables.table].update(job_run)
         record_partitions(context, declaration, report.files)
         for held in report.held:
             context.log.warning(f"full load {held.source_file} is held for `lake approve`: {held.detail}")
@@ -187,14 +188,15 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
     return apply_tables
 
 
-def _reported(context: dg.AssetExecutionContext, metadata: dict[str, dict]) -> Iterator[dg.MaterializeResult]:
+def _reported(context: dg.AssetExecutionContext, metadata: dict[LakeTable, dict]) -> Iterator[dg.MaterializeResult]:
     """What the run wrote, each table with its metadata: the selected ones as the step's results,
     any other (a partition backfill selects the table alone) as a materialization logged beside."""
-    for asset, values in metadata.items():
-        if dg.AssetKey(asset) in context.selected_asset_keys:
-            yield dg.MaterializeResult(asset_key=asset, metadata=values)
+    for table, values in metadata.items():
+        key = asset_key(table)
+        if key in context.selected_asset_keys:
+            yield dg.MaterializeResult(asset_key=key, metadata=values)
         else:
-            context.log_event(dg.AssetMaterialization(asset_key=asset, metadata=values))
+            context.log_event(dg.AssetMaterialization(asset_key=key, metadata=values))
 
 
 def _partitions_asked(context: dg.AssetExecutionContext, declaration: TableDeclaration,
@@ -266,7 +268,7 @@ def _constraints(declaration: TableDeclaration, column: Column) -> dg.TableColum
 
 #: The ingestion ledger, an asset of its own: every declared table's run records its objects there
 #: and logs an observation of it with what the run did (`ledger_metadata`).
-LEDGER_KEY = dg.AssetKey(LEDGER.name)
+LEDGER_KEY = asset_key(LEDGER)
 LEDGER_ASSET = dg.AssetSpec(
     LEDGER_KEY, group_name="lake", kinds={"delta", "s3"},
     description="The ingestion ledger: one entry per raw object a run took in (applied, refused, held, "
@@ -297,12 +299,12 @@ def _rows(storage: LakeStorage, table: LakeTable) -> int:
     return row_count(found) if found is not None else 0
 
 
-def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[str, dict]:
+def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: LakeStorage) -> dict[LakeTable, dict]:
     """Each asset's materialization metadata from one run's report."""
     tables = table_set(declaration)
     iceberg = tables.table.format is TableFormat.ICEBERG
     version = "snapshot_id" if iceberg else "delta_version"
-    metadata = {declaration.name: {
+    metadata: dict[LakeTable, dict] = {tables.table: {
         version: report.version_after if report.version_after is not None else -1,
         f"{version}_before": report.version_before if report.version_before is not None else -1,
         "rows_before": report.rows_before,
@@ -322,7 +324,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         "dagster/column_schema": column_schema(declaration),
         **({"iceberg_table": tables.table.engine_name} if iceberg else {"table_uri": tables.table.uri(storage)}),
         **{f"expectation_{name}_failed_rows": failed for name, failed in report.expectations.items()},
-    }, tables.quarantine.name: {
+    }, tables.quarantine: {
         "rows_quarantined": report.file_total("rows_quarantined"),
         **quarantine_by_reason(report),
         "source_files": dg.MetadataValue.json([f.source_file for f in report.files if f.rows_quarantined]),
@@ -330,14 +332,14 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
                                                 if f.status == REJECTED]),
         "dagster/row_count": _rows(storage, tables.quarantine),
         "table_uri": tables.quarantine.uri(storage),
-    }, tables.tombstones.name: {
+    }, tables.tombstones: {
         "dagster/row_count": _rows(storage, tables.tombstones),
         "table_uri": tables.tombstones.uri(storage),
     }}
     if tables.table.feed:
         feed = report.derived.feed
         changes = open_table(storage, tables.changes)
-        metadata[tables.changes.name] = {
+        metadata[tables.changes] = {
             "versions_derived": dg.MetadataValue.json(feed.versions),
             "covered_through_version": feed.covered_through if feed.covered_through is not None else -1,
             **{f"rows_{change}": count for change, count in feed.rows.items()},
@@ -346,7 +348,7 @@ def table_metadata(declaration: TableDeclaration, report: ApplyReport, storage: 
         }
     if declaration.history:
         history = open_table(storage, tables.history)
-        metadata[tables.history.name] = {
+        metadata[tables.history] = {
             "changes_recorded": report.derived.history_changes,
             "history_version": report.derived.history_version if report.derived.history_version is not None else -1,
             "dagster/row_count": row_count(history) if history else 0,

@@ -30,6 +30,7 @@ from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import open_table
 from lake_assets.core.partition_fields import iceberg_partitioning
 from lake_assets.core.ledger import HELD, Ledger
+from lake_assets.declared.keys import asset_key, table_key
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -44,27 +45,28 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
     """Every check of the declared table (and of the feed and history it keeps)."""
     name = declaration.name
     tables = table_set(declaration)
+    asset = table_key(declaration)
 
-    @dg.asset_check(asset=name, name="schema_matches_contract", blocking=True,
+    @dg.asset_check(asset=asset, name="schema_matches_contract", blocking=True,
                     description="The table's schema equals the declared contract's columns and the audit columns.")
     def schema(storage: StorageResource) -> dg.AssetCheckResult:
         with storage.running() as running:
             return schema_matches_contract(declaration, running)
 
-    @dg.asset_check(asset=name, name="key_unique_not_null", blocking=True,
+    @dg.asset_check(asset=asset, name="key_unique_not_null", blocking=True,
                     description=f"The key ({', '.join(declaration.keys)}) is unique and never null.")
     def key(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
         with storage.running() as running:
             return key_unique_not_null(declaration, running, engine.session(running))
 
-    @dg.asset_check(asset=name, name="row_count_reconciles", blocking=True,
+    @dg.asset_check(asset=asset, name="row_count_reconciles", blocking=True,
                     description="For every commit of the run: rows before + inserted - deleted = rows after, "
                                 "counted from the table's metadata (delta-rs or pyiceberg).")
     def reconciles(context: dg.AssetCheckExecutionContext, storage: StorageResource) -> dg.AssetCheckResult:
         with storage.running() as running:
-            return row_count_reconciles(declaration, _latest_metadata(context, name), running)
+            return row_count_reconciles(declaration, _latest_metadata(context, asset), running)
 
-    @dg.asset_check(asset=name, name="rows_conserved", blocking=True,
+    @dg.asset_check(asset=asset, name="rows_conserved", blocking=True,
                     description="Every raw row of the run's objects is applied, superseded, quarantined or held "
                                 "(recounted on the engine by Python's csv module); the quarantine holds exactly the "
                                 "quarantined ones.")
@@ -75,7 +77,7 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
 
     checks = [schema, key, reconciles, conserved, *(_expectation_check(declaration, e) for e in declaration.expectations)]
     if tables.table.feed:
-        @dg.asset_check(asset=tables.changes.name, name="covers_table", blocking=True,
+        @dg.asset_check(asset=asset_key(tables.changes), name="covers_table", blocking=True,
                         description=f"The feed covers every version of `{name}`: no version newer than the feed's "
                                     "newest has changes left to derive.")
         def covers(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
@@ -83,7 +85,7 @@ def table_checks(declaration: TableDeclaration) -> list[dg.AssetChecksDefinition
                 return feed_covers_table(declaration, running, engine.session(running))
         checks.append(covers)
     if declaration.history:
-        @dg.asset_check(asset=tables.history.name, name="matches_table", blocking=True,
+        @dg.asset_check(asset=asset_key(tables.history), name="matches_table", blocking=True,
                         description="SCD2: one current row per live key, and the current rows equal the table's "
                                     "(data columns), compared on the engine.")
         def matches(storage: StorageResource, engine: SparkEngine) -> dg.AssetCheckResult:
@@ -99,19 +101,19 @@ def _expectation_check(declaration: TableDeclaration, expectation: Expectation) 
     blocking = expectation.action is Action.FAIL
     kept = {Action.WARN: "kept", Action.DROP: "quarantined (reason expectation)", Action.FAIL: "the run failed"}
 
-    @dg.asset_check(asset=declaration.name, name=f"expect_{expectation.name}", blocking=blocking,
+    @dg.asset_check(asset=table_key(declaration), name=f"expect_{expectation.name}", blocking=blocking,
                     description=f"{expectation.condition} ({expectation.action.value}: failing rows are "
                                 f"{kept[expectation.action]})")
     def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        failed = _latest_metadata(context, declaration.name).get(f"expectation_{expectation.name}_failed_rows", 0)
+        failed = _latest_metadata(context, table_key(declaration)).get(f"expectation_{expectation.name}_failed_rows", 0)
         return dg.AssetCheckResult(
             passed=not failed, severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
             metadata={"failed_rows": failed, "condition": expectation.condition, "action": expectation.action.value})
     return check
 
 
-def _latest_metadata(context: dg.AssetCheckExecutionContext, name: str) -> dict:
-    event = context.instance.get_latest_materialization_event(dg.AssetKey(name))
+def _latest_metadata(context: dg.AssetCheckExecutionContext, key: dg.AssetKey) -> dict:
+    event = context.instance.get_latest_materialization_event(key)
     if event is None or event.asset_materialization is None:
         return {}
     return {k: v.value for k, v in event.asset_materialization.metadata.items()}

@@ -28,6 +28,7 @@ from lake_assets.core.apply.plan import applied_snapshots
 from lake_assets.core.declaration import DailyPartitions, TableDeclaration
 from lake_assets.core.ledger import LedgerEntry
 from lake_assets.core.ledger_states import APPLIED, HELD
+from lake_assets.declared.keys import table_key
 from lake_assets.event_log import log_asset_events
 from lake_assets.resources.storage import LakeStorage
 
@@ -108,11 +109,11 @@ def record_partitions(context: dg.AssetExecutionContext, declaration: TableDecla
         context.instance.add_dynamic_partitions(definition.name, sorted({*counts, *held}))
     own = set(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else set()
     for key in own & counts.keys():
-        context.add_asset_metadata(counts[key], asset_key=declaration.name, partition_key=key)
+        context.add_asset_metadata(counts[key], asset_key=table_key(declaration), partition_key=key)
     # the others in one batch (a first load of a table of a partition per day logs hundreds)
-    log_asset_events(context, [dg.AssetMaterialization(asset_key=declaration.name, partition=key, metadata=values)
+    log_asset_events(context, [dg.AssetMaterialization(asset_key=table_key(declaration), partition=key, metadata=values)
                                for key, values in counts.items() if key not in own])
     # a held snapshot is not loaded: its partition keeps what it had (or stays missing)
-    log_asset_events(context, [dg.AssetObservation(asset_key=declaration.name, partition=key, metadata={
+    log_asset_events(context, [dg.AssetObservation(asset_key=table_key(declaration), partition=key, metadata={
         "held_objects": dg.MetadataValue.json([{"object": e.source_file, "reason": e.detail} for e in entries]),
         "publish_with": f"lake approve {entries[0].source_file}"}) for key, entries in held.items()])

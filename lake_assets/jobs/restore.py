@@ -27,6 +27,7 @@ from lake_assets.core.tables import LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, L
 from lake_assets.core.apply.restore import RestoreReport, restore_as_before, restore_declared
 from lake_assets.core.apply.restore_iceberg import restore_declared_iceberg
 from lake_assets.core.registry import declaration, declared_by
+from lake_assets.declared.keys import asset_key
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
@@ -85,12 +86,6 @@ def target_version(storage: LakeStorage, entry: LakeTable, version: int | None, 
     if target == delta_table.version():
         raise UsageError(f"{entry.name} is at version {target} already: nothing to restore")
     return target
-
-
-def asset_key(entry: LakeTable) -> dg.AssetKey:
-    """The asset of the table: a declared table's is its declaration's name."""
-    declared = declared_by(entry)
-    return dg.AssetKey(declared.name) if declared is not None else dg.AssetKey(entry.name.split("."))
 
 
 @dg.op(description="Restore a table to an earlier version (Delta) or snapshot (Iceberg), as a new commit.")
