@@ -14,6 +14,7 @@ PySpark 3.5 takes its retry rule from one class method, `SparkConnectClient.retr
 """
 
 import functools
+import logging
 import threading
 import time
 from collections import deque
@@ -24,6 +25,8 @@ import grpc
 UNDECODABLE_REPLY = "Exception deserializing response!"
 RETRIES_PER_WINDOW = 3
 WINDOW_SECONDS = 30.0
+
+log = logging.getLogger(__name__)
 
 
 def undecodable_reply(error: BaseException) -> bool:
@@ -51,7 +54,11 @@ class UndecodableReplyRetries:
             if len(self._allowed) >= self._limit:
                 return False
             self._allowed.append(now)
-            return True
+            retries = len(self._allowed)
+        # said each time, so how often it happens shows in the run's output and the engine's logs can be matched
+        log.warning("Spark Connect: gRPC could not decode the engine's reply (%s); asking again (%d of %d in %.0f s)",
+                    UNDECODABLE_REPLY, retries, self._limit, self._window)
+        return True
 
 
 REPLY_RETRIES = UndecodableReplyRetries()  # the process's window, shared by all its sessions

@@ -5,6 +5,7 @@ runs), so these tests put gRPC's own report of one in front of the real `Config`
 is only that third-party error, the session, client and Sail server are the lake's.
 """
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -74,10 +75,15 @@ def config_failures(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> Ite
 
 
 def test_an_undecodable_reply_is_asked_for_again(config_failures: Callable[[int], list[int]],
-                                                  spark: SparkSession) -> None:
+                                                  spark: SparkSession, caplog: pytest.LogCaptureFixture) -> None:
     calls = config_failures(1)
-    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    with caplog.at_level(logging.WARNING, logger="lake_assets.resources.connect_retry"):
+        assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert len(calls) == 2
+    # said, so how often it happens shows in a run's output
+    assert [r.getMessage() for r in caplog.records if r.name == "lake_assets.resources.connect_retry"] == [
+        "Spark Connect: gRPC could not decode the engine's reply (Exception deserializing response!); asking again "
+        "(1 of 3 in 30 s)"]
 
 
 def test_a_reply_that_never_decodes_fails_within_seconds(config_failures: Callable[[int], list[int]],
