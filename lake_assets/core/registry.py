@@ -28,6 +28,8 @@ TABLES_DIR_VARIABLE = "LAKE_TABLES_DIR"
 #: Table names the lake's own tables take (the TPC-DS star, the ledger), and the raw zone the TPC-DS star's.
 RESERVED = ("lake_ledger", "tpcds")
 RESERVED_PREFIX = "raw/tpcds/"
+#: The first part of every raw source's asset key (`raw/insurance_cdc`): no Iceberg table's namespace.
+RAW_ASSETS = "raw"
 
 
 #: libyaml's safe loader where PyYAML was built with it (a tenth of the pure-Python one's time).
@@ -96,6 +98,9 @@ def check_together(declared: list[tuple[Path, TableDeclaration]]) -> tuple[Table
         if table.format is TableFormat.ICEBERG and table.group == "tpcds":
             raise DeclarationError(f"{path}: group: tpcds is the TPC-DS star's catalog namespace; an Iceberg table's "
                                    "group names its namespace: choose another group")
+        if table.format is TableFormat.ICEBERG and table.group == RAW_ASSETS:
+            raise DeclarationError(f"{path}: group: {RAW_ASSETS} holds the raw sources' assets ({RAW_ASSETS}/<table>_"
+                                   "fullload, ...); an Iceberg table's asset is <group>/<name>: choose another group")
         names[table.name] = path
         for source in table.sources:
             if source.prefix.startswith(RESERVED_PREFIX) or RESERVED_PREFIX.startswith(source.prefix):

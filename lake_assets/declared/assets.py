@@ -27,6 +27,7 @@ from lake_assets.core.column_descriptions import (
     column_descriptions,
 )
 from lake_assets.core.quarantine import QUARANTINE_COLUMNS
+from lake_assets.core.registry import RAW_ASSETS
 from lake_assets.core.run_outcome import RunOutcome
 from lake_assets.declared.keys import asset_key
 from lake_assets.declared.partitions import partitions_def, record_partitions, reloads
@@ -44,7 +45,7 @@ _KINDS = {SourceKind.SNAPSHOT: "full-load CSV snapshots (DMS style, header optio
 
 
 def raw_key(declaration: TableDeclaration, kind: SourceKind) -> dg.AssetKey:
-    return dg.AssetKey(["raw", f"{declaration.name}_{SOURCE_NAMES[kind]}"])
+    return dg.AssetKey([RAW_ASSETS, f"{declaration.name}_{SOURCE_NAMES[kind]}"])
 
 
 def raw_assets(declaration: TableDeclaration) -> list[dg.SourceAsset]:
@@ -55,7 +56,7 @@ def raw_assets(declaration: TableDeclaration) -> list[dg.SourceAsset]:
 def _raw_asset(declaration: TableDeclaration, kind: SourceKind, prefix: str) -> dg.SourceAsset:
     # Dagster 1.13's observable_source_asset takes no `owners` (its **kwargs drop it): the owners
     # are on the table's assets.
-    @dg.observable_source_asset(key=raw_key(declaration, kind), group_name="raw",
+    @dg.observable_source_asset(key=raw_key(declaration, kind), group_name=RAW_ASSETS,
                                 description=f"{_KINDS[kind]} of `{declaration.name}` under s3://&lt;bucket&gt;/"
                                             f"{prefix}.")
     def observe(storage: StorageResource) -> dg.ObserveResult:

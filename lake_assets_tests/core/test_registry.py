@@ -102,6 +102,10 @@ def test_two_tables_on_one_raw_prefix_are_refused(tmp_path: Path) -> None:
     star = declared(GOOD.replace("group: sales", "group: tpcds\nformat: iceberg"), tmp_path, "star.yaml")
     with pytest.raises(DeclarationError, match="group: tpcds is the TPC-DS star's catalog namespace"):
         registry.check_together([(star, registry.read_file(star))])
+    # an Iceberg table's asset is <group>/<name>: in `raw`, `raw/x_cdc` would be table x's CDC source's too
+    raw = declared(GOOD.replace("group: sales", "group: raw\nformat: iceberg"), tmp_path, "raw.yaml")
+    with pytest.raises(DeclarationError, match="group: raw holds the raw sources' assets"):
+        registry.check_together([(raw, registry.read_file(raw))])
 
 
 def test_the_built_in_declarations_read(monkeypatch: pytest.MonkeyPatch) -> None:
