@@ -100,12 +100,13 @@ def _expectation_check(declaration: TableDeclaration, expectation: Expectation) 
     quarantined for `drop`; a `fail` one failed the run before this check)."""
     blocking = expectation.action is Action.FAIL
     kept = {Action.WARN: "kept", Action.DROP: "quarantined (reason expectation)", Action.FAIL: "the run failed"}
+    asset = table_key(declaration)
 
-    @dg.asset_check(asset=table_key(declaration), name=f"expect_{expectation.name}", blocking=blocking,
+    @dg.asset_check(asset=asset, name=f"expect_{expectation.name}", blocking=blocking,
                     description=f"{expectation.condition} ({expectation.action.value}: failing rows are "
                                 f"{kept[expectation.action]})")
     def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        failed = _latest_metadata(context, table_key(declaration)).get(f"expectation_{expectation.name}_failed_rows", 0)
+        failed = _latest_metadata(context, asset).get(f"expectation_{expectation.name}_failed_rows", 0)
         return dg.AssetCheckResult(
             passed=not failed, severity=dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN,
             metadata={"failed_rows": failed, "condition": expectation.condition, "action": expectation.action.value})

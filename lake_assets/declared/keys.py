@@ -1,4 +1,4 @@
-"""The asset keys of a declared table and of the tables kept beside it."""
+"""The asset keys of the lake's tables: a declared table's, those kept beside it, the ledger's."""
 
 import dagster as dg
 

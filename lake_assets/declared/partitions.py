@@ -108,12 +108,13 @@ def record_partitions(context: dg.AssetExecutionContext, declaration: TableDecla
     if isinstance(definition, dg.DynamicPartitionsDefinition) and definition.name is not None:
         context.instance.add_dynamic_partitions(definition.name, sorted({*counts, *held}))
     own = set(context.partition_keys) if context.has_partition_key_range or context.has_partition_key else set()
+    asset = table_key(declaration)
     for key in own & counts.keys():
-        context.add_asset_metadata(counts[key], asset_key=table_key(declaration), partition_key=key)
+        context.add_asset_metadata(counts[key], asset_key=asset, partition_key=key)
     # the others in one batch (a first load of a table of a partition per day logs hundreds)
-    log_asset_events(context, [dg.AssetMaterialization(asset_key=table_key(declaration), partition=key, metadata=values)
+    log_asset_events(context, [dg.AssetMaterialization(asset_key=asset, partition=key, metadata=values)
                                for key, values in counts.items() if key not in own])
     # a held snapshot is not loaded: its partition keeps what it had (or stays missing)
-    log_asset_events(context, [dg.AssetObservation(asset_key=table_key(declaration), partition=key, metadata={
+    log_asset_events(context, [dg.AssetObservation(asset_key=asset, partition=key, metadata={
         "held_objects": dg.MetadataValue.json([{"object": e.source_file, "reason": e.detail} for e in entries]),
         "publish_with": f"lake approve {entries[0].source_file}"}) for key, entries in held.items()])
