@@ -48,7 +48,7 @@ def written_table(keys: Iterable[dg.AssetKey]) -> str | None:
     from lake_assets.core.registry import declarations
     from lake_assets.core.tables import table_set
 
-    owners = {tuple(kept.asset_path): declaration.name for declaration in declarations()
+    owners = {tuple(kept.asset_path): declaration.table_name for declaration in declarations()
               for kept in table_set(declaration).kept(declaration)}
     tables = {TPCDS if key.path[0] == TPCDS else owners.get(tuple(key.path)) for key in keys}
     return tables.pop() if len(tables) == 1 else None

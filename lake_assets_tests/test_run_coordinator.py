@@ -113,8 +113,8 @@ def test_a_run_of_a_declared_iceberg_tables_assets_carries_its_table(
     registry.declarations.cache_clear()
     try:
         keys = {dg.AssetKey(["orders", "orders"]), dg.AssetKey("orders_quarantine"), dg.AssetKey("orders_tombstones")}
-        assert written_table(keys) == "orders"
-        assert _submitted(instance, keys).tags[TABLE_TAG] == "orders"
+        assert written_table(keys) == "orders.orders"  # its one name, as its apply job's tag and lease have it
+        assert _submitted(instance, keys).tags[TABLE_TAG] == "orders.orders"
     finally:
         registry.declarations.cache_clear()
 

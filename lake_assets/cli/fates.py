@@ -56,8 +56,8 @@ def pending_snapshot(storage: LakeStorage, reapply: bool = False) -> list[Pendin
 
     ledger = Ledger(storage)
     latest = ledger.latest_by_table()
-    declared = [Pending(d.name, f) for d in declarations()
-                for f in pending(d, raw_files(d, storage), latest.get(d.name, {}), reapply)]
+    declared = [Pending(d.table_name, f) for d in declarations()
+                for f in pending(d, raw_files(d, storage), latest.get(d.table_name, {}), reapply)]
     return [*declared, *(Pending(name, o) for name, o in tpcds_pending(storage, ledger, reapply))]
 
 
@@ -67,7 +67,7 @@ def stopped_runs(storage: LakeStorage) -> set[str]:
     from lake_assets.core.apply.stage import STAGING
     from lake_assets.core.registry import declarations
 
-    return {d.name for d in declarations() if storage.list_objects(f"{STAGING}{d.name}/")}
+    return {d.table_name for d in declarations() if storage.list_objects(f"{STAGING}{d.table_name}/")}
 
 
 def outcomes(storage: LakeStorage, snapshot: list[Pending], our_runs: set[str]) -> list[Outcome]:

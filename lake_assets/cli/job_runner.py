@@ -227,7 +227,7 @@ def apply_everything(lake: LakeSession, snapshot: list[fates.Pending], reapply: 
     waiting = {item.table_name for item in snapshot} | fates.stopped_runs(lake.storage)
     declared = []
     for table in declarations():
-        if table.name in waiting:
+        if table.table_name in waiting:
             declared.append(run_pending(lake, reapply, table))
         else:  # no run: nothing to apply, no stopped run to finish
             console.print(f"{table.name}: nothing pending")

@@ -99,12 +99,12 @@ def _remove(storage: LakeStorage, table: TableDeclaration, wanted: list[str], fo
     from lake_assets.core.lock import LockOwner, table_lock
 
     client = storage.get_client()
-    with table_lock(storage, table.name, LockOwner.current("lake rm")):
+    with table_lock(storage, table.table_name, LockOwner.current("lake rm")):
         found = {key: _etag(client, storage.bucket, key) for key in wanted}
         missing = [key for key, etag in found.items() if etag is None]
         if missing:
             raise LakeError(f"no such raw file: {', '.join(missing)} (see `lake status`)")
-        latest = Ledger(storage).latest(table.name)
+        latest = Ledger(storage).latest(table.table_name)
         applied = [key for key in wanted if latest.get((key, found[key]), {}).get("status") == APPLIED]
         if applied and not force:
             raise LakeError(f"{', '.join(applied)}: applied, its rows are in the table and stay there if the "

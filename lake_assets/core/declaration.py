@@ -474,6 +474,12 @@ class TableDeclaration(_Model):
     # --- what the core derives from it ---------------------------------------------------
 
     @property
+    def table_name(self) -> str:
+        """The table's one name in the registry, the ledger, its write lease and its staged runs: an
+        Iceberg table's catalog identifier (`shop.orders`), a Delta table's name (`insurance`)."""
+        return f"{self.group}.{self.name}" if self.format is TableFormat.ICEBERG else self.name
+
+    @property
     def contracts(self) -> tuple["Contract", ...]:
         """Every contract version, oldest first: the data columns a raw file of that version carries."""
         newest = max(c.since for c in self.columns)

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from lake_assets.core import change_feed
 from lake_assets.core.errors import UsageError
 from lake_assets.core.ledger import APPLIED, Ledger
-from lake_assets.core.registry import declared_by
 from lake_assets.core.tables import TABLES, LakeTable, TableFormat, TableNotBuilt, table
 from lake_assets.resources.storage import LakeStorage
 
@@ -125,8 +124,7 @@ def _iceberg_history(storage: LakeStorage, entry: LakeTable) -> list[tuple]:
     current = iceberg.open_table(storage, entry)
     if current is None:
         raise _missing(entry.name)
-    declared = declared_by(entry)  # a declared table's ledger entries are under its declaration's name
-    applied = _applied_per_version(storage, declared.name if declared is not None else entry.name)
+    applied = _applied_per_version(storage, entry.name)
     return [tuple(applied.get(e["snapshot_id"]) if c == "rows_applied" else e[c] for c in ICEBERG_COLUMNS)
             for e in iceberg.history(current)]
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from lake_assets.core.formats.delta import open_table
+from lake_assets.core.registry import declarations
 from lake_assets.core.ledger_states import APPLIED, APPROVED, FINAL, HELD, REJECTED, REVERTED  # noqa: F401 - the states, named here with the ledger
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.core.tables import LEDGER
@@ -86,6 +87,17 @@ def _records(entries: pa.Table) -> list[dict]:
     return rows
 
 
+def _named_now(entries: pa.Table) -> pa.Table:
+    """The entries, each under its table's name now: a declared Iceberg table's runs recorded theirs
+    under its bare name (`orders`) until its one name became its catalog identifier (`shop.orders`).
+    The ledger is a log, appended to and never rewritten, so the old entries are renamed as read."""
+    renamed = {d.name: d.table_name for d in declarations() if d.table_name != d.name}
+    names = entries["table_name"]
+    for old, new in renamed.items():
+        names = pc.if_else(pc.equal(names, old), new, names)
+    return entries.set_column(0, LEDGER_SCHEMA.field(0), names) if renamed else entries
+
+
 class Ledger:
     def __init__(self, storage: LakeStorage) -> None:
         self._storage = storage
@@ -99,7 +111,7 @@ class Ledger:
             if name not in entries.column_names:
                 entries = entries.append_column(LEDGER_SCHEMA.field(name),
                                                 pa.nulls(entries.num_rows, LEDGER_SCHEMA.field(name).type))
-        entries = entries.select(LEDGER_SCHEMA.names).cast(LEDGER_SCHEMA)
+        entries = _named_now(entries.select(LEDGER_SCHEMA.names).cast(LEDGER_SCHEMA))
         if table_name is not None:
             entries = entries.filter(pc.equal(entries["table_name"], table_name))
         return entries.sort_by([("recorded_at", "ascending"), ("source_file", "ascending")])

@@ -63,13 +63,13 @@ def file_statuses(storage: "LakeStorage", latest: LatestEntries) -> list[FileSta
 
     found: list[FileStatus] = []
     for declaration in declarations():
-        entries = latest.get(declaration.name, {})
+        entries = latest.get(declaration.table_name, {})
         for source in declaration.sources:
             for obj in storage.list_objects(source.prefix):
                 if is_data_file(obj["Key"], source.suffix):
-                    found.append(_status(obj, entries, declaration.name, declaration.group))
+                    found.append(_status(obj, entries, declaration.table_name, declaration.group))
                 else:
-                    found.append(_ignored(obj, declaration.name, declaration.group,
+                    found.append(_ignored(obj, declaration.table_name, declaration.group,
                                           f"not a {source.suffix} file: never applied"))
     return found + _tpcds_statuses(storage, latest)
 
@@ -205,13 +205,14 @@ def since(text: str, now: dt.datetime | None = None) -> dt.datetime:
 
 def select(statuses: list[FileStatus], *, pending: bool = False, tables: tuple[str, ...] = (),
            after: dt.datetime | None = None) -> list[FileStatus]:
-    """The statuses `lake status`'s filters keep: only pending objects; only these tables (a
-    domain's name takes its tables); only what was recorded or landed at or after `after`."""
+    """The statuses `lake status`'s filters keep: only pending objects; only these tables (an Iceberg
+    table by its name in its namespace too, `orders` for `shop.orders`; a domain's name takes its
+    tables); only what was recorded or landed at or after `after`."""
     chosen = statuses
     if pending:
         chosen = [s for s in chosen if s.pending]
     if tables:
-        chosen = [s for s in chosen if s.table in tables or s.domain in tables]
+        chosen = [s for s in chosen if {s.table, s.table.rpartition(".")[2], s.domain} & set(tables)]
     if after is not None:
         chosen = [s for s in chosen if s.at is not None and dt.datetime.fromisoformat(s.at) >= after]
     return chosen

@@ -87,14 +87,26 @@ def star_declarations() -> dict[str, TableDeclaration]:
 
 
 def check_together(declared: list[tuple[Path, TableDeclaration]]) -> tuple[TableDeclaration, ...]:
-    """The declarations, once no two share a name or a raw prefix and none takes a reserved name."""
+    """The declarations, once no two share a name, a table kept beside them or a raw prefix, and
+    none takes a reserved name or one of the TPC-DS star's tables."""
     names: dict[str, Path] = {}
     prefixes: dict[str, tuple[str, Path]] = {}
+    kept = {t.name: (name, STAR_TABLES_DIR / f"{name}.yaml")
+            for name, star in star_declarations().items() for t in table_set(star).kept(star)}
     for path, table in declared:
         if table.name in names:
             raise DeclarationError(f"{path}: table {table.name} is declared in {names[table.name]} too")
         if table.name in RESERVED or table.name.startswith("tpcds"):
             raise DeclarationError(f"{path}: name: {table.name} is the lake's own table's; choose another name")
+        if table.name in star_declarations():
+            raise DeclarationError(f"{path}: name: {table.name} is the TPC-DS star's table ({STAR_TABLES_DIR / table.name}"
+                                   ".yaml); choose another name")
+        for beside in table_set(table).kept(table):
+            if beside.name in kept:
+                other, where = kept[beside.name]
+                raise DeclarationError(f"{path}: name: {table.name}: its table {beside.name} is one of table {other}'s "
+                                       f"too ({where}); choose another name")
+            kept[beside.name] = (table.name, path)
         if table.format is TableFormat.ICEBERG and table.group == "tpcds":
             raise DeclarationError(f"{path}: group: tpcds is the TPC-DS star's catalog namespace; an Iceberg table's "
                                    "group names its namespace: choose another group")

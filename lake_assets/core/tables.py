@@ -145,15 +145,15 @@ def table_set(declaration: "TableDeclaration") -> TableSet:
     Iceberg table's is read from its snapshots) and SCD2 history (Delta, `curated/<name>_quarantine`, ...)."""
     name = declaration.name
     if declaration.format is TableFormat.ICEBERG:  # in the catalog, its namespace the group; a feed from snapshots
-        curated = LakeTable(f"{declaration.group}.{name}", "", declaration.description, TableFormat.ICEBERG,
-                            domain=declaration.group, written_under=name, keys=declaration.keys)
+        curated = LakeTable(declaration.table_name, "", declaration.description, TableFormat.ICEBERG,
+                            domain=declaration.group, keys=declaration.keys)
     else:
         curated = LakeTable(name, f"curated/{name}", declaration.description, domain=declaration.group,
                             keys=declaration.keys, feed=f"{name}_changes" if declaration.change_feed else "")
 
     def beside(suffix: str, description: str) -> LakeTable:
         return LakeTable(f"{name}_{suffix}", f"curated/{name}_{suffix}", description, domain=declaration.group,
-                         written_under=name, derived_from=(curated.name,), keys=declaration.keys)
+                         written_under=curated.name, derived_from=(curated.name,), keys=declaration.keys)
     return TableSet(
         curated,
         beside("quarantine", "raw rows that could not be applied, with the reason"),
@@ -203,7 +203,7 @@ def table(name: str) -> LakeTable:
     if name in tables:
         return tables[name]
     declared = [t for t in tables.values()
-                if t.format is TableFormat.ICEBERG and t.written_under == name and t.name == f"{t.domain}.{name}"]
+                if t.format is TableFormat.ICEBERG and t.name == f"{t.domain}.{name}" and t.name not in OWN_TABLES]
     if len(declared) == 1:
         return declared[0]
     raise UnknownTable(name)

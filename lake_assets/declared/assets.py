@@ -162,7 +162,7 @@ def table_assets(declaration: TableDeclaration) -> dg.AssetsDefinition:
         one writer that holds it: a second run waits, then finds the first run's objects applied."""
         run_id = context.run.run_id
         record_process(context.instance, run_id)  # so reap_dead_runs can fail the run if we are killed
-        with storage.running() as running, table_lock(running, name, owner=LockOwner.current(run_id)) as lease:
+        with storage.running() as running, table_lock(running, tables.table.write_lock, owner=LockOwner.current(run_id)) as lease:
             reload = [*config.reload, *_partitions_asked(context, declaration, running)]
             job_run: dict = {}
             if engine.on_aws:  # the apply step as an AWS Glue / EMR Serverless job (lake_assets/aws/)

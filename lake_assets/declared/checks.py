@@ -229,7 +229,7 @@ def rows_conserved(declaration: TableDeclaration, run_id: str, storage: LakeStor
                    spark: SparkSession) -> dg.AssetCheckResult:
     """Every raw row of the run's objects is accounted for, and the quarantine holds the quarantined ones."""
     tables = table_set(declaration)
-    entries = [e for e in Ledger(storage).entries(declaration.name).to_pylist() if e["run_id"] == run_id]
+    entries = [e for e in Ledger(storage).entries(declaration.table_name).to_pylist() if e["run_id"] == run_id]
     if not entries:
         return dg.AssetCheckResult(passed=True, metadata={"files_checked": 0})
     quarantined: dict[tuple[str, str], int] = {}

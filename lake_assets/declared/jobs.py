@@ -19,6 +19,6 @@ def table_job(declaration: TableDeclaration, assets: dg.AssetsDefinition) -> Any
         selection=dg.AssetSelection.assets(assets),
         description=f"Apply every pending raw object of `{declaration.name}` (snapshots, then CDC in key order) "
                     "and run the checks.",
-        tags={TABLE_TAG: declaration.name},
+        tags={TABLE_TAG: declaration.table_name},
         executor_def=dg.in_process_executor,
     )

@@ -117,11 +117,11 @@ def raw_zone_tick(declaration: TableDeclaration, storage: LakeStorage, cursor_te
     listed, now = discover(storage.get_client(), storage.bucket, cursor, zone(declaration), now)
     new = {object_id(o): 1 for o in listed if object_id(o) not in cursor.requested}
     if cursor_text is None and new:  # the first tick lists every object: leave out what runs already applied
-        done = _settled(storage, declaration.name, new)
+        done = _settled(storage, declaration.table_name, new)
         cursor.requested.update({seen: now.isoformat() for seen in done})
         new = {seen: attempt for seen, attempt in new.items() if seen not in done}
     if runs is not None:
-        new.update(_follow_up(storage, declaration.name, cursor, runs, now))
+        new.update(_follow_up(storage, declaration.table_name, cursor, runs, now))
     if not new:
         return dg.SensorResult(skip_reason="no new raw objects", cursor=cursor.dump())
     cursor.requested.update({seen: now.isoformat() for seen in new})

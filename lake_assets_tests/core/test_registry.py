@@ -108,6 +108,30 @@ def test_two_tables_on_one_raw_prefix_are_refused(tmp_path: Path) -> None:
         registry.check_together([(raw, registry.read_file(raw))])
 
 
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_a_tpcds_stars_table_name_is_refused(tmp_path: Path, fmt: str) -> None:
+    """The star's tables are declared as any table is: a team's `customer`, in any group, would keep
+    the tables the star's keeps beside its own (`customer_quarantine`, ...)."""
+    customer = declared(GOOD.replace("name: orders", "name: customer").replace("group: sales",
+                                                                              f"group: sales\nformat: {fmt}"),
+                        tmp_path, "customer.yaml")
+    with pytest.raises(DeclarationError, match=r"name: customer is the TPC-DS star's table \(.*tpcds/customer.yaml"):
+        registry.check_together([(customer, registry.read_file(customer))])
+    beside = declared(GOOD.replace("name: orders", "name: web_sales_tombstones"), tmp_path, "web_sales_tombstones.yaml")
+    with pytest.raises(DeclarationError, match="its table web_sales_tombstones is one of table web_sales's too"):
+        registry.check_together([(beside, registry.read_file(beside))])
+
+
+def test_a_table_named_as_one_kept_beside_another_is_refused(tmp_path: Path) -> None:
+    first = registry.read_file(declared(GOOD, tmp_path))
+    other = declared(GOOD.replace("name: orders", "name: orders_tombstones").replace("raw/orders/cdc/",
+                                                                                    "raw/tombstones/"),
+                     tmp_path, "orders_tombstones.yaml")
+    with pytest.raises(DeclarationError, match=r"orders_tombstones.yaml: name: orders_tombstones: its table "
+                                               r"orders_tombstones is one of table orders's too \(.*orders.yaml\)"):
+        registry.check_together([(tmp_path / "orders.yaml", first), (other, registry.read_file(other))])
+
+
 def test_the_built_in_declarations_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(registry.TABLES_DIR_VARIABLE, raising=False)
     registry.declarations.cache_clear()

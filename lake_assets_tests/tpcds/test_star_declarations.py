@@ -14,6 +14,7 @@ from lake_assets.core.declaration import DayValues, SequenceFrom, SourceKind
 from lake_assets.core.partition_fields import Transform, partition_field
 from lake_assets.tpcds import raw_contract
 from lake_assets.core.snapshot_guard import SnapshotGuard
+from lake_assets.core.tables import table_set
 from lake_assets.tpcds.load import day_guard, iceberg_schema
 from lake_assets.tpcds.raw_duckdb import dsdgen_columns
 from lake_assets.declared.partitions import partition_key, partitions_def
@@ -32,6 +33,8 @@ def test_one_file_declares_each_star_table_and_the_loader_reads_it() -> None:
     for name, declared in star.items():
         assert (declared.group, declared.format.value, declared.history) == ("tpcds", "iceberg", False), name
         assert COLUMNS[name] == [(c.name, c.type) for c in declared.columns] and KEYS[name] == declared.keys, name
+        # one identity: the core would record its ledger entries and take its lease as the loader does
+        assert declared.table_name == table_set(declared).table.write_lock == ledger_name(name), name
     (fact_partition,) = (partition_field(p) for p in star["web_sales"].partition_by)
     assert (fact_partition.transform, fact_partition.column, fact_partition.width) == \
         (Transform.TRUNCATE, PARTITION_COLUMN, PARTITION_DAYS) == (Transform.TRUNCATE, raw_contract.DAY_FOLDER_COLUMN, 365)

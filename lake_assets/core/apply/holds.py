@@ -18,6 +18,6 @@ from lake_assets.resources.storage import LakeStorage
 def held_snapshots(declaration: TableDeclaration, storage: LakeStorage) -> list[Held]:
     """The table's objects waiting for `lake approve` (their ledger entry's `detail` says why),
     each with its snapshot (the parts of one DMS load are approved together)."""
-    latest = Ledger(storage).latest(declaration.name)
+    latest = Ledger(storage).latest(declaration.table_name)
     return [Held(latest[(f.key, f.etag)], snapshot_group(f.key)) for f in raw_files(declaration, storage)
             if latest.get((f.key, f.etag), {}).get("status") == HELD]

@@ -84,7 +84,7 @@ def newest_snapshots(declaration: TableDeclaration, files: list[RawFile],
 
 def applied_snapshots(declaration: TableDeclaration, storage: LakeStorage) -> dict[Any, list[RawFile]]:
     """`newest_snapshots` of the table as its raw zone and ledger hold them now."""
-    entries = Ledger(storage).entries(declaration.name).to_pylist()
+    entries = Ledger(storage).entries(declaration.table_name).to_pylist()
     latest = {(e["source_file"], e["source_etag"]): e for e in entries}
     return newest_snapshots(declaration, raw_files(declaration, storage), latest)
 

@@ -86,7 +86,7 @@ def restore_declared(storage: LakeStorage, declaration: TableDeclaration, versio
     tables = table_set(declaration)
     report = restore_delta(storage, tables.table, version)
     ledger = Ledger(storage)
-    history = ledger.entries(declaration.name)
+    history = ledger.entries(declaration.table_name)
     contains, ran = version_rules(open_table(storage, tables.table), history, version)
     changes = restore_ledger.ledger_changes(history, contains)
     until = restore_ledger.derived_until(history, ran) if changes else None

@@ -43,7 +43,7 @@ def restore_declared_iceberg(storage: LakeStorage, declaration: TableDeclaration
     assert after is not None  # it existed a moment ago; the write lease keeps it
     report = RestoreReport(tables.table.name, snapshot, before, snapshot, rows_before, iceberg.row_count(after))
     ledger = Ledger(storage)
-    history = ledger.entries(declaration.name)
+    history = ledger.entries(declaration.table_name)
     contains, ran = snapshot_rules(iceberg.ancestry(after, snapshot), log, history)
     changes = restore_ledger.ledger_changes(history, contains)
     until = restore_ledger.derived_until(history, ran) if changes else None

@@ -187,7 +187,7 @@ def apply_pending(declaration: TableDeclaration, storage: LakeStorage, spark: Sp
     if found is not None and before.version is not None:
         history.start_over(tables.history.uri(storage), open_table(storage, tables.history), found, run.keys,
                            run.columns, before.version, run.tracking)
-    entries = ledger.entries(declaration.name)
+    entries = ledger.entries(declaration.table_name)
     latest = {(e["source_file"], e["source_etag"]): e for e in entries.to_pylist()}
     todo = pending(declaration, raw_files(declaration, storage), latest, reapply, reload)
     if todo:
@@ -232,7 +232,7 @@ class _Snapshot:
 
 def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: dict) -> None:
     spark, storage, tables = run.spark, run.storage, run.tables
-    stage = Stage(storage, run.declaration.name, run.run_id)
+    stage = Stage(storage, run.declaration.table_name, run.run_id)
     applied_at = dt.datetime.now(dt.timezone.utc)
     try:
         parsed = stage.write("parsed", read_objects(spark, run.declaration, run.rules.dms, storage,
@@ -548,7 +548,7 @@ def _entries(run: _Run, planned: Plan, summaries: dict[int, dict], snapshots: li
         if entry.stamp is not None:
             sequence = entry.floor if entry.file.kind is SourceKind.SNAPSHOT else entry.stamp.base(entry.delivery)
         entries.append(LedgerEntry(
-            table_name=run.declaration.name, source_file=entry.file.key,
+            table_name=run.declaration.table_name, source_file=entry.file.key,
             source_etag=summary["_etag"] or entry.file.etag, source_size=summary["_size"] or entry.file.size,
             source_kind=LEDGER_KIND[entry.file.kind], status=status, rows_in_file=summary["_records"],
             rows_applied=0 if waiting or refusal else valid - superseded, rows_superseded=superseded,
@@ -580,13 +580,15 @@ def _finish_stopped(run: _Run, ledger: Ledger) -> None:
     """Finish every run of this table that committed and was stopped before its ledger write; clear
     the stages of runs that never committed (their objects are still pending)."""
     recorded = None
-    for stage in Stage.left_behind(run.storage, run.declaration.name):
+    # an Iceberg table's runs staged under its bare name (`orders`) before it had one name (`shop.orders`)
+    names = dict.fromkeys((run.declaration.table_name, run.declaration.name))
+    for stage in [stage for name in names for stage in Stage.left_behind(run.storage, name)]:
         manifest = stage.manifest()
         if manifest is None:
             stage.clear()
             continue
         if recorded is None:
-            recorded = set(ledger.entries(run.declaration.name)["run_id"].to_pylist())
+            recorded = set(ledger.entries(run.declaration.table_name)["run_id"].to_pylist())
         committed = None if manifest.run_id in recorded else _committed(run, manifest)
         if committed is not None:
             resolved = stage.read(run.spark, "resolved")

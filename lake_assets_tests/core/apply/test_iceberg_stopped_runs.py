@@ -54,7 +54,7 @@ def test_a_stopped_run_is_finished_once(storage: LakeStorage, spark: SparkSessio
     assert killed(storage, "declared", seam, str(path)) == KILLED
     stopped = iceberg.open_table(storage, tables.table).current_snapshot()
     assert stopped.parent_snapshot_id == first  # the killed run committed, once
-    assert [e["status"] for e in Ledger(storage).entries(declared.name).to_pylist()] == ["applied"]
+    assert [e["status"] for e in Ledger(storage).entries(declared.table_name).to_pylist()] == ["applied"]
     assert stopped_run_waits(storage, tables.table)  # maintenance leaves the table alone: its next snapshot is the run's
 
     report = apply_pending(declared, storage, spark, "run-3")
@@ -64,7 +64,7 @@ def test_a_stopped_run_is_finished_once(storage: LakeStorage, spark: SparkSessio
     assert found.current_snapshot().snapshot_id == stopped.snapshot_id
     rows = {r["k"]: r["v"] for r in found.scan().to_arrow().to_pylist()}
     assert rows == {1: "a2", 3: "c", 4: "d"}
-    entries = Ledger(storage).entries(declared.name).to_pylist()
+    entries = Ledger(storage).entries(declared.table_name).to_pylist()
     assert [(e["status"], e["rows_applied"], e["table_version"]) for e in entries] == [
         ("applied", 3, first), ("applied", 3, stopped.snapshot_id)]
     history = DeltaTable(tables.history.uri(storage), storage_options=storage.delta_storage_options())

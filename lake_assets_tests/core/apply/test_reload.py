@@ -65,7 +65,7 @@ def _lose(storage: LakeStorage, declaration: TableDeclaration, key: int) -> None
 
 
 def _reloadable(storage: LakeStorage, declaration: TableDeclaration) -> dict:
-    entries = Ledger(storage).entries(declaration.name).to_pylist()
+    entries = Ledger(storage).entries(declaration.table_name).to_pylist()
     latest = {(e["source_file"], e["source_etag"]): e for e in entries}
     return {value: sorted(f.key for f in files)
             for value, files in newest_snapshots(declaration, raw_files(declaration, storage), latest).items()}
@@ -97,7 +97,8 @@ def test_a_partition_loaded_again_repairs_it_and_keeps_newer_changes(storage: La
     (again,) = report.files
     assert (again.source_file, again.status, again.rows_applied, again.rows_superseded) == (first, "applied", 1, 2)
     assert _table(storage, table) == expected  # key 3 back; key 1's correction and key 2's delete kept
-    sequences = [e["source_sequence"] for e in Ledger(storage).entries(name).to_pylist() if e["source_file"] == first]
+    sequences = [e["source_sequence"] for e in Ledger(storage).entries(table.table_name).to_pylist()
+                 if e["source_file"] == first]
     assert len(sequences) == 2 and sequences[0] == sequences[1]  # applied again as of its own stamp
     assert history_matches_table(table, storage, spark).passed
 
