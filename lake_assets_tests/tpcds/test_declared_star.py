@@ -106,3 +106,38 @@ def test_the_star_declared_on_the_core_gives_the_star_tables(storage: LakeStorag
         assert items != first[TpcdsTable.ITEM] and (2,) in _keys(items, TpcdsTable.ITEM)
     finally:
         drop_namespace_tables(catalog, group)
+
+
+def test_the_core_takes_over_a_dimension_the_stars_loader_built(storage: LakeStorage, catalog: LakeCatalog,
+                                                                spark: SparkSession) -> None:
+    """The star's own `item` declaration (`tpcds.item`, its one name) applied by the core after the
+    star's loader built the table: the loader's ledger entry is the core's, so the export it applied
+    is not applied again; the next export is upserted by the core into the same table."""
+    from lake_assets.core.registry import star_declarations
+    from lake_assets.core.ledger import Ledger
+
+    con = generated(SCALE)
+    land_dimensions(storage, con)
+    item = star_declarations()[TpcdsTable.ITEM]
+    load_dimension(storage, spark, TpcdsTable.ITEM, "star-1")
+    loaded = _rows(catalog, ledger_name(TpcdsTable.ITEM), TpcdsTable.ITEM)
+    assert apply_pending(item, storage, spark, "core-1").files == []  # applied by the loader: not again
+
+    export = delimited(con, f"SELECT {', '.join(c for c, _ in COLUMNS[TpcdsTable.ITEM])} FROM ("
+                            "SELECT * REPLACE (i_current_price + 1 AS i_current_price) FROM item "
+                            "WHERE i_item_sk = 1 UNION ALL SELECT * FROM item WHERE i_item_sk > 2)")
+    storage.put_bytes(RAW.dimension_key(TpcdsTable.ITEM), export)
+    (entry,) = apply_pending(item, storage, spark, "core-2").files
+    assert entry.status == APPLIED and entry.rows_in_file == entry.rows_applied + entry.rows_superseded
+    items = _rows(catalog, ledger_name(TpcdsTable.ITEM), TpcdsTable.ITEM)
+    assert len(items) == len(loaded) and (2,) in _keys(items, TpcdsTable.ITEM)  # the star's upsert keeps item 2
+    assert items != loaded
+    # the core's audit columns added to the loader's table: the loader's rows read NULL, the core's its own
+    audit = ["_operation", "_source_file", "_source_line", "_applied_at", "_sequence"]
+    rows = catalog.pyiceberg().load_table(ledger_name(TpcdsTable.ITEM)).scan(
+        selected_fields=("i_item_sk", *audit)).to_arrow().to_pylist()
+    changed = {r["i_item_sk"] for r in rows if r["_sequence"] is not None}
+    assert 1 in changed and 2 not in changed and all(r["_source_file"] == RAW.dimension_key(TpcdsTable.ITEM)
+                                                   for r in rows if r["i_item_sk"] in changed)
+    assert [e["run_id"] for e in Ledger(storage).entries(ledger_name(TpcdsTable.ITEM)).to_pylist()] == \
+        ["star-1", "core-2"]

@@ -75,9 +75,14 @@ class IcebergCurated:
         return {f.name for f in self.found.schema().fields} if self.found is not None else set()
 
     def read(self, spark: SparkSession) -> DataFrame | None:
+        """The found snapshot's rows, with every column of the table now: a snapshot is read with
+        the schema it was written with, so the columns added since (`add_columns`) read as NULL."""
         if self.version is None:
             return None
-        return spark.read.option("snapshot-id", str(self.version)).table(self.table.engine_name)
+        found = spark.read.option("snapshot-id", str(self.version)).table(self.table.engine_name)
+        added = {name: F.lit(None).cast(kind) for name, kind in self._types().items()
+                 if name in self.column_names and name not in found.columns}
+        return found.withColumns(added) if added else found
 
     def add_columns(self, columns: list[tuple[str, str]], descriptions: dict[str, str]) -> bool:
         if self.found is None:
@@ -151,7 +156,7 @@ class IcebergCurated:
         client = self.storage.catalog().pyiceberg()
         namespace, _ = self.table.identifier
         client.create_namespace_if_not_exists(namespace)
-        types = {c.name: c.type for c in self.declaration.columns} | {k: v.upper() for k, v in AUDIT_TYPES.items()}
+        types = self._types()
         descriptions = {c.name: c.description for c in self.declaration.columns}
         schema = Schema(*(NestedField(i + 1, name, iceberg_type(types[name]), required=False,
                                       doc=descriptions.get(name) or None)
@@ -159,6 +164,10 @@ class IcebergCurated:
         self.found = client.create_table_if_not_exists(self.table.identifier, schema=schema,
                                                        partition_spec=self._spec(schema),
                                                        properties=PROPERTIES)
+
+    def _types(self) -> dict[str, str]:
+        """Each column's Spark SQL type: the declared ones and the audit columns."""
+        return {c.name: c.type for c in self.declaration.columns} | {k: v.upper() for k, v in AUDIT_TYPES.items()}
 
     def _spec(self, schema):
         from pyiceberg.partitioning import PartitionField, PartitionSpec

@@ -37,11 +37,12 @@ from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending,
     refused_by_older_contract
 from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
     output_schema, reader, spark_schema
-from lake_assets.core.apply.resolve import PRESENT, ROLE, PublishedSnapshot, Role, closing, deletes, in_commit, \
+from lake_assets.core.apply.resolve import AUDIT_TYPES, PRESENT, ROLE, PublishedSnapshot, Role, closing, deletes, in_commit, \
     recorded_changes, resolve, table_columns
 from lake_assets.core.apply.stage import Manifest, Stage
 from lake_assets.core.apply.validate import OPERATION, TRUNCATE
 from lake_assets.core.change_feed import FeedReport
+from lake_assets.core.column_descriptions import AUDIT_DESCRIPTIONS
 from lake_assets.core.declaration import RefusalReason, SourceKind, TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.formats.delta import file_ranges, open_table
@@ -609,12 +610,18 @@ def _committed(run: _Run, manifest: Manifest) -> int | None:
 # --- contract evolution ------------------------------------------------------------------------
 
 def _evolve(run: _Run, table: Curated) -> None:
-    """Add the columns of contract versions declared since the table was written, as one
-    schema change. Rows written before read the new columns as NULL."""
+    """Add the columns of contract versions declared since the table was written, and the audit
+    columns a table another loader wrote lacks (the TPC-DS star's), as one schema change. Rows
+    written before read the new columns as NULL: a NULL `_sequence` is older than every change."""
     if table.version is None:
         return
     written = set(run.declaration.written)  # `except_columns` are never added
-    added = [c for c in run.declaration.contract.columns if c.name in written and c.name not in table.column_names]
-    if table.add_columns([(c.name, c.type) for c in added], {c.name: c.description for c in added}):
-        run.report.commits.append(Commit(table.version, f"add columns ({', '.join(c.name for c in added)}) "
-                                         f"for contract v{run.declaration.contract.version}", 0, 0, 0, table.rows))
+    added = [(c.name, c.type) for c in run.declaration.contract.columns
+             if c.name in written and c.name not in table.column_names]
+    audit = [(name, kind.upper()) for name, kind in AUDIT_TYPES.items() if name not in table.column_names]
+    described = {c.name: c.description for c in run.declaration.columns} | AUDIT_DESCRIPTIONS
+    if table.add_columns([*added, *audit], described):
+        why = [*([f"for contract v{run.declaration.contract.version}"] if added else []),
+               *(["the audit columns"] if audit else [])]
+        run.report.commits.append(Commit(table.version, f"add columns ({', '.join(n for n, _ in [*added, *audit])}) "
+                                         f"{' and '.join(why)}", 0, 0, 0, table.rows))
