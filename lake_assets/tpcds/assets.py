@@ -22,6 +22,7 @@ from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
 from lake_assets.core.tables import TPCDS_QUARANTINE
+from lake_assets.declared.assets import column_schema
 from lake_assets.declared.partitions import days_def
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.rules import LakeRules
@@ -43,6 +44,7 @@ from lake_assets.tpcds.layout import fact_layout
 from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import (
     CALENDAR,
+    DECLARATIONS,
     DIMENSIONS,
     PARTITION_COLUMN,
     PARTITION_DAYS,
@@ -136,7 +138,10 @@ def load_metadata(report: LoadReport) -> dict:
 
 
 def _schema(name: str) -> dg.TableSchema:
-    """The table's columns, typed and described as its declaration (lake_assets/tables/tpcds/) says."""
+    """The table's columns, typed and described as its declaration (lake_assets/tables/tpcds/) says
+    (a dimension's as the change core writes it: with the audit columns)."""
+    if name != TpcdsTable.WEB_SALES:
+        return column_schema(DECLARATIONS[name])
     described = column_descriptions(ledger_name(name))
     return dg.TableSchema(columns=[dg.TableColumn(c, t.lower(), description=described.get(c))
                                    for c, t in table_columns(name)])
@@ -153,7 +158,7 @@ def _dimension_asset(name: str) -> dg.AssetsDefinition:
              engine: SparkEngine) -> dg.MaterializeResult:
         with _writing(context, storage, ledger_name(name)) as running:
             if name in pending_dimensions(running, Ledger(running), config.reapply):
-                report = load_dimension(running, engine.session(running), name, context.run.run_id)
+                report = load_dimension(running, engine.session(running), name, context.run.run_id, config.reapply)
             else:
                 context.log.info(f"{ledger_name(name)}: no new snapshot pending")
                 report = _nothing(running, name)

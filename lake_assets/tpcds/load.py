@@ -60,15 +60,16 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
+from lake_assets.core.apply.plan import pending as pending_files, raw_files
+from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.column_descriptions import column_descriptions
-from lake_assets.core.cdc import OPERATION, merge_sql
+from lake_assets.core.cdc import OPERATION
 from lake_assets.core.formats import iceberg
 from lake_assets.core.frames import union_all
 from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED, Ledger, LedgerEntry
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
-from lake_assets.core.raw_zone import RawObject, list_raw, pending
+from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
 from lake_assets.resources.storage import LakeStorage
@@ -516,65 +517,25 @@ def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
 # --- dimensions ------------------------------------------------------------------
 
 def pending_dimensions(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[str]:
-    """Dimensions whose snapshot object is new (with `reapply`, also one `lake restore` reverted)."""
+    """Dimensions with an export the change core would apply (with `reapply`, also one `lake restore`
+    reverted)."""
     names: list[str] = []
     for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM):
-        objects = list_raw(storage, RAW.dimension_key(name))
-        if pending([o for o in objects if o.key == RAW.dimension_key(name)], ledger.settled(ledger_name(name), reapply)):
+        declared = DECLARATIONS[name]
+        if pending_files(declared, raw_files(declared, storage), ledger.latest(declared.table_name), reapply):
             names.append(name)
     return names
 
 
-def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id: str) -> LoadReport:
-    """Upsert the dimension's snapshot object on its surrogate key (one MERGE)."""
-    started = time.perf_counter()
-    ledger_table = ledger_name(name)
-    ensure_table(storage, name)
-    report = start_report(storage, ledger_table)
-    key = RAW.dimension_key(name)
-    objects = [o for o in list_raw(storage, key) if o.key == key]
-    if not objects:
-        return finish_report(storage, report, started)
-    obj = objects[0]
-    columns = [c for c, _ in COLUMNS[name]]
-
-    def parsed_lines(number: bool = False) -> DataFrame:
-        lines = spark.read.text(storage.uri(key)).withColumn(SOURCE, F.lit(key))
-        return parse(numbered(lines) if number else lines, COLUMNS[name], KEYS[name])
-
-    at = dt.datetime.now(dt.timezone.utc)
-    if report.rows_before == 0:  # the first snapshot: appended when no key is listed twice (the usual case)
-        with report.step("survey"):
-            counts, duplicated, _ = survey(parsed_lines(), keys=KEYS[name])
-        in_file, valid = counts.get(key, (0, 0))
-        if not duplicated:
-            with report.step("quarantine"):
-                if valid < in_file:  # only an object with rejects is read again, with line numbers
-                    quarantine_rejected(storage, parsed_lines(number=True), {key: obj}, run_id, at)
-            with report.step("commit"):
-                if valid:
-                    valid_rows(parsed_lines()).select(*columns).writeTo(engine_name(name)).append()
-            return _record_dimension(storage, report, obj, (in_file, valid, 0), run_id, at, started)
-    with staged_parse(storage, spark, parsed_lines(number=True), run_id) as staged:
-        quarantine_rejected(storage, staged, {key: obj}, run_id, at)
-        latest = Window.partitionBy(*KEYS[name]).orderBy(F.col(LINE).desc())
-        winners = (staged.where(F.col(REASON).isNull())
-                   .withColumn("_rank", F.row_number().over(latest)).where("_rank = 1").select(*columns))
-        view = f"lake_tpcds_{name}_batch"
-        winners.createOrReplaceTempView(view)
-        spark.sql(merge_sql(engine_name(name), view, KEYS[name], columns, operation=None)).collect()
-        in_file, valid, _ = counts_per_source(staged).get(key, (0, 0, 0))
-        applied = int(winners.count())
-    return _record_dimension(storage, report, obj, (in_file, valid, valid - applied), run_id, at, started)
-
-
-def _record_dimension(storage: LakeStorage, report: LoadReport, obj: RawObject, counts: tuple[int, int, int],
-                      run_id: str, at: dt.datetime, started: float) -> LoadReport:
-    """The dimension's ledger entry (lines, valid lines, superseded), recorded last."""
-    snapshot = iceberg.current_snapshot_id(iceberg.open_table(storage, table(report.table)))
-    report.files = [ledger_entry(report.table, obj, SNAPSHOT, counts, snapshot, run_id, at)]
-    Ledger(storage).record(report.files)
-    return finish_report(storage, report, started)
+def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id: str,
+                   reapply: bool = False) -> LoadReport:
+    """Apply the dimension's pending exports with the change core, as its declaration says
+    (`lake_assets/tables/tpcds/<name>.yaml`): each export upserted on the surrogate key in the order
+    the exports arrive (a key an export no longer holds is kept), its bad lines quarantined in
+    `<name>_quarantine` with their reasons, the ledger written last."""
+    applied = apply_pending(DECLARATIONS[name], storage, spark, run_id, reapply=reapply)
+    return LoadReport(ledger_name(name), applied.version_before, applied.rows_before, applied.version_after,
+                      applied.rows_after, applied.files, applied.duration_seconds)
 
 
 # --- shared steps ----------------------------------------------------------------

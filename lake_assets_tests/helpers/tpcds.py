@@ -93,7 +93,8 @@ def _select(table: str) -> str:
 
 
 def load_star(storage: LakeStorage, spark) -> None:  # a SparkSession
-    """Load the raw star into the catalog's `tpcds.*` Iceberg tables with the engine-side loader."""
+    """Load the raw star into the catalog's `tpcds.*` Iceberg tables: every day with the star's loader,
+    every dimension's pending export with the change core."""
     from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days
 
     load_fact_days(storage, spark, list(fact_objects(storage)), "test-load")

@@ -11,6 +11,7 @@ from collections import Counter
 from pyspark.sql import SparkSession
 
 from lake_assets.core.apply.run import apply_pending
+from lake_assets.core.registry import star_declarations
 from lake_assets.core.ledger import APPLIED
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
@@ -110,23 +111,39 @@ def test_the_star_declared_on_the_core_gives_the_star_tables(storage: LakeStorag
 
 def test_the_core_takes_over_a_dimension_the_stars_loader_built(storage: LakeStorage, catalog: LakeCatalog,
                                                                 spark: SparkSession) -> None:
-    """The star's own `item` declaration (`tpcds.item`, its one name) applied by the core after the
-    star's loader built the table: the loader's ledger entry is the core's, so the export it applied
-    is not applied again; the next export is upserted by the core into the same table."""
-    from lake_assets.core.registry import star_declarations
-    from lake_assets.core.ledger import Ledger
+    """A lake whose `item` the star's own loader built, before the dimensions moved to the change core:
+    the loader's table (the TPC-DS columns, no audit columns), its rows and its ledger entry under
+    `tpcds.item`. The core applies nothing again; the next export is upserted into the same table,
+    which gains the audit columns (the loader's rows read them NULL: older than any change)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from lake_assets.core.ledger import Ledger, LedgerEntry
+    from lake_assets.tpcds.load import ensure_table
 
     con = generated(SCALE)
     land_dimensions(storage, con)
-    item = star_declarations()[TpcdsTable.ITEM]
-    load_dimension(storage, spark, TpcdsTable.ITEM, "star-1")
+    key = RAW.dimension_key(TpcdsTable.ITEM)
+    ensure_table(storage, TpcdsTable.ITEM)  # as the loader created it
+    built = catalog.pyiceberg().load_table(ledger_name(TpcdsTable.ITEM))
+    names = [c for c, _ in COLUMNS[TpcdsTable.ITEM]]
+    selected = ", ".join(f"nullif({c}, '')" if t == "STRING" else c for c, t in COLUMNS[TpcdsTable.ITEM])
+    dsdgen = con.sql(f"SELECT {selected} FROM item").fetch_arrow_table()  # an empty text is NULL, as loaded
+    built.append(pa.Table.from_arrays(dsdgen.columns, names=names).cast(built.schema().as_arrow()))
+    [landed] = storage.list_objects(key)
+    Ledger(storage).record([LedgerEntry(
+        ledger_name(TpcdsTable.ITEM), key, landed["ETag"].strip('"'), landed["Size"], "fullload", APPLIED,
+        dsdgen.num_rows, dsdgen.num_rows, 0, 0, built.refresh().current_snapshot().snapshot_id, "star-loader",
+        dt.datetime.now(dt.timezone.utc))])
     loaded = _rows(catalog, ledger_name(TpcdsTable.ITEM), TpcdsTable.ITEM)
+    item = star_declarations()[TpcdsTable.ITEM]
     assert apply_pending(item, storage, spark, "core-1").files == []  # applied by the loader: not again
 
-    export = delimited(con, f"SELECT {', '.join(c for c, _ in COLUMNS[TpcdsTable.ITEM])} FROM ("
+    export = delimited(con, f"SELECT {', '.join(names)} FROM ("
                             "SELECT * REPLACE (i_current_price + 1 AS i_current_price) FROM item "
                             "WHERE i_item_sk = 1 UNION ALL SELECT * FROM item WHERE i_item_sk > 2)")
-    storage.put_bytes(RAW.dimension_key(TpcdsTable.ITEM), export)
+    storage.put_bytes(key, export)
     (entry,) = apply_pending(item, storage, spark, "core-2").files
     assert entry.status == APPLIED and entry.rows_in_file == entry.rows_applied + entry.rows_superseded
     items = _rows(catalog, ledger_name(TpcdsTable.ITEM), TpcdsTable.ITEM)
@@ -137,7 +154,6 @@ def test_the_core_takes_over_a_dimension_the_stars_loader_built(storage: LakeSto
     rows = catalog.pyiceberg().load_table(ledger_name(TpcdsTable.ITEM)).scan(
         selected_fields=("i_item_sk", *audit)).to_arrow().to_pylist()
     changed = {r["i_item_sk"] for r in rows if r["_sequence"] is not None}
-    assert 1 in changed and 2 not in changed and all(r["_source_file"] == RAW.dimension_key(TpcdsTable.ITEM)
-                                                   for r in rows if r["i_item_sk"] in changed)
+    assert 1 in changed and 2 not in changed and all(r["_source_file"] == key for r in rows if r["i_item_sk"] in changed)
     assert [e["run_id"] for e in Ledger(storage).entries(ledger_name(TpcdsTable.ITEM)).to_pylist()] == \
-        ["star-1", "core-2"]
+        ["star-loader", "core-2"]

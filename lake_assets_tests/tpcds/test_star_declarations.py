@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from lake_assets.core import registry
-from lake_assets.core.column_descriptions import column_descriptions
+from lake_assets.core.column_descriptions import AUDIT_DESCRIPTIONS, STAR_FACT_DESCRIPTIONS, column_descriptions
 from lake_assets.core.declaration import DayValues, SequenceFrom, SourceKind
 from lake_assets.core.partition_fields import Transform, partition_field
 from lake_assets.tpcds import raw_contract
@@ -95,5 +95,7 @@ def test_every_star_column_is_described_where_users_read_the_table() -> None:
         assert all(c.description and described[c.name] == c.description for c in declared.columns), name
         docs = {f.name: f.doc for f in iceberg_schema(name).fields}
         assert all(docs[c.name] == c.description for c in declared.columns), name
-    assert column_descriptions("tpcds.web_sales")["_sequence"] and "_sequence" not in column_descriptions("tpcds.item")
+    # web_sales' `_sequence` is its loader's; a dimension's audit columns are the change core's, which applies it
+    assert column_descriptions("tpcds.web_sales")["_sequence"] == STAR_FACT_DESCRIPTIONS["_sequence"]
+    assert {k: column_descriptions("tpcds.item")[k] for k in AUDIT_DESCRIPTIONS} == AUDIT_DESCRIPTIONS
     assert column_descriptions("tpcds.report_q12") == {}
