@@ -150,8 +150,9 @@ def _schema(name: str) -> dg.TableSchema:
 def _dimension_asset(name: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=asset_key(name), group_name=GROUP, owners=OWNERS, deps=[RAW_TPCDS_KEY], kinds={"iceberg", "spark", "s3"},
-        description=f"Iceberg table `{ledger_name(name)}`: the raw snapshot {RAW.dimension_key(name)} upserted "
-                    "(MERGE) on its surrogate key, when a new snapshot is pending.",
+        description=f"Iceberg table `{ledger_name(name)}`: each export {RAW.dimension_key(name)} upserted on its "
+                    f"surrogate key in arrival order by the change core, as lake_assets/tables/tpcds/{name}.yaml "
+                    f"declares; rejected lines in `{name}_quarantine`.",
         metadata={"dagster/column_schema": _schema(name), "dagster/table_name": ledger_name(name)},
     )
     def load(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,

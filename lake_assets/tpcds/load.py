@@ -40,10 +40,9 @@ The Dagster process lists objects and receives per-object counts; it never holds
   others. An object the engine cannot read as text fails the survey's read: it is found
   and refused whole (`bad_encoding`, tpcds/encoding.py), and the survey is done again
   without it.
-- Dimensions: one snapshot object per table, upserted with one `MERGE INTO` on the
-  surrogate key (the last line of a key wins; earlier ones count as superseded). Into an
-  empty table it is appended instead, when the survey finds no key listed twice: no line
-  numbers, no staged copy, no window (rejects are read again with line numbers, as above).
+- Dimensions: applied by the change core (core/apply/) on their declaration files
+  (`lake_assets/tables/tpcds/<table>.yaml`): each export upserted on the surrogate key in the
+  order the exports arrive, its rejects in `<table>_quarantine`.
 
 Every step is idempotent (quarantine inserts only absent rows, the commits converge), and the
 ledger is written last, so a failed run leaves objects pending and a rerun converges (an
@@ -108,7 +107,8 @@ from lake_assets.tpcds.schema import (
 from lake_assets.tpcds.sequencing import SNAPSHOT_ROW, object_sequences, with_row_sequences
 
 STAGING = "staging/tpcds/"
-DAILY, SNAPSHOT, CDC = "daily", "snapshot", "cdc"
+#: The source kinds the star's loader records in the ledger: a day object, a correction file.
+DAILY, CDC = "daily", "cdc"
 #: The columns of a web_sales row in the table: the raw ones, then `_sequence`.
 TABLE_COLUMNS = [c for c, _ in table_columns(TpcdsTable.WEB_SALES)]
 RAW_COLUMNS = [c for c, _ in COLUMNS[TpcdsTable.WEB_SALES]]
@@ -417,14 +417,13 @@ def _parse_facts(lines: DataFrame) -> DataFrame:
 
 
 def survey(parsed: DataFrame, table_keys: DataFrame | None = None,
-           keys: tuple[str, ...] = KEYS[TpcdsTable.WEB_SALES],
            counted: str | None = None) -> tuple[dict[str, tuple[int, int]], bool, bool]:
-    """(lines, valid lines) per SOURCE; whether any key (`keys`) has more than one valid line
+    """(lines, valid lines) per SOURCE; whether any web_sales key has more than one valid line
     in `parsed` (one object or several); and whether a valid line's key is in `table_keys` (a
     frame with the key columns, e.g. the table; None: not asked). ONE aggregate over the
     parse (grouping sets), nothing staged; the Dagster process receives one row per object.
     `counted`: a boolean column of `parsed` counted per SOURCE in place of its valid lines."""
-    spark = parsed.sparkSession
+    spark, keys = parsed.sparkSession, KEYS[TpcdsTable.WEB_SALES]
     parsed.createOrReplaceTempView("lake_tpcds_survey")
     source = "lake_tpcds_survey"
     if table_keys is not None:
