@@ -102,6 +102,8 @@ TPCDS_CUSTOMER = _tpcds("customer", "TPC-DS customer dimension (upserted on c_cu
 TPCDS_ITEM = _tpcds("item", "TPC-DS item dimension (upserted on i_item_sk)")
 #: The star: the tables the raw objects load (the fact first).
 TPCDS_STAR = (TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM)
+#: The star's tables the change core applies on their declaration files (web_sales: the star's loader).
+TPCDS_ON_CORE = (TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM)
 #: Delta, like insurance_quarantine: one quarantine schema and writer for every domain
 #: (core/quarantine.py), readable by delta-rs in checks without the engine or the catalog.
 TPCDS_QUARANTINE = LakeTable("tpcds_quarantine", "curated/tpcds_quarantine",
@@ -180,10 +182,12 @@ class _Registry(Mapping[str, LakeTable]):
 
 
 def _tables() -> dict[str, LakeTable]:
-    from lake_assets.core.registry import declarations  # the declarations read this module's types
+    from lake_assets.core.registry import declarations, star_declarations  # they read this module's types
 
     declared = {t.name: t for d in declarations() for t in table_set(d).kept(d)}
-    return {**declared, **OWN_TABLES}
+    star = [star_declarations()[t.identifier[1]] for t in TPCDS_ON_CORE]
+    beside = {t.name: t for d in star for t in table_set(d).kept(d) if t.name not in OWN_TABLES}  # item_quarantine
+    return {**declared, **beside, **OWN_TABLES}
 
 
 TABLES: Mapping[str, LakeTable] = _Registry()

@@ -8,10 +8,12 @@ reader that is neither loader's engine); DuckDB's dsdgen is the oracle of the fi
 import uuid
 from collections import Counter
 
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.registry import star_declarations
+from lake_assets.core.tables import table
 from lake_assets.core.ledger import APPLIED
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
@@ -143,9 +145,14 @@ def test_the_core_takes_over_a_dimension_the_stars_loader_built(storage: LakeSto
     export = delimited(con, f"SELECT {', '.join(names)} FROM ("
                             "SELECT * REPLACE (i_current_price + 1 AS i_current_price) FROM item "
                             "WHERE i_item_sk = 1 UNION ALL SELECT * FROM item WHERE i_item_sk > 2)")
-    storage.put_bytes(key, export)
+    storage.put_bytes(key, export + b"not-a-key|x|\n")
     (entry,) = apply_pending(item, storage, spark, "core-2").files
-    assert entry.status == APPLIED and entry.rows_in_file == entry.rows_applied + entry.rows_superseded
+    assert entry.status == APPLIED and entry.rows_quarantined == 1
+    assert entry.rows_in_file == entry.rows_applied + entry.rows_superseded + entry.rows_quarantined
+    # the bad line in the dimension's own quarantine, a lake table (`lake query "... FROM item_quarantine"`)
+    quarantine = table("item_quarantine")
+    rejected = DeltaTable(quarantine.uri(storage), storage_options=storage.delta_storage_options()).to_pyarrow_table()
+    assert [(r["source_file"], r["raw_text"]) for r in rejected.to_pylist()] == [(key, "not-a-key|x|")]
     items = _rows(catalog, ledger_name(TpcdsTable.ITEM), TpcdsTable.ITEM)
     assert len(items) == len(loaded) and (2,) in _keys(items, TpcdsTable.ITEM)  # the star's upsert keeps item 2
     assert items != loaded
