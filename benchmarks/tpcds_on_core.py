@@ -6,7 +6,9 @@ What moving the TPC-DS tables onto the core (issues 29 and 30) would cost, measu
 objects: on a private lake (temporary LAKE_HOME, its embedded S3 server and Sail), `lake tpcds
 generate`'s code lands the star's raw objects at `--scale`; the star's loader
 (`tpcds/load.py`) loads each dimension's snapshot and every web_sales day object, as `lake run`
-does (the baseline, in the same run). Then each table's own declaration file
+does (the baseline, in the same run; the dimensions' baseline is the change core itself since
+the star's dimensions moved onto it: the two columns are the same code, in two namespaces).
+Then each table's own declaration file
 (`lake_assets/tables/tpcds/<table>.yaml`, in a namespace of the run's; `|`, `.dat`, no header,
 `trim: false` on text; no SCD2 history, which the star does not keep, unless `--history`), and
 `apply_pending` of the change core applies each, reading the star's raw objects where the generator lands them: each dimension's export as a file of upserts ordered
