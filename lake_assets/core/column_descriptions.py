@@ -51,9 +51,10 @@ def column_descriptions(table_name: str) -> dict[str, str]:
     from lake_assets.core.registry import declarations, star_declarations
 
     namespace, _, star_table = table_name.partition(".")
-    if namespace == "tpcds" and star_table in star_declarations():  # the star's own: the fact loaded by tpcds/,
+    if namespace == "tpcds" and star_table in star_declarations():  # the star's own
         described = {c.name: c.description for c in star_declarations()[star_table].columns if c.description}
-        return described | (STAR_FACT_DESCRIPTIONS if star_table == "web_sales" else AUDIT_DESCRIPTIONS)  # dims by the core
+        # web_sales carries its loader's `_sequence` (tpcds/); a dimension the change core's audit columns
+        return described | (STAR_FACT_DESCRIPTIONS if star_table == "web_sales" else AUDIT_DESCRIPTIONS)
     for declaration in declarations():
         described = {c.name: c.description for c in declaration.columns if c.description}
         added = {f"{declaration.name}_changes": FEED_COLUMNS, f"{declaration.name}_history": HISTORY_COLUMNS}
