@@ -90,6 +90,7 @@ from lake_assets.tpcds.raw_contract import day_folder_value
 from lake_assets.tpcds.schema import (
     COLUMNS,
     DECLARATIONS,
+    DIMENSIONS,
     KEYS,
     NAMESPACE,
     NULL_PARTITION,
@@ -517,13 +518,11 @@ def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
 
 def pending_dimensions(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[str]:
     """Dimensions with an export the change core would apply (with `reapply`, also one `lake restore`
-    reverted)."""
-    names: list[str] = []
-    for name in (TpcdsTable.DATE_DIM, TpcdsTable.TIME_DIM, TpcdsTable.CUSTOMER, TpcdsTable.ITEM):
-        declared = DECLARATIONS[name]
-        if pending_files(declared, raw_files(declared, storage), ledger.latest(declared.table_name), reapply):
-            names.append(name)
-    return names
+    reverted), from one read of the ledger."""
+    latest = ledger.latest_by_table()
+    return [name for name in DIMENSIONS
+            if pending_files(DECLARATIONS[name], raw_files(DECLARATIONS[name], storage),
+                             latest.get(DECLARATIONS[name].table_name, {}), reapply)]
 
 
 def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id: str,
