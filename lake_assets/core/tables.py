@@ -102,12 +102,14 @@ TPCDS_CUSTOMER = _tpcds("customer", "TPC-DS customer dimension (upserted on c_cu
 TPCDS_ITEM = _tpcds("item", "TPC-DS item dimension (upserted on i_item_sk)")
 #: The star: the tables the raw objects load (the fact first).
 TPCDS_STAR = (TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM)
-#: The star's tables the change core applies on their declaration files (web_sales: the star's loader).
+#: The star's tables the change core applies on their declaration files (web_sales: the star's loader,
+#: whose rejects go to the core's `web_sales_quarantine` as every declared table's do).
 TPCDS_ON_CORE = (TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM)
-#: Delta, like insurance_quarantine: one quarantine schema and writer for every domain
-#: (core/quarantine.py), readable by delta-rs in checks without the engine or the catalog.
+#: The star's one quarantine before each of its tables had its own (`<table>_quarantine`): earlier
+#: releases' rejects, kept and read (checks, the quarantine asset), never written again.
 TPCDS_QUARANTINE = LakeTable("tpcds_quarantine", "curated/tpcds_quarantine",
-                             "raw TPC-DS rows that could not be applied, with the reason", domain=Domain.TPCDS,
+                             "raw TPC-DS rows earlier releases could not apply, with the reason (since then each "
+                             "table's own <table>_quarantine)", domain=Domain.TPCDS,
                              derived_from=tuple(t.name for t in TPCDS_STAR))
 #: Delta too, beside the quarantine: a small table upserted per key, read whole by every load.
 TPCDS_TOMBSTONES = LakeTable("tpcds_tombstones", "curated/tpcds_tombstones",
@@ -187,7 +189,8 @@ def _tables() -> dict[str, LakeTable]:
     declared = {t.name: t for d in declarations() for t in table_set(d).kept(d)}
     star = [star_declarations()[t.identifier[1]] for t in TPCDS_ON_CORE]
     beside = {t.name: t for d in star for t in table_set(d).kept(d) if t.name not in OWN_TABLES}  # item_quarantine
-    return {**declared, **beside, **OWN_TABLES}
+    fact = table_set(star_declarations()[TPCDS_WEB_SALES.identifier[1]]).quarantine  # web_sales_quarantine
+    return {**declared, **beside, fact.name: fact, **OWN_TABLES}
 
 
 TABLES: Mapping[str, LakeTable] = _Registry()

@@ -27,7 +27,7 @@ hold no rows and whose keys are nowhere in the table (an empty table, or new day
 not seen before) are appended instead (no MERGE, no staging: nothing to update or delete),
 filtered by the tombstones only if one is newer than the oldest object of the run.
 
-Tombstones are a Delta table beside `tpcds_quarantine` (path-addressed, written by the
+Tombstones are a Delta table beside `web_sales_quarantine` (path-addressed, written by the
 engine and read whole by every load, small: one row per deleted key), not an Iceberg
 table in the catalog: they are bookkeeping, not something BI should see, and are never
 pruned (a day can be backfilled from its raw object any time). Each names the Iceberg

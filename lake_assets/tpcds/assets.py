@@ -12,6 +12,7 @@ reverted day out of the range it re-loads.
 import contextlib
 import datetime as dt
 import hashlib
+from collections import Counter
 from collections.abc import Iterator
 
 import dagster as dg
@@ -21,7 +22,6 @@ from lake_assets.core.column_descriptions import column_descriptions
 from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.tables import TPCDS_QUARANTINE
 from lake_assets.declared.assets import column_schema
 from lake_assets.declared.partitions import days_def
 from lake_assets.resources.engine import SparkEngine
@@ -43,6 +43,7 @@ from lake_assets.tpcds.load import (
 from lake_assets.tpcds.layout import fact_layout
 from lake_assets.tpcds.pending import reverted_days
 from lake_assets.tpcds.schema import (
+    ALL_QUARANTINES,
     CALENDAR,
     DECLARATIONS,
     DIMENSIONS,
@@ -198,7 +199,8 @@ def days_of(window: dg.TimeWindow) -> list[dt.date]:
                 "each day's raw object is a snapshot of its day as of its sequence (one commit per run, any range of days: an "
                 "append of new keys into days that hold no rows, else one merge-on-read MERGE, or one "
                 "overwrite when the changes are a quarter of the rows): newer corrections survive a "
-                "re-load. Rows without a sold date land too, whenever their object is pending.",
+                "re-load. Rows without a sold date land too, whenever their object is pending. Rejected "
+                "lines in `web_sales_quarantine`.",
     metadata={"dagster/column_schema": _schema(TpcdsTable.WEB_SALES), "dagster/table_name": "tpcds.web_sales"},
 )
 def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
@@ -235,7 +237,8 @@ def web_sales(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storag
                 "ws_order_number) in one commit (a merge-on-read MERGE: position deletes and the new rows, no "
                 "data file rewritten; or one overwrite when they are a quarter of the rows): I/U upsert, D delete "
                 "(tombstoned); per key the newest change by sequence wins if "
-                "it is at least as new as the row and its tombstone, older ones are superseded.",
+                "it is at least as new as the row and its tombstone, older ones are superseded. Rejected lines "
+                "in `web_sales_quarantine`.",
 )
 def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadConfig, storage: StorageResource,
                           engine: SparkEngine) -> dg.MaterializeResult:
@@ -250,25 +253,31 @@ def web_sales_corrections(context: dg.AssetExecutionContext, config: TpcdsLoadCo
 @dg.asset(
     key=QUARANTINE_KEY, group_name=GROUP, owners=OWNERS, deps=[*DIMENSION_KEYS, WEB_SALES_KEY, CORRECTIONS_KEY],
     kinds={"delta", "s3"},
-    description="Every raw TPC-DS line that could not be applied: source object, ETag, line, reason, detail, "
-                "raw text. Written by the loaders (shared core/quarantine.py); this asset reports its counts.",
+    description="Every raw TPC-DS line that could not be applied, in its table's own quarantine "
+                f"({', '.join(f'`{q.name}`' for q in ALL_QUARANTINES[:-1])}: source object, ETag, line, reason, "
+                "detail, raw text), or in `tpcds_quarantine`, where earlier releases put every table's. Written by "
+                "the loads; this asset reports their counts per table and reason.",
 )
 def tpcds_quarantine(storage: StorageResource) -> dg.MaterializeResult:
     with storage.running() as running:
         counts = quarantine_counts(running)
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": sum(counts.values()),
-        "by_reason": dg.MetadataValue.json(counts),
-        "table_uri": TPCDS_QUARANTINE.uri(running),
+        "dagster/row_count": sum(n for by_reason in counts.values() for n in by_reason.values()),
+        "by_reason": dg.MetadataValue.json(dict(sum((Counter(by_reason) for by_reason in counts.values()),
+                                                    Counter()))),
+        "by_table": dg.MetadataValue.json(counts),
     })
 
 
-def quarantine_counts(storage: LakeStorage) -> dict[str, int]:
-    delta: DeltaTable | None = open_delta(storage, TPCDS_QUARANTINE)
-    if delta is None:
-        return {}
-    rows = delta.to_pyarrow_table(columns=["reason"]).group_by("reason").aggregate([("reason", "count")])
-    return dict(zip(rows["reason"].to_pylist(), rows["reason_count"].to_pylist()))
+def quarantine_counts(storage: LakeStorage) -> dict[str, dict[str, int]]:
+    """The rows of each of the star's quarantines that exist, per reason (by table name)."""
+    counts = {}
+    for quarantine in ALL_QUARANTINES:
+        delta: DeltaTable | None = open_delta(storage, quarantine)
+        if delta is not None:
+            rows = delta.to_pyarrow_table(columns=["reason"]).group_by("reason").aggregate([("reason", "count")])
+            counts[quarantine.name] = dict(zip(rows["reason"].to_pylist(), rows["reason_count"].to_pylist()))
+    return counts
 
 
 TPCDS_ASSETS = [raw_tpcds, *dimension_assets, web_sales, web_sales_corrections, tpcds_quarantine]

@@ -36,6 +36,7 @@ from lake_assets.tpcds.schema import (
     DIMENSIONS,
     FOREIGN_KEYS,
     KEYS,
+    QUARANTINES,
     SEQUENCE,
     TpcdsTable,
     engine_name,
@@ -91,11 +92,17 @@ def evaluate_rows_match_raw(storage: LakeStorage, engine: SparkEngine) -> dg.Ass
 
 
 def _quarantined_per_object(storage: LakeStorage) -> Counter:
-    delta: DeltaTable | None = open_delta(storage, TPCDS_QUARANTINE)
-    if delta is None:
-        return Counter()
-    rows = delta.to_pyarrow_table(columns=["source_file", "source_etag"])
-    return Counter(zip(rows["source_file"].to_pylist(), rows["source_etag"].to_pylist()))
+    """The quarantined lines per (object, ETag) of web_sales' objects: in its own quarantine, and in
+    `tpcds_quarantine`, where earlier releases put them (a line in both, an object quarantined then and
+    loaded again since, counts once)."""
+    lines: set[tuple[str, str, int]] = set()
+    for quarantine in (QUARANTINES[TpcdsTable.WEB_SALES], TPCDS_QUARANTINE):
+        delta: DeltaTable | None = open_delta(storage, quarantine)
+        if delta is not None:
+            rows = delta.to_pyarrow_table(columns=["source_file", "source_etag", "line_number"])
+            lines.update(zip(rows["source_file"].to_pylist(), rows["source_etag"].to_pylist(),
+                             rows["line_number"].to_pylist()))
+    return Counter((key, etag) for key, etag, _ in lines)
 
 
 def _rows_per_object(spark, snapshot_id: int) -> dict[str | None, int]:  # a SparkSession

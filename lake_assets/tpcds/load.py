@@ -70,7 +70,7 @@ from lake_assets.core.ledger import APPLIED, APPROVED, HELD, REJECTED, REVERTED,
 from lake_assets.core.quarantine import QUARANTINE_NAMES, insert_absent_frame
 from lake_assets.core.raw_zone import RawObject
 from lake_assets.core.snapshot_guard import Audit, SnapshotGuard
-from lake_assets.core.tables import TPCDS_QUARANTINE, table
+from lake_assets.core.tables import table
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.apply import (
     UPSERT,
@@ -96,6 +96,7 @@ from lake_assets.tpcds.schema import (
     NULL_PARTITION,
     PARTITION_COLUMN,
     PARTITION_DAYS,
+    QUARANTINES,
     RAW,
     SEQUENCE,
     TpcdsTable,
@@ -555,7 +556,8 @@ def staged_parse(storage: LakeStorage, spark: SparkSession, parsed: DataFrame, r
 
 def quarantine_rejected(storage: LakeStorage, staged: DataFrame, objects: dict[str, RawObject], run_id: str,
                 at: dt.datetime) -> None:
-    """Insert the rejected rows, with their object's key and ETag, into `tpcds_quarantine`."""
+    """Insert the rejected rows, with their object's key and ETag, into `web_sales_quarantine` (the
+    change core's quarantine of the table, as every declared table has)."""
     rejected = staged.where(F.col(REASON).isNotNull())
     spark = staged.sparkSession
     sources = spark.createDataFrame([(s, o.key, o.etag) for s, o in objects.items()],
@@ -566,7 +568,7 @@ def quarantine_rejected(storage: LakeStorage, staged: DataFrame, objects: dict[s
         F.lit(at.replace(tzinfo=None).isoformat(sep=" ")).cast("timestamp").alias("quarantined_at"),
     ).select(*QUARANTINE_NAMES)
     if rows.limit(1).count():
-        insert_absent_frame(storage, TPCDS_QUARANTINE, rows)
+        insert_absent_frame(storage, QUARANTINES[TpcdsTable.WEB_SALES], rows)
 
 
 def counts_per_source(staged: DataFrame) -> dict[str, tuple[int, int, int]]:

@@ -30,7 +30,7 @@ from enum import StrEnum
 from lake_assets.core.declaration import DailyPartitions, DeclarationError, TableDeclaration
 from lake_assets.core.partition_fields import partition_field
 from lake_assets.core.registry import star_declarations
-from lake_assets.core.tables import ICEBERG_CATALOG
+from lake_assets.core.tables import ICEBERG_CATALOG, TPCDS_QUARANTINE, LakeTable, table_set
 from lake_assets.tpcds import raw_contract
 from lake_assets.tpcds.raw_contract import date_sk, sk_date  # noqa: F401  (the star's names for them)
 
@@ -46,6 +46,12 @@ class TpcdsTable(StrEnum):
 #: The star's tables declared as any table is, one file each next to the code location
 #: (`lake_assets/tables/tpcds/<table>.yaml`): their columns, descriptions, keys and partitioning.
 DECLARATIONS: dict[str, TableDeclaration] = {table: star_declarations()[table] for table in TpcdsTable}
+
+#: Each table's quarantine, as the change core keeps every declared table's (`web_sales_quarantine`,
+#: `item_quarantine`, ...): where its rejected lines go, with their reasons.
+QUARANTINES: dict[str, LakeTable] = {table: table_set(declared).quarantine for table, declared in DECLARATIONS.items()}
+#: Every quarantine of the star: each table's own, then the one earlier releases wrote for all of them.
+ALL_QUARANTINES: tuple[LakeTable, ...] = (*QUARANTINES.values(), TPCDS_QUARANTINE)
 
 #: (column, Spark SQL type) per table, in TPC-DS order.
 COLUMNS: dict[str, list[tuple[str, str]]] = {table: [(c.name, c.type) for c in declared.columns]

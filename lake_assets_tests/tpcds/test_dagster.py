@@ -195,6 +195,6 @@ def test_one_run_loads_a_range_and_the_checks_pass_then_fail(
     storage.put_bytes(f"{RAW.fact_folder(days[0])}part-00000.dat", b"broken line\n")
     load = _run(storage, instance, _tick(storage, None).run_requests[0])
     assert evaluate_rows_match_raw(storage, SparkEngine()).passed
-    storage.delete_prefix("curated/tpcds_quarantine/")
+    storage.delete_prefix("curated/web_sales_quarantine/")
     assert not evaluate_rows_match_raw(storage, SparkEngine()).passed
     assert load is not None

@@ -4,18 +4,23 @@ from decimal import Decimal
 
 import duckdb
 import pytest
-from deltalake import DeltaTable
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats import iceberg
 from lake_assets.core.ledger import HELD, Ledger
 from lake_assets.core.snapshot_guard import approve
+from lake_assets.core.quarantine import QUARANTINE_SCHEMA
 from lake_assets.core.tables import TPCDS_QUARANTINE, table
+from lake_assets.resources.engine import SparkEngine
+from lake_assets.tpcds.assets import quarantine_counts
+from lake_assets.tpcds.checks import evaluate_rows_match_raw
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.load import fact_objects, load_dimension, load_fact_days, pending_dimensions, pending_fact_days
 from lake_assets.tpcds.pending import held_objects
-from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, TpcdsTable, date_sk, engine_name, ledger_name
+from lake_assets.tpcds.schema import COLUMNS, DIMENSIONS, QUARANTINES, TpcdsTable, date_sk, engine_name, ledger_name
 from lake_assets_tests.helpers.tpcds import fact_key, generated, land_dimensions, land_facts, sold_dates
 
 SCALE = 0.01
@@ -30,7 +35,7 @@ def fact_rows(catalog: LakeCatalog, where: str = "") -> list[tuple]:
 
 
 def quarantine(storage: LakeStorage) -> list[dict]:
-    uri = TPCDS_QUARANTINE.uri(storage)
+    uri = QUARANTINES[TpcdsTable.WEB_SALES].uri(storage)  # web_sales_quarantine
     rows = DeltaTable(uri, storage_options=storage.delta_storage_options()).to_pyarrow_table().to_pylist()
     return sorted(rows, key=lambda r: (r["source_file"], r["line_number"]))
 
@@ -106,6 +111,40 @@ def test_bad_lines_go_to_quarantine_with_object_and_line(
     load_fact_days(storage, spark, [day], "run-bad-again")
     assert len(quarantine(storage)) == 6
     assert len(fact_rows(catalog)) == n
+
+
+def test_rejects_an_earlier_release_quarantined_in_tpcds_quarantine_are_kept_and_counted_once(
+    storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession
+) -> None:
+    """Before web_sales had its own quarantine, its rejects (and the dimensions') went to
+    `tpcds_quarantine`. Those rows stay there: the rows check counts them, the quarantine asset
+    reports them, and a day loaded again, whose rejects go to `web_sales_quarantine` too, counts
+    each line once."""
+    oracle = generated(SCALE)
+    day = sold_dates(oracle)[3]
+    land_facts(storage, oracle, [day])
+    key = fact_key(day)
+    good = storage.get_bytes(key)[0].decode().splitlines()
+    storage.put_bytes(key, ("\n".join([*good, "only|three|fields", "x"]) + "\n").encode())
+    load_fact_days(storage, spark, [day], "run-earlier")
+    # as an earlier release left it: the rejects in tpcds_quarantine, none in web_sales_quarantine
+    write_deltalake(TPCDS_QUARANTINE.uri(storage), pa.Table.from_pylist(quarantine(storage), QUARANTINE_SCHEMA),
+                    storage_options=storage.delta_storage_options())
+    storage.delete_prefix(f"{QUARANTINES[TpcdsTable.WEB_SALES].prefix}/")
+    engine = SparkEngine()
+    assert evaluate_rows_match_raw(storage, engine).passed
+    assert quarantine_counts(storage) == {"tpcds_quarantine": {"wrong_field_count": 2}}
+
+    load_fact_days(storage, spark, [day], "run-again")  # a backfill of the day: its rejects quarantined again
+    assert [(r["line_number"], r["reason"]) for r in quarantine(storage)] == [(len(good) + 1, "wrong_field_count"),
+                                                                              (len(good) + 2, "wrong_field_count")]
+    assert evaluate_rows_match_raw(storage, engine).passed
+    assert quarantine_counts(storage) == {"web_sales_quarantine": {"wrong_field_count": 2},
+                                          "tpcds_quarantine": {"wrong_field_count": 2}}
+    # a line lost from both fails the check
+    storage.delete_prefix(f"{QUARANTINES[TpcdsTable.WEB_SALES].prefix}/")
+    storage.delete_prefix(f"{TPCDS_QUARANTINE.prefix}/")
+    assert not evaluate_rows_match_raw(storage, engine).passed
 
 
 def test_rerunning_a_partition_replaces_exactly_that_partition(

@@ -139,9 +139,9 @@ def test_fix_dat_first_never_poisons_dms_named_files(storage: LakeStorage, catal
 
 def _quarantine_exists(storage: LakeStorage) -> bool:
     from lake_assets.core.formats.delta import open_table
-    from lake_assets.core.tables import TPCDS_QUARANTINE
+    from lake_assets.tpcds.schema import QUARANTINES
 
-    return open_table(storage, TPCDS_QUARANTINE) is not None
+    return open_table(storage, QUARANTINES[TpcdsTable.WEB_SALES]) is not None
 
 
 def test_a_key_in_two_days_is_claimed_by_one(storage: LakeStorage, catalog: LakeCatalog, spark: SparkSession) -> None:
