@@ -5,6 +5,8 @@ server. The child wraps one seam (a function the apply calls at a known point) s
 process SIGKILLs itself there: no `except`, `finally` or thread gets to run, exactly as when
 the machine or an operator kills a run. Seams:
 
+- `stage`: just after a declared table's run records its manifest in its stage, before its table
+  commit (core/apply/stage.py);
 - `table-commit`: just after the table's commit returns (a declared table: the engine's
   commit, core/apply/commit.py, or an Iceberg one's, core/apply/curated_iceberg.py; before the
   feed, tombstones, history and ledger);
@@ -57,10 +59,13 @@ def _die_at(function: Callable[..., Any]) -> Callable[..., Any]:
 def _arm(seam: str) -> None:
     from lake_assets.core.apply import commit
     from lake_assets.core.apply.curated_iceberg import IcebergCurated
+    from lake_assets.core.apply.stage import Stage
     from lake_assets.core.ledger import Ledger
     from lake_assets.tpcds import apply
 
-    if seam == "table-commit":
+    if seam == "stage":
+        Stage.record = _die_after(Stage.record)  # type: ignore[method-assign]
+    elif seam == "table-commit":
         commit.commit = _die_after(commit.commit)
         IcebergCurated.commit = _die_after(IcebergCurated.commit)  # type: ignore[method-assign]
     elif seam == "tombstones":

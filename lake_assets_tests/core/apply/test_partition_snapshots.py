@@ -8,6 +8,7 @@ a small pure-Python model of the rules core/apply/partitions.py documents. delta
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -18,10 +19,12 @@ from pyspark.sql import SparkSession
 from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.declaration import DeclarationError, TableDeclaration
 from lake_assets.core.formats import iceberg
+from lake_assets.core.formats.delta import open_table
 from lake_assets.core.ledger import Ledger
-from lake_assets.core.registry import parse
+from lake_assets.core.registry import parse, read_file
 from lake_assets.core.tables import table_set
 from lake_assets.resources.storage import LakeStorage
+from lake_assets_tests.helpers.killed_run import KILLED, killed
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -30,7 +33,12 @@ def _declared(name: str, partition_type: str = "DATE", guard: str = "", table_fo
               partition_by: str = "day") -> TableDeclaration:
     """`day` is the partition of the snapshot source's objects; the table is partitioned by it, by a
     transform of it (`truncate(2, day)`, on Iceberg: the star's way), or not ("")."""
-    return parse(f"""
+    return parse(_declaration(name, partition_type, guard, table_format, partition_by), "test")
+
+
+def _declaration(name: str, partition_type: str, guard: str, table_format: str, partition_by: str) -> str:
+    """The text of `_declared`'s declaration (a killed run's child process reads it from a file)."""
+    return f"""
 name: {name}
 group: sales
 format: {table_format}
@@ -43,7 +51,7 @@ columns:
 sources:
   - {{prefix: raw/{name}/days/, kind: snapshot, partition: day}}
   - {{prefix: raw/{name}/cdc/, kind: cdc}}
-{guard}""", "test")
+{guard}"""
 
 
 def _rows(storage: LakeStorage, uri: str) -> list[dict]:
@@ -241,41 +249,70 @@ MOVED_BEFORE = [Drop(5, (("I", 1, 2, 5),)), Drop(3, (("I", 1, 1, 6),)), Drop(7, 
 LATE = [Drop(4, (("L", 1, 1, 5),), 1, True), Drop(2, (("I", 2, 1, 6), ("I", 3, 2, 7), ("U", 1, 1, 8)))]
 
 
+#: Where a run may be killed (a real SIGKILL, helpers/killed_run.py): with its manifest staged, just
+#: before its table commit; just after the commit; at its ledger write, everything else written.
+SEAMS = ("stage", "table-commit", "ledger")
+
+
 @pytest.mark.parametrize("table_format", ["delta", "iceberg"])
 @SETTINGS
 @given(drawn=drops(), cuts=st.lists(st.integers(0, 8), max_size=2),
-       partitioning=st.sampled_from(["", "day", "truncate(2, day)"]))
-@example(drawn=MOVED, cuts=[], partitioning="day").via("a key moved away")
-@example(drawn=MOVED, cuts=[1, 2], partitioning="").via("a key moved away, run by run")
-@example(drawn=MOVED_BEFORE, cuts=[1], partitioning="day").via("a key the table moved away before a late change")
-@example(drawn=BACK, cuts=[], partitioning="truncate(2, day)").via("a deleted key back elsewhere")
-@example(drawn=LATE, cuts=[1], partitioning="").via("a late change against a partition's floor")
-def test_partition_snapshots_and_changes_match_the_model(storage: LakeStorage, spark: SparkSession,
+       partitioning=st.sampled_from(["", "day", "truncate(2, day)"]),
+       kill=st.one_of(st.none(), st.tuples(st.integers(0, 1), st.sampled_from(SEAMS))))
+@example(drawn=MOVED, cuts=[], partitioning="day", kill=None).via("a key moved away")
+@example(drawn=MOVED, cuts=[1, 2], partitioning="", kill=(1, "table-commit")).via("a key moved away, run by run")
+@example(drawn=MOVED_BEFORE, cuts=[1], partitioning="day", kill=(0, "stage")) \
+    .via("a key the table moved away before a late change")
+@example(drawn=BACK, cuts=[], partitioning="truncate(2, day)", kill=(0, "ledger")).via("a deleted key back elsewhere")
+@example(drawn=LATE, cuts=[1], partitioning="", kill=None).via("a late change against a partition's floor")
+def test_partition_snapshots_and_changes_match_the_model(storage: LakeStorage, spark: SparkSession, tmp_path: Path,
                                                          drawn: list[Drop], cuts: list[int], partitioning: str,
-                                                         table_format: str) -> None:
+                                                         kill: tuple[int, str] | None, table_format: str) -> None:
+    """`kill`: the run (by number) killed at a seam, in a child process; the next run finishes it
+    (or, killed before its commit, applies its objects again), so the lake ends as the model does:
+    the table, each object applied once in the ledger, and an SCD2 history whose current rows are
+    the table."""
     # the table partitioned by the snapshots' column, by a transform of it (Iceberg's; on Delta the column
     # itself), or not (a snapshot of one day of a table kept whole)
     if table_format == "delta" and "(" in partitioning:
         partitioning = "day"
-    table = _declared(f"parts_{uuid.uuid4().hex[:8]}", "INT", "guard: {max_shrink: 1}", table_format, partitioning)
+    name = f"parts_{uuid.uuid4().hex[:8]}"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(_declaration(name, "INT", "guard: {max_shrink: 1}", table_format, partitioning))
+    table = read_file(path)
     days, cdc = (s.prefix for s in table.sources)
     model = Model()
     bounds = sorted({0, len(drawn), *(min(c, len(drawn)) for c in cuts)})
-    for number, (start, end) in enumerate(zip(bounds, bounds[1:])):
+    carried: set[str] = set()  # the objects of a killed run, which the next run records
+    runs = list(enumerate(zip(bounds, bounds[1:])))
+    for number, (start, end) in [*runs, (len(runs), (len(drawn), len(drawn)))]:  # then one run with nothing new
         batch = drawn[start:end]
         for drop in batch:
             storage.put_bytes(*_object(days if drop.snapshot else cdc, drop))
-        report = apply_pending(table, storage, spark, f"run-{number}")
         # an empty object is refused whole (DMS writes none: an upload cut short): nor does the model see it
-        applied = {f.source_file for f in report.files if f.status == "applied"}
-        assert applied == {_object(days if d.snapshot else cdc, d)[0] for d in batch if d.rows}
+        objects = {_object(days if d.snapshot else cdc, d)[0] for d in batch if d.rows}
         model.run([d for d in batch if d.rows])
+        if kill is not None and kill[0] == number:
+            if killed(storage, "declared", kill[1], str(path)) == KILLED:  # 0: it had nothing to commit
+                carried = objects
+            continue
+        report = apply_pending(table, storage, spark, f"run-{number}")
+        applied = {f.source_file for f in report.files if f.status == "applied"}
+        assert applied == objects | carried
+        carried = set()
     expected = {k: (p, a) for k, (p, a, _) in model.table.items()}
-    curated = table_set(table).table
+    tables = table_set(table)
     if table_format == "iceberg":  # read by pyiceberg
-        found = iceberg.open_table(storage, curated)
+        found = iceberg.open_table(storage, tables.table)
         rows = found.scan().to_arrow().to_pylist() if found is not None and found.current_snapshot() else []
     else:
-        rows = _rows(storage, curated.uri(storage)) if model.table or model.tombs else []
+        rows = _rows(storage, tables.table.uri(storage)) if model.table or model.tombs else []
     assert {r["id"]: (r["day"], r["amount"]) for r in rows} == expected
+    entries = Ledger(storage).entries(table.table_name).to_pylist()
+    recorded = [e["source_file"] for e in entries if e["status"] == "applied"]
+    assert sorted(recorded) == sorted({_object(days if d.snapshot else cdc, d)[0] for d in drawn if d.rows})
+    history = open_table(storage, tables.history)
+    current = history.to_pyarrow_table().to_pylist() if history is not None else []
+    assert {r["id"]: (r["day"], r["amount"]) for r in current if r["is_current"]} == expected
+    assert not storage.list_objects(f"staging/{table.table_name}/")  # every stage cleared
 
