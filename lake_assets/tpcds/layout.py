@@ -94,6 +94,13 @@ def _old_layout_folder(folder: str) -> str | None:
         return None
 
 
+def refusal_if_put(storage: LakeStorage, key: str) -> str | None:
+    """Why the layout would refuse a fact object put at `key` into the raw zone as it is now (None: it
+    would be loaded), as `lake put` warns: a key already there is a re-delivery, not a second object."""
+    listed = [obj for obj in list_raw(storage, RAW.facts) if obj.key != key]
+    return fact_layout(storage, [*listed, RawObject(key, "", 0)]).refused.get(key)
+
+
 def fact_objects(storage: LakeStorage) -> dict[dt.date | None, RawObject]:
     """The fact object of every day in the raw zone that the layout accepts."""
     return fact_layout(storage).objects

@@ -1,5 +1,6 @@
 """`lake` commands against the session's real S3 server and Sail engine."""
 
+import datetime as dt
 import json
 import os
 import re
@@ -12,10 +13,13 @@ import pytest
 
 from lake_assets.core.ledger import Ledger
 from lake_assets_tests.helpers.insurance_tables import TABLE
+from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.embedded_s3 import free_port
 from lake_assets.resources.storage import LakeStorage
 from lake_assets_tests.conftest import DATA
 from lake_assets_tests.helpers.cli import lake
+from lake_assets_tests.helpers.tpcds import day_line, land_small_dimensions
+from lake_assets.tpcds.schema import RAW, TpcdsTable, date_sk
 from lake_assets.cli.session import dagster_instance
 from lake_assets.runs import REPOSITORY_TAG, TABLE_TAG
 from lake_assets.settings import LakeSettings
@@ -139,3 +143,41 @@ def test_rm_takes_back_what_was_not_applied(lake_env: LakeStorage, tmp_path: Pat
     assert code == 1 and "no such raw file: raw/cdcload/cdc-load.csv" in out
     code, out = lake("rm", "raw/tpcds/store_sales/x.csv")
     assert code == 2 and "is not a declared table's raw file" in out
+
+
+@pytest.mark.e2e
+def test_put_and_rm_serve_the_tpcds_stars_zones_by_their_loaders_rules(lake_env: LakeStorage, catalog: LakeCatalog,
+                                                                       tmp_path: Path) -> None:
+    """The star's tables are declared too (lake_assets/tables/tpcds/): `lake put --to web_sales:snapshot`
+    lands a day's object where the star's loader reads it, warning at once by the loader's rules (one
+    object per day folder, in its sold date's folder); a correction needs no DMS time (its loader
+    sequences it by arrival); a dimension's export goes to its zone. `lake rm` takes back what is pending."""
+    days = [dt.date(2000, 1, 1), dt.date(2000, 1, 2)]
+    land_small_dimensions(lake_env, days)
+    day = tmp_path / "day.dat"
+    day.write_text("".join(f"{day_line(days[0], item, 1)}\n" for item in range(1, 4)))
+    folder = f"ws_sold_date_sk={date_sk(days[0])}"
+    code, out = lake("put", str(day), "--to", "web_sales:snapshot", "--as", f"{folder}/part-00000.dat")
+    assert code == 0 and "warning" not in out and f"raw/tpcds/web_sales/{folder}/part-00000.dat" in out, out
+    code, out = lake("put", str(day), "--to", "web_sales:snapshot", "--as", f"{folder}/part-00001.dat")
+    assert code == 0 and "holds 2 objects, the contract allows one per day" in out, out
+    code, out = lake("put", str(day), "--to", "web_sales:snapshot")
+    assert code == 0 and "not in a ws_sold_date_sk=<the sold date's key> folder" in out, out
+    code, out = lake("rm", f"raw/tpcds/web_sales/{folder}/part-00001.dat", "raw/tpcds/web_sales/day.dat")
+    assert code == 0 and out.count("removed") == 2, out
+    correction = tmp_path / "fix.dat"
+    correction.write_text(f"U|{day_line(days[0], 1, 1, quantity=7)}\n")
+    code, out = lake("put", str(correction), "--to", "web_sales:cdc")
+    assert code == 0 and "warning" not in out and "raw/tpcds/web_sales_cdc/fix.dat" in out, out
+    export = tmp_path / "item.dat"
+    export.write_bytes(lake_env.get_bytes(RAW.dimension_key(TpcdsTable.ITEM))[0])
+    code, out = lake("put", str(export), "--to", "item:cdc", "--as", "item-2.dat")
+    assert code == 0 and "warning" not in out, out
+
+    assert lake("run")[0] == 0
+    rows = json.loads(lake("query", "SELECT ws_item_sk, ws_quantity FROM tpcds.web_sales ORDER BY 1",
+                           "--format", "json")[1])
+    assert rows == [{"ws_item_sk": 1, "ws_quantity": 7}, {"ws_item_sk": 2, "ws_quantity": 1},
+                    {"ws_item_sk": 3, "ws_quantity": 1}]  # the day, then its correction by arrival
+    code, out = lake("rm", f"raw/tpcds/web_sales/{folder}/part-00000.dat")
+    assert code == 1 and "applied, its rows are in the table and stay there" in out, out
