@@ -9,6 +9,7 @@ corrections are waiting.
 import datetime as dt
 from dataclasses import dataclass
 
+from lake_assets.core.apply.plan import pending as pending_files, raw_files
 from lake_assets.core.ledger import HELD, Ledger, settled
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.snapshot_guard import Held
@@ -16,7 +17,7 @@ from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
 from lake_assets.tpcds.layout import fact_objects
 from lake_assets.tpcds.load import pending_dimensions, pending_fact_days
-from lake_assets.tpcds.schema import DIMENSIONS, RAW, ledger_name
+from lake_assets.tpcds.schema import DECLARATIONS, DIMENSIONS, RAW
 
 
 @dataclass(frozen=True)
@@ -67,17 +68,17 @@ def reverted_days(storage: LakeStorage, ledger: Ledger,
 
 def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[tuple[str, RawObject]]:
     """Every raw object some table has not taken in yet (with `reapply`, also the reverted ones),
-    with that table's name (as the ledger names it): dimension snapshots, fact days and
-    corrections (one read of the ledger)."""
+    with that table's name (as the ledger names it): each dimension's exports, as the change core
+    that applies them finds them (any object under its prefix), fact days and corrections (one
+    read of the ledger)."""
     latest = ledger.latest_by_table()
-
-    def done(name: str) -> set[tuple[str, str]]:
-        return settled(latest.get(name, {}), reapply)
-    found = [(ledger_name(name), obj) for name in DIMENSIONS
-             for obj in pending([o for o in list_raw(storage, RAW.dimension_key(name))
-                                 if o.key == RAW.dimension_key(name)], done(ledger_name(name)))]
+    found: list[tuple[str, RawObject]] = []
+    for name in DIMENSIONS:
+        declared = DECLARATIONS[name]
+        found += [(declared.table_name, f) for f in
+                  pending_files(declared, raw_files(declared, storage), latest.get(declared.table_name, {}), reapply)]
     facts = [*fact_objects(storage).values(), *list_raw(storage, RAW.corrections)]
-    return found + [(WEB_SALES, obj) for obj in pending(facts, done(WEB_SALES))]
+    return found + [(WEB_SALES, obj) for obj in pending(facts, settled(latest.get(WEB_SALES, {}), reapply))]
 
 
 def held_objects(storage: LakeStorage) -> list[Held]:

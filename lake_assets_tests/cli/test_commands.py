@@ -181,3 +181,18 @@ def test_put_and_rm_serve_the_tpcds_stars_zones_by_their_loaders_rules(lake_env:
                     {"ws_item_sk": 3, "ws_quantity": 1}]  # the day, then its correction by arrival
     code, out = lake("rm", f"raw/tpcds/web_sales/{folder}/part-00000.dat")
     assert code == 1 and "applied, its rows are in the table and stay there" in out, out
+
+    # a dimension's export under a name of its own, alone: `lake run` finds it, as the change core does
+    before = json.loads(lake("history", "tpcds.item", "--format", "json")[1])[0]["snapshot_id"]
+    lines = export.read_text().splitlines()
+    export.write_text("\n".join([lines[0].replace(lines[0].split("|")[4], "a new description", 1), *lines[1:]]) + "\n")
+    assert lake("put", str(export), "--to", "item:cdc", "--as", "item-3.dat")[0] == 0
+    code, out = lake("run")
+    assert code == 0 and "applied: raw/tpcds/item/item-3.dat -> tpcds.item snapshot" in out, out
+    described = "SELECT i_item_desc FROM tpcds.item WHERE i_item_sk = 1"
+    assert json.loads(lake("query", described, "--format", "json")[1]) == [{"i_item_desc": "a new description"}]
+    assert lake("restore", "tpcds.item", "--version", str(before))[0] == 0
+    assert json.loads(lake("query", described, "--format", "json")[1]) != [{"i_item_desc": "a new description"}]
+    code, out = lake("run", "--reapply")
+    assert code == 0 and "applied: raw/tpcds/item/item-3.dat -> tpcds.item snapshot" in out, out
+    assert json.loads(lake("query", described, "--format", "json")[1]) == [{"i_item_desc": "a new description"}]
