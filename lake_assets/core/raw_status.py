@@ -78,18 +78,22 @@ def _tpcds_statuses(storage: "LakeStorage", latest: LatestEntries) -> list[FileS
     """The TPC-DS raw objects, against the ledger of the table each one feeds."""
     from lake_assets.core.raw_zone import RawObject
     from lake_assets.tpcds.layout import fact_layout
-    from lake_assets.tpcds.schema import RAW
+    from lake_assets.tpcds.schema import DECLARATIONS, DIMENSIONS, RAW
 
     listed = storage.list_objects(RAW.root)  # one listing: the fact layout is judged from it too
     facts = [RawObject(o["Key"], o["ETag"].strip('"'), int(o["Size"])) for o in listed if o["Key"].startswith(RAW.facts)]
     refused = fact_layout(storage, facts).refused
+    on_core = {DECLARATIONS[d].table_name: DECLARATIONS[d] for d in DIMENSIONS}  # the change core's rules
     found = []
     for obj in listed:
         name = RAW.table_of(obj["Key"])
         if name is None:
             continue
+        source = on_core[name].source(obj["Key"]) if name in on_core else None
         if obj["Key"] in refused:  # by its place in the raw zone, whatever its content: never loaded as it lies
             found.append(_ignored(obj, name, TPCDS_DOMAIN, refused[obj["Key"]]))
+        elif source is not None and not is_data_file(obj["Key"], source.suffix):
+            found.append(_ignored(obj, name, TPCDS_DOMAIN, f"not a {source.suffix} file: never applied"))
         else:
             found.append(_status(obj, latest.get(name, {}), name, TPCDS_DOMAIN))
     return found

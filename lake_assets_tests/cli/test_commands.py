@@ -173,6 +173,11 @@ def test_put_and_rm_serve_the_tpcds_stars_zones_by_their_loaders_rules(lake_env:
     export.write_bytes(lake_env.get_bytes(RAW.dimension_key(TpcdsTable.ITEM))[0])
     code, out = lake("put", str(export), "--to", "item:cdc", "--as", "item-2.dat")
     assert code == 0 and "warning" not in out, out
+    code, out = lake("put", str(export), "--to", "item:cdc", "--as", "_SUCCESS")
+    assert code == 0 and "_SUCCESS will be ignored, never applied: only *.dat files are data" in out, out
+    statuses = {row["file"]: (row["status"], row["detail"]) for row in json.loads(lake("status", "--format", "json")[1])}
+    assert statuses["raw/tpcds/item/_SUCCESS"] == ("ignored", "not a .dat file: never applied")
+    assert statuses["raw/tpcds/item/item-2.dat"] == ("pending", None)
 
     assert lake("run")[0] == 0
     rows = json.loads(lake("query", "SELECT ws_item_sk, ws_quantity FROM tpcds.web_sales ORDER BY 1",
