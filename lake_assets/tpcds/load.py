@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lake_assets.core.apply.plan import pending as pending_files, raw_files
+from lake_assets.core.apply.plan import RawFile, pending as pending_files, raw_files
 from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.column_descriptions import column_descriptions
 from lake_assets.core.cdc import OPERATION
@@ -517,13 +517,17 @@ def _day_order(day: dt.date | None) -> tuple[int, dt.date]:
 
 # --- dimensions ------------------------------------------------------------------
 
+def pending_exports(storage: LakeStorage, latest: dict[str, dict[tuple[str, str], dict]],
+                    reapply: bool = False) -> dict[str, list[RawFile]]:
+    """Each dimension's exports the change core would apply (any object under its prefix; with
+    `reapply`, also those `lake restore` reverted), given the ledger's latest entries by table."""
+    return {name: pending_files(DECLARATIONS[name], raw_files(DECLARATIONS[name], storage),
+                                latest.get(DECLARATIONS[name].table_name, {}), reapply) for name in DIMENSIONS}
+
+
 def pending_dimensions(storage: LakeStorage, ledger: Ledger, reapply: bool = False) -> list[str]:
-    """Dimensions with an export the change core would apply (with `reapply`, also one `lake restore`
-    reverted), from one read of the ledger."""
-    latest = ledger.latest_by_table()
-    return [name for name in DIMENSIONS
-            if pending_files(DECLARATIONS[name], raw_files(DECLARATIONS[name], storage),
-                             latest.get(DECLARATIONS[name].table_name, {}), reapply)]
+    """Dimensions with an export the change core would apply, from one read of the ledger."""
+    return [name for name, exports in pending_exports(storage, ledger.latest_by_table(), reapply).items() if exports]
 
 
 def load_dimension(storage: LakeStorage, spark: SparkSession, name: str, run_id: str,

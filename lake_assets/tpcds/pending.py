@@ -9,15 +9,14 @@ corrections are waiting.
 import datetime as dt
 from dataclasses import dataclass
 
-from lake_assets.core.apply.plan import pending as pending_files, raw_files
 from lake_assets.core.ledger import HELD, Ledger, settled
 from lake_assets.core.raw_zone import RawObject, list_raw, pending
 from lake_assets.core.snapshot_guard import Held
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.corrections import WEB_SALES, pending_corrections
 from lake_assets.tpcds.layout import fact_objects
-from lake_assets.tpcds.load import pending_dimensions, pending_fact_days
-from lake_assets.tpcds.schema import DECLARATIONS, DIMENSIONS, RAW
+from lake_assets.tpcds.load import pending_dimensions, pending_exports, pending_fact_days
+from lake_assets.tpcds.schema import DECLARATIONS, RAW
 
 
 @dataclass(frozen=True)
@@ -72,11 +71,8 @@ def pending_objects(storage: LakeStorage, ledger: Ledger, reapply: bool = False)
     that applies them finds them (any object under its prefix), fact days and corrections (one
     read of the ledger)."""
     latest = ledger.latest_by_table()
-    found: list[tuple[str, RawObject]] = []
-    for name in DIMENSIONS:
-        declared = DECLARATIONS[name]
-        found += [(declared.table_name, f) for f in
-                  pending_files(declared, raw_files(declared, storage), latest.get(declared.table_name, {}), reapply)]
+    found: list[tuple[str, RawObject]] = [(DECLARATIONS[name].table_name, f) for name, exports
+                                          in pending_exports(storage, latest, reapply).items() for f in exports]
     facts = [*fact_objects(storage).values(), *list_raw(storage, RAW.corrections)]
     return found + [(WEB_SALES, obj) for obj in pending(facts, settled(latest.get(WEB_SALES, {}), reapply))]
 
