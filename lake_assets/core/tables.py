@@ -103,7 +103,8 @@ TPCDS_ITEM = _tpcds("item", "TPC-DS item dimension (upserted on i_item_sk)")
 #: The star: the tables the raw objects load (the fact first).
 TPCDS_STAR = (TPCDS_WEB_SALES, TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM)
 #: The star's tables the change core applies on their declaration files (web_sales: the star's loader,
-#: whose rejects go to the core's `web_sales_quarantine` as every declared table's do).
+#: whose rejects and deletes go to the core's `web_sales_quarantine` and `web_sales_tombstones`, as
+#: every declared table's do).
 TPCDS_ON_CORE = (TPCDS_DATE_DIM, TPCDS_TIME_DIM, TPCDS_CUSTOMER, TPCDS_ITEM)
 #: The star's one quarantine before each of its tables had its own (`<table>_quarantine`): earlier
 #: releases' rejects, kept and read (checks, the quarantine asset), never written again.
@@ -111,10 +112,11 @@ TPCDS_QUARANTINE = LakeTable("tpcds_quarantine", "curated/tpcds_quarantine",
                              "raw TPC-DS rows earlier releases could not apply, with the reason (since then each "
                              "table's own <table>_quarantine)", domain=Domain.TPCDS,
                              derived_from=tuple(t.name for t in TPCDS_STAR))
-#: Delta too, beside the quarantine: a small table upserted per key, read whole by every load.
+#: web_sales' tombstones before they were the change core's `web_sales_tombstones`: earlier releases'
+#: deletes, each naming its Iceberg table (`table_uuid`), kept and read by every load, never written again.
 TPCDS_TOMBSTONES = LakeTable("tpcds_tombstones", "curated/tpcds_tombstones",
-                             "deleted web_sales keys and the sequence of their delete (kept: a day can be "
-                             "re-loaded any time)", domain=Domain.TPCDS, derived_from=(TPCDS_WEB_SALES.name,))
+                             "web_sales keys earlier releases deleted and the sequence of their delete (since then "
+                             "web_sales_tombstones)", domain=Domain.TPCDS, derived_from=(TPCDS_WEB_SALES.name,))
 
 #: The business zone: one Iceberg table per report SQL file in tpcds/reports/ (a test keeps them in step),
 #: rebuilt from the star after its loads and restores.
@@ -189,8 +191,9 @@ def _tables() -> dict[str, LakeTable]:
     declared = {t.name: t for d in declarations() for t in table_set(d).kept(d)}
     star = [star_declarations()[t.identifier[1]] for t in TPCDS_ON_CORE]
     beside = {t.name: t for d in star for t in table_set(d).kept(d) if t.name not in OWN_TABLES}  # item_quarantine
-    fact = table_set(star_declarations()[TPCDS_WEB_SALES.identifier[1]]).quarantine  # web_sales_quarantine
-    return {**declared, **beside, fact.name: fact, **OWN_TABLES}
+    fact = table_set(star_declarations()[TPCDS_WEB_SALES.identifier[1]])  # web_sales' own: the star's loader's
+    return {**declared, **beside, fact.quarantine.name: fact.quarantine, fact.tombstones.name: fact.tombstones,
+            **OWN_TABLES}
 
 
 TABLES: Mapping[str, LakeTable] = _Registry()

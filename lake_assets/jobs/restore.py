@@ -23,7 +23,7 @@ from lake_assets.core.errors import UsageError
 from lake_assets.core.formats import delta, iceberg, iceberg_maintenance
 from lake_assets.core.ledger import Ledger
 from lake_assets.core.lock import LockOwner, table_lock
-from lake_assets.core.tables import LEDGER, TPCDS_TOMBSTONES, TPCDS_WEB_SALES, LakeTable, TableFormat, table
+from lake_assets.core.tables import LEDGER, TPCDS_WEB_SALES, LakeTable, TableFormat, table
 from lake_assets.core.apply.restore import RestoreReport, restore_as_before, restore_declared
 from lake_assets.core.apply.restore_iceberg import restore_declared_iceberg
 from lake_assets.core.registry import declaration, declared_by
@@ -32,6 +32,7 @@ from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.resources.storage_resource import StorageResource
 from lake_assets.runs import record_process
+from lake_assets.tpcds.schema import ALL_TOMBSTONES
 
 #: Bookkeeping that never goes back (a derived table goes back with its table: `LakeTable.derived_from`).
 NOT_RESTORABLE = {LEDGER.name: "it is the record of what was applied; restoring it would hide history"}
@@ -168,7 +169,9 @@ def _rollback_iceberg(storage: LakeStorage, entry: LakeTable, snapshot: int, run
     changes = restore_ledger.ledger_changes(history, contains)
     if entry.name == TPCDS_WEB_SALES.name and changes:
         # a reverted delete must not supersede older changes of its key; a reinstated one must again
-        restore_as_before(storage, restore_ledger.derived_until(history, contains), TPCDS_TOMBSTONES)
+        until = restore_ledger.derived_until(history, contains)
+        for tombstones in ALL_TOMBSTONES:
+            restore_as_before(storage, until, tombstones)
     restore_ledger.record_restore(ledger, changes, f"restore to snapshot {snapshot}", run_id, started)
     return {
         "operation": "restore",

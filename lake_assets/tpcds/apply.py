@@ -27,11 +27,13 @@ hold no rows and whose keys are nowhere in the table (an empty table, or new day
 not seen before) are appended instead (no MERGE, no staging: nothing to update or delete),
 filtered by the tombstones only if one is newer than the oldest object of the run.
 
-Tombstones are a Delta table beside `web_sales_quarantine` (path-addressed, written by the
-engine and read whole by every load, small: one row per deleted key), not an Iceberg
-table in the catalog: they are bookkeeping, not something BI should see, and are never
-pruned (a day can be backfilled from its raw object any time). Each names the Iceberg
-table it belongs to (`table_uuid`): a table dropped and created again starts with none.
+Tombstones are the change core's `web_sales_tombstones`, as every declared table keeps
+(core/apply/bookkeeping.py: a Delta table beside `web_sales_quarantine`, written by the engine
+and read whole by every load, small: one row per deleted key), not an Iceberg table in the
+catalog: they are bookkeeping, not something BI should see, and are never pruned (a day can be
+backfilled from its raw object any time). Earlier releases kept them in `tpcds_tombstones`,
+each naming the Iceberg table it belongs to (`table_uuid`): that table is read too (the current
+table's rows), never written again.
 """
 
 import datetime as dt
@@ -43,18 +45,23 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from lake_assets.core.apply import bookkeeping
+from lake_assets.core.apply.reader import SOURCE_FILE, SOURCE_LINE
 from lake_assets.core.cdc import DELETE, OPERATION, merge_sql
 from lake_assets.core.errors import LakeError
 from lake_assets.core.formats import iceberg
 from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.raw_zone import RawObject
+from lake_assets.core.sequence import ROW_DIGITS
 from lake_assets.core.tables import TPCDS_TOMBSTONES, TPCDS_WEB_SALES
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.parse import SOURCE
 from lake_assets.tpcds.schema import (
+    DECLARATIONS,
     KEYS,
     PARTITION_COLUMN,
     SEQUENCE,
+    TOMBSTONES,
     TpcdsTable,
     engine_name,
     table_columns,
@@ -70,8 +77,6 @@ IMPLIED_BY = "_implied_by"  # the source whose snapshot implied a delete (SOURCE
 #: whole table, not a MERGE: the merge-on-read MERGE writes a position delete and a new row per
 #: changed key, so for most of the table a rewrite writes less, and leaves no delete file to read.
 REWRITE_SHARE = 0.25
-_TOMBSTONE_COLUMNS = [*(f"{k} BIGINT" for k in KEY_COLUMNS), f"{SEQUENCE} STRING", "source_file STRING",
-                      "deleted_at TIMESTAMP", "table_uuid STRING"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ def apply_changes(storage: LakeStorage, spark: SparkSession, changes: DataFrame,
     if floors and not into_empty:
         resolved = kept.unionByName(_implied_deletes(spark, kept, floors))
     with staging(resolved) as staged:
-        _record_tombstones(storage, spark, staged, objects, at, table_uuid)
+        _record_tombstones(storage, spark, staged, objects, at)
         if staged.count() >= REWRITE_SHARE * iceberg.row_count(current):
             _rewrite(spark, staged)
         else:
@@ -236,36 +241,33 @@ def _implied_deletes(spark: SparkSession, kept: DataFrame, floors: dict[str, Flo
 
 
 def _tombstones(storage: LakeStorage, spark: SparkSession, table_uuid: str) -> DataFrame | None:
-    """The deletes of this table (a table dropped and created again starts with none)."""
-    if open_delta(storage, TPCDS_TOMBSTONES) is None:
-        return None
-    return spark.read.format("delta").load(TPCDS_TOMBSTONES.uri(storage)).where(F.col("table_uuid") == table_uuid)
+    """Per deleted key of this table, the sequence of its last delete (None: there is none): from
+    `web_sales_tombstones`, and from the rows earlier releases kept for this Iceberg table in
+    `tpcds_tombstones` (a table dropped and created again has none of those)."""
+    found = [frame.select(*KEY_COLUMNS, SEQUENCE) for frame in (
+        bookkeeping.tombstones(spark, storage, TOMBSTONES),
+        None if open_delta(storage, TPCDS_TOMBSTONES) is None else
+        spark.read.format("delta").load(TPCDS_TOMBSTONES.uri(storage)).where(F.col("table_uuid") == table_uuid))
+        if frame is not None]
+    if len(found) < 2:
+        return found[0] if found else None
+    return found[0].unionByName(found[1]).groupBy(*KEY_COLUMNS).agg(F.max(SEQUENCE).alias(SEQUENCE))
 
 
 def _record_tombstones(storage: LakeStorage, spark: SparkSession, staged: DataFrame, objects: dict[str, RawObject],
-                       at: dt.datetime, table_uuid: str) -> None:
-    """Upsert the staged deletes into `tpcds_tombstones` (a newer delete replaces an older one)."""
+                       at: dt.datetime) -> None:
+    """Upsert the staged deletes into `web_sales_tombstones` (a newer delete replaces an older one),
+    with the object that deleted each key and, for a correction's delete, its line (the row part of
+    its sequence); a snapshot's implied delete has none."""
     deletes = staged.where(F.col(OPERATION) == DELETE)
     if not deletes.limit(1).count():
         return
-    uri = TPCDS_TOMBSTONES.uri(storage)
-    if open_delta(storage, TPCDS_TOMBSTONES) is None:
-        spark.createDataFrame([], ", ".join(_TOMBSTONE_COLUMNS)).write.format("delta").mode("append").save(uri)
-    sources = spark.createDataFrame([(s, o.key) for s, o in objects.items()], "_by STRING, source_file STRING")
+    sources = spark.createDataFrame([(s, o.key) for s, o in objects.items()], f"_by STRING, {SOURCE_FILE} STRING")
+    line = F.when(F.col(SOURCE).isNotNull(), F.substring(F.col(SEQUENCE), -ROW_DIGITS, ROW_DIGITS).cast("bigint"))
     rows = (deletes.withColumn("_by", F.coalesce(F.col(SOURCE), F.col(IMPLIED_BY)))
             .join(F.broadcast(sources), "_by", "left")
-            .select(*KEY_COLUMNS, SEQUENCE, "source_file",
-                    F.lit(at.replace(tzinfo=None).isoformat(sep=" ")).cast("timestamp").alias("deleted_at"),
-                    F.lit(table_uuid).alias("table_uuid")))
-    view = "lake_tpcds_tombstones"
-    rows.createOrReplaceTempView(view)
-    names = [c.split(" ")[0] for c in _TOMBSTONE_COLUMNS]
-    on = " AND ".join(f"t.{k} = s.{k}" for k in [*KEY_COLUMNS, "table_uuid"])
-    spark.sql(f"MERGE INTO delta.`{uri}` AS t USING {view} AS s ON {on} "
-              f"WHEN MATCHED AND s.{SEQUENCE} > t.{SEQUENCE} THEN UPDATE SET "
-              + ", ".join(f"t.{c} = s.{c}" for c in names if c not in (*KEY_COLUMNS, "table_uuid"))
-              + f" WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) VALUES ({', '.join(f's.{c}' for c in names)})"
-              ).collect()
+            .select(*KEY_COLUMNS, SEQUENCE, SOURCE_FILE, line.alias(SOURCE_LINE)))
+    bookkeeping.record_tombstones(spark, storage, TOMBSTONES, DECLARATIONS[TpcdsTable.WEB_SALES].key_types, rows, at)
 
 
 def _per_source(rows: DataFrame) -> dict[str, int]:

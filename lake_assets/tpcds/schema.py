@@ -30,7 +30,7 @@ from enum import StrEnum
 from lake_assets.core.declaration import DailyPartitions, DeclarationError, TableDeclaration
 from lake_assets.core.partition_fields import partition_field
 from lake_assets.core.registry import star_declarations
-from lake_assets.core.tables import ICEBERG_CATALOG, TPCDS_QUARANTINE, LakeTable, table_set
+from lake_assets.core.tables import ICEBERG_CATALOG, TPCDS_QUARANTINE, TPCDS_TOMBSTONES, LakeTable, table_set
 from lake_assets.tpcds import raw_contract
 from lake_assets.tpcds.raw_contract import date_sk, sk_date  # noqa: F401  (the star's names for them)
 
@@ -52,6 +52,11 @@ DECLARATIONS: dict[str, TableDeclaration] = {table: star_declarations()[table] f
 QUARANTINES: dict[str, LakeTable] = {table: table_set(declared).quarantine for table, declared in DECLARATIONS.items()}
 #: Every quarantine of the star: each table's own, then the one earlier releases wrote for all of them.
 ALL_QUARANTINES: tuple[LakeTable, ...] = (*QUARANTINES.values(), TPCDS_QUARANTINE)
+#: web_sales' tombstones, as the change core keeps every declared table's (`web_sales_tombstones`);
+#: the dimensions' are their own declared tables' (`item_tombstones`, ...).
+TOMBSTONES: LakeTable = table_set(DECLARATIONS[TpcdsTable.WEB_SALES]).tombstones
+#: web_sales' tombstones: its own, then those earlier releases kept per Iceberg table (`table_uuid`).
+ALL_TOMBSTONES: tuple[LakeTable, ...] = (TOMBSTONES, TPCDS_TOMBSTONES)
 
 #: (column, Spark SQL type) per table, in TPC-DS order.
 COLUMNS: dict[str, list[tuple[str, str]]] = {table: [(c.name, c.type) for c in declared.columns]

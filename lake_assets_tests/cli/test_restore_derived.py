@@ -78,7 +78,8 @@ def test_tpcds_derived_tables_never_alone_and_a_star_restore_rebuilds_the_report
     lines = "SELECT sum(order_lines) AS n FROM tpcds.report_sales_by_hour"
     assert query(lines) == [{"n": 7}]
 
-    for name in ("tpcds_tombstones", "web_sales_quarantine", "tpcds_quarantine", "tpcds.report_sales_by_hour"):
+    for name in ("web_sales_tombstones", "tpcds_tombstones", "web_sales_quarantine", "tpcds_quarantine",
+                 "tpcds.report_sales_by_hour"):
         refused_alone(name, "tpcds.web_sales")
     assert query(lines) == [{"n": 7}]
 

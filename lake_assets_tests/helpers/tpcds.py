@@ -79,13 +79,15 @@ def land_facts(storage: LakeStorage, con: duckdb.DuckDBPyConnection,
 
 
 def star_declaration(table: str, group: str, table_format: str = "iceberg", history: bool = False) -> TableDeclaration:
-    """The star's `table` as its file declares it (`lake_assets/tables/tpcds/<table>.yaml`), in the
-    catalog namespace `group` (the star's own is `tpcds`), kept as `table_format` (on Delta, which has
-    no partition transforms, whole) and with SCD2 history if `history`."""
+    """The star's `table` as its file declares it (`lake_assets/tables/tpcds/<table>.yaml`), named
+    `<group>_<table>` in the catalog namespace `group` (the star's own is `tpcds`; a declared table's
+    name also names its quarantine, tombstones and history, which must not be the star's), kept as
+    `table_format` (on Delta, which has no partition transforms, whole) and with SCD2 history if
+    `history`."""
     declared = star_declarations()[table].model_dump()
     partition_by = declared["partition_by"] if table_format == "iceberg" else ()
-    return TableDeclaration.model_validate({**declared, "group": group, "format": table_format, "history": history,
-                                            "partition_by": partition_by})
+    return TableDeclaration.model_validate({**declared, "name": f"{group}_{table}", "group": group,
+                                            "format": table_format, "history": history, "partition_by": partition_by})
 
 
 def _select(table: str) -> str:

@@ -13,7 +13,7 @@ from lake_assets.resources.embedded_s3 import EmbeddedS3
 from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.generate import GenerateResult, generate
-from lake_assets.tpcds.schema import DIMENSIONS, ledger_name
+from lake_assets.tpcds.schema import DIMENSIONS, TOMBSTONES, ledger_name
 from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.iceberg import drop_namespace_tables
 from lake_assets_tests.helpers.tpcds import load_star
@@ -33,11 +33,13 @@ def raw_star(s3_server: EmbeddedS3, lake_home: Path) -> Iterator[tuple[LakeStora
 
 @pytest.fixture(scope="module")
 def star_catalog(raw_star):
-    """The catalog with no `tpcds` tables, and the session's raw star's ledger with no entry of a
-    dimension: the module's star is loaded afresh (the change core applies only what is pending)."""
+    """The catalog with no `tpcds` tables, no tombstones of web_sales (an earlier module's corrections
+    deleted keys), and the session's raw star's ledger with no entry of a dimension: the module's star
+    is loaded afresh (the change core applies only what is pending)."""
     storage, _ = raw_star
     catalog = storage.catalog()
     drop_namespace_tables(catalog, "tpcds")
+    storage.delete_prefix(f"{TOMBSTONES.prefix}/")
     ledger = open_delta(storage, LEDGER)
     if ledger is not None:
         ledger.delete(f"table_name IN ({', '.join(repr(ledger_name(d)) for d in DIMENSIONS)})")

@@ -66,7 +66,7 @@ def test_the_star_declared_on_the_core_gives_the_star_tables(storage: LakeStorag
                     entry.rows_applied + entry.rows_superseded + entry.rows_quarantined, entry
 
     def same() -> dict[str, Counter]:
-        tables = {table: _rows(catalog, f"{group}.{table}", table) for table in STAR_TABLES}
+        tables = {table: _rows(catalog, copy.table_name, table) for table, copy in zip(STAR_TABLES, declared)}
         for table in STAR_TABLES:
             assert tables[table] == _rows(catalog, ledger_name(table), table), table
         return tables

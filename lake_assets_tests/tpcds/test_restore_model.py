@@ -25,20 +25,23 @@ import datetime as dt
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats import iceberg
+from lake_assets.core.formats.delta import open_table as open_delta, to_arrow
 from lake_assets.core.ledger import APPLIED, HELD, REVERTED, Ledger
-from lake_assets.core.tables import table
+from lake_assets.core.tables import TPCDS_TOMBSTONES, table
 from lake_assets.resources.catalog import LakeCatalog
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.jobs.restore import _rollback_iceberg
 from lake_assets.tpcds.corrections import apply_corrections
 from lake_assets.tpcds.load import load_fact_days, pending_fact_days
 from lake_assets.tpcds.pending import reverted_days
-from lake_assets.tpcds.schema import RAW, sk_date
+from lake_assets.tpcds.schema import RAW, TOMBSTONES, sk_date
 from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.iceberg import drop_namespace_tables
 from lake_assets_tests.helpers.killed_run import KILLED, killed
@@ -268,3 +271,48 @@ def test_restoring_forward_brings_the_reinstated_deletes_tombstones_back(storage
     latest = Ledger(storage).latest(WEB_SALES)
     assert [(e["status"], e["rows_applied"], e["rows_superseded"]) for (k, _), e in latest.items() if k == late] == \
         [(APPLIED, 0, 1)]
+
+
+def test_deletes_an_earlier_release_tombstoned_in_tpcds_tombstones_still_refuse_older_changes(
+        storage: LakeStorage, spark: SparkSession, catalog: LakeCatalog) -> None:
+    """A delete goes to `web_sales_tombstones`, with its object and line. Earlier releases kept
+    web_sales' tombstones in `tpcds_tombstones`, each naming its Iceberg table: such a delete
+    still refuses an older change of its key, one of another table does not, and a restore to
+    before the delete takes it back."""
+    (key, other, gone), day = [(1, 1), (2, 2), (3, 3)], DAYS[0]
+    storage.put_bytes(fact_key(sk_date(day)), ("|".join(line(key, day, 5)) + "\n").encode())
+    load_fact_days(storage, spark, [sk_date(day)], "run-1")
+    loaded = current_snapshot(storage)
+    delete = f"{RAW.corrections}20240102-000000000.dat"
+    storage.put_bytes(delete, ("U|" + "|".join(line(other, day, 1)) + "\nD|" + "|".join(line(key, day, 5)) + "\n")
+                      .encode())
+    apply_corrections(storage, spark, "run-2")
+    tombstones = DeltaTable(TOMBSTONES.uri(storage), storage_options=storage.delta_storage_options())
+    assert [(r["ws_item_sk"], r["source_file"], r["source_line"]) for r in tombstones.to_pyarrow_table().to_pylist()] \
+        == [(key[0], delete, 2)]
+    assert open_delta(storage, TPCDS_TOMBSTONES) is None
+
+    # as an earlier release left it: the delete in tpcds_tombstones, with this table's uuid; and
+    # a delete of a third key, kept for a table dropped since
+    earlier = tombstones.to_pyarrow_table().drop_columns(["source_line"]).to_pylist()
+    this_table = str(iceberg.open_table(storage, table(WEB_SALES)).metadata.table_uuid)
+    dropped = {**earlier[0], "ws_item_sk": gone[0], "ws_order_number": gone[1], "table_uuid": str(uuid.uuid4())}
+    write_deltalake(TPCDS_TOMBSTONES.uri(storage), pa.Table.from_pylist([{**earlier[0], "table_uuid": this_table},
+                                                                         dropped]),
+                    storage_options=storage.delta_storage_options())
+    storage.delete_prefix(f"{TOMBSTONES.prefix}/")
+    late = f"{RAW.corrections}20240101-000000000.dat"
+    storage.put_bytes(late, ("U|" + "|".join(line(key, day, 7)) + "\nU|" + "|".join(line(gone, day, 9)) + "\n")
+                      .encode())
+    apply_corrections(storage, spark, "run-3")
+    assert sorted((key_of(r), r[QUANTITY]) for r in fact_rows(catalog)) == [(other, 1), (gone, 9)]
+    assert [(e["rows_applied"], e["rows_superseded"]) for (k, _), e in Ledger(storage).latest(WEB_SALES).items()
+            if k == late] == [(1, 1)]
+
+    _rollback_iceberg(storage, table(WEB_SALES), loaded, "restore-1")  # before the delete: its tombstone goes
+    assert [len(to_arrow(t)) if t is not None else 0 for t in (open_delta(storage, TPCDS_TOMBSTONES),
+                                                               open_delta(storage, TOMBSTONES))] == [0, 0]
+    again = f"{RAW.corrections}20240101-000000001.dat"
+    storage.put_bytes(again, ("U|" + "|".join(line(key, day, 8)) + "\n").encode())
+    apply_corrections(storage, spark, "run-4")
+    assert sorted((key_of(r), r[QUANTITY]) for r in fact_rows(catalog)) == [(key, 8)]

@@ -140,8 +140,8 @@ def restore_as_before(storage: LakeStorage, until: dt.datetime | None, table: La
     """Take a table derived from the runs (the tombstones, insurance_history) to its last
     version committed before `until` (the start of the first run or restore after the newest
     run the restored version contains: core/restore_ledger.py's `derived_until`; None
-    leaves it as it is). Returns its row count before and after. (Also tpcds_tombstones',
-    for an Iceberg restore of web_sales: lake_assets/jobs/restore.py.)"""
+    leaves it as it is). Returns its row count before and after. (Also web_sales_tombstones'
+    and tpcds_tombstones', for an Iceberg restore of web_sales: lake_assets/jobs/restore.py.)"""
     delta = open_table(storage, table)
     if delta is None:
         return 0, 0
