@@ -7,6 +7,7 @@ reader that is neither loader's engine); DuckDB's dsdgen is the oracle of the fi
 
 import uuid
 from collections import Counter
+from pathlib import Path
 
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -14,14 +15,18 @@ from pyspark.sql import SparkSession
 from lake_assets.core.apply.run import apply_pending
 from lake_assets.core.registry import star_declarations
 from lake_assets.core.tables import table
+from lake_assets.core.formats.delta import open_table as open_delta
 from lake_assets.core.ledger import APPLIED
 from lake_assets.resources.catalog import LakeCatalog
+from lake_assets.resources.embedded_s3 import EmbeddedS3
+from lake_assets.resources.engine import SparkEngine
 from lake_assets.resources.storage import LakeStorage
 from lake_assets.tpcds.correction_batch import land_corrections
 from lake_assets.tpcds.corrections import apply_corrections
 from lake_assets.tpcds.load import load_dimension, load_fact_days
 from lake_assets.tpcds.raw_contract import STAR_TABLES
-from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, TpcdsTable, ledger_name
+from lake_assets.tpcds.schema import COLUMNS, KEYS, RAW, TOMBSTONES, TpcdsTable, ledger_name
+from lake_assets_tests.conftest import make_storage
 from lake_assets_tests.helpers.iceberg import drop_namespace_tables
 from lake_assets_tests.helpers.tpcds import (
     delimited,
@@ -164,3 +169,71 @@ def test_the_core_takes_over_a_dimension_the_stars_loader_built(storage: LakeSto
     assert 1 in changed and 2 not in changed and all(r["_source_file"] == key for r in rows if r["i_item_sk"] in changed)
     assert [e["run_id"] for e in Ledger(storage).entries(ledger_name(TpcdsTable.ITEM)).to_pylist()] == \
         ["star-loader", "core-2"]
+
+
+def test_the_core_takes_over_web_sales_the_stars_loader_built(s3_server: EmbeddedS3, lake_home: Path,
+                                                              storage: LakeStorage, catalog: LakeCatalog,
+                                                              spark: SparkSession) -> None:
+    """A lake whose `web_sales` the star's own loader built: twelve days, a batch of corrections, their
+    ledger entries under `tpcds.web_sales`, the tombstone of a correction's delete. The change core
+    applies none of it again; then a day delivered again (a line fewer, one quantity changed), a new
+    day, a second batch of corrections and a late update of the deleted key (older than its delete:
+    superseded), which the core applies into the same table. The oracle is
+    the star's loader alone, given the same objects in the same order, in a lake of its own (another
+    bucket, loaded first: the catalog is the session's)."""
+    con = generated(SCALE)
+    days = sold_dates(con)[:13]
+    oracle = make_storage(s3_server.endpoint, lake_home, f"t-{uuid.uuid4().hex[:12]}")
+    try:
+        spark_oracle = SparkEngine().session(oracle)
+        land_facts(oracle, con, days[:12])
+        land_corrections(oracle, 25, seed=5)
+        doomed = oracle.get_bytes(fact_key(days[3]))[0].decode().splitlines()[0]
+        oracle.put_bytes(f"{RAW.corrections}20240102-000000000.dat", f"D|{doomed}\n".encode())
+        first = [(o["Key"], oracle.get_bytes(o["Key"])[0]) for o in oracle.list_objects(RAW.root)]
+        load_fact_days(oracle, spark_oracle, days[:12], "star-1")
+        apply_corrections(oracle, spark_oracle, "star-1c")
+
+        lines = oracle.get_bytes(fact_key(days[1]))[0].decode().splitlines()
+        changed = lines[1].split("|")
+        changed[QUANTITY] = "4242"
+        again = "".join(f"{line}\n" for line in ["|".join(changed), *lines[2:]]).encode()
+        oracle.put_bytes(fact_key(days[1]), again)
+        land_facts(oracle, con, days[12:])
+        land_corrections(oracle, 25, seed=6)
+        late = doomed.split("|")
+        late[QUANTITY] = "777"
+        oracle.put_bytes(f"{RAW.corrections}20240101-000000000.dat", ("U|" + "|".join(late) + "\n").encode())
+        seen = {key for key, _ in first}
+        second = [(o["Key"], oracle.get_bytes(o["Key"])[0]) for o in oracle.list_objects(RAW.root)
+                  if o["Key"] not in seen or o["Key"] == fact_key(days[1])]
+        load_fact_days(oracle, spark_oracle, [days[1], days[12]], "star-2")
+        apply_corrections(oracle, spark_oracle, "star-2c")
+        expected = _rows(oracle.catalog(), ledger_name(TpcdsTable.WEB_SALES), TpcdsTable.WEB_SALES)
+        gone = tuple(int(late[NAMES.index(k)]) for k in KEYS[TpcdsTable.WEB_SALES])
+        assert gone not in _keys(expected, TpcdsTable.WEB_SALES)  # the late update: superseded by the delete
+        drop_namespace_tables(oracle.catalog(), "tpcds")
+    finally:
+        oracle.delete_prefix("")
+        oracle.get_client().delete_bucket(Bucket=oracle.bucket)
+
+    for key, body in first:
+        storage.put_bytes(key, body)
+    load_fact_days(storage, spark, days[:12], "star-1")
+    apply_corrections(storage, spark, "star-1c")
+    built = _rows(catalog, ledger_name(TpcdsTable.WEB_SALES), TpcdsTable.WEB_SALES)
+    assert open_delta(storage, TOMBSTONES) is not None  # the loader's delete, which the core must know
+    fact = star_declarations()[TpcdsTable.WEB_SALES]
+    assert apply_pending(fact, storage, spark, "core-1").files == []  # applied by the loader: not again
+    assert _rows(catalog, ledger_name(TpcdsTable.WEB_SALES), TpcdsTable.WEB_SALES) == built
+
+    for key, body in second:
+        storage.put_bytes(key, body)
+    files = apply_pending(fact, storage, spark, "core-2").files
+    assert sorted(e.source_file for e in files) == sorted(key for key, _ in second)
+    assert [(e.rows_applied, e.rows_superseded) for e in files if e.source_file.endswith("20240101-000000000.dat")] \
+        == [(0, 1)]
+    for entry in files:  # every line accounted for
+        assert entry.status == APPLIED and entry.rows_in_file == \
+            entry.rows_applied + entry.rows_superseded + entry.rows_quarantined, entry
+    assert _rows(catalog, ledger_name(TpcdsTable.WEB_SALES), TpcdsTable.WEB_SALES) == expected
