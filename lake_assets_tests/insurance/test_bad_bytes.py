@@ -1,5 +1,7 @@
 """Bad bytes and stray objects in the raw zone, end to end through apply_pending (issue 5, point 4)."""
 
+import gzip
+
 from pyspark.sql import SparkSession
 
 from lake_assets.core.formats.delta import open_table, to_arrow
@@ -91,4 +93,22 @@ def test_a_binary_file_is_quarantined_not_a_traceback(storage: LakeStorage, spar
                                                          Reason.UNTERMINATED_QUOTE.value}
     assert "UnicodeDecodeError" not in capfd.readouterr().err
     assert_conserved(storage)
+    assert rows_conserved(DECLARED, "run-1", storage, spark).passed
+
+
+def test_a_compressed_file_is_refused_whole_and_blocks_nothing(storage: LakeStorage, spark: SparkSession) -> None:
+    """A CDC file gzip-compressed under a `.csv` name (DMS's `CompressionType: GZIP` writes
+    `.csv.gz`, which is ignored with a hint; renamed, it lands here) is refused whole, naming gzip,
+    its records quarantined under that one reason (not read as text, one by one); the next file
+    applies."""
+    put(storage, CDC_FILE, gzip.compress(cdc(f"I,{row(1)}").encode()))
+    put(storage, "raw/cdcload/20240401-100000000.csv", cdc(f"I,{row(2)}"))
+    report = apply_pending(storage, spark, "run-1")
+    compressed, plain = report.files
+    assert compressed.status == "rejected" and compressed.rows_applied == 0
+    assert compressed.detail.startswith("bad_encoding: gzip-compressed data, not text: refused whole"), compressed.detail
+    assert (plain.status, plain.rows_applied) == ("applied", 1) and list(table(storage)) == [2]
+    quarantined = quarantine(storage)  # its records (whatever the bytes' line ends make of it), under one reason
+    assert len(quarantined) == compressed.rows_quarantined == compressed.rows_in_file
+    assert {(q["reason"], q["detail"]) for q in quarantined} == {("bad_encoding", compressed.detail.split(": ", 1)[1])}
     assert rows_conserved(DECLARED, "run-1", storage, spark).passed

@@ -96,8 +96,19 @@ def object_refusal(source: Source, key: str, dms: DmsLayout, timed: bool = True)
     return None
 
 
+#: The first bytes of compressed data (a file compressed whole is never text a record of which could be
+#: read): gzip, bzip2 (its magic, a block size, then the block's own magic), zstd, zip.
+COMPRESSED = (("gzip", re.compile(rb"\x1f\x8b")), ("bzip2", re.compile(rb"BZh[1-9]\x31\x41\x59\x26\x53\x59")),
+              ("zstd", re.compile(rb"\x28\xb5\x2f\xfd")), ("zip", re.compile(rb"PK\x03\x04")))
+
+
 def file_layout(declaration: TableDeclaration, source: Source, data: bytes, dms: DmsLayout) -> FileLayout:
     """How to read the object of `source` whose bytes are `data`."""
+    compressed = next((name for name, magic in COMPRESSED if magic.match(data)), None)
+    if compressed is not None:  # refused whole: its bytes would only quarantine noise, record by record
+        return _fields(declaration.contract, prefix=(), refusal=Refusal(
+            Reason.BAD_ENCODING, f"{compressed}-compressed data, not text: refused whole, nothing of it applied; "
+                                 "put it uncompressed"))
     declared = {len(c.names) + extra for c in declaration.contracts for extra in (0, 1, 2)}
     shape = file_shape(data, declared, source.delimiter)
     kind = source.kind

@@ -63,6 +63,11 @@ def folder_partition(declaration: TableDeclaration, source: Source, key: str) ->
     if value is _NOT_A_VALUE:
         return (f"{folder} does not name a {declaration.column(column).type} value of {column}: never applied; "
                 f"move it to its partition's folder ({example})")
+    daily = declaration.daily_partitions  # a day the table's Dagster partitions do not hold would have none
+    day = None if daily is None or value is None else daily.day(value)
+    if daily is not None and day is not None and not daily.holds(day):
+        return (f"{folder} ({day}) is outside the table's daily partitions ({daily.start}..{daily.end or 'today'}): "
+                f"never applied; move it to its partition's folder ({example}), or widen daily_partitions")
     return FolderPartition(value, folder)
 
 

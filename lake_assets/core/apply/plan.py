@@ -49,10 +49,12 @@ def pending(declaration: TableDeclaration, files: list[RawFile], latest: dict[tu
             reapply: bool = False, reload: Collection[str] = ()) -> list[RawFile]:
     """Objects whose (key, ETag) has no ledger entry yet, or was approved after a hold, or (with
     `reapply`) reverted by `lake restore`, or refused for columns a newer contract now declares,
+    or refused by a place the declaration now names a partition by (`refused_by_place_now_named`),
     or snapshot objects applied and named in `reload` (`lake backfill`: loaded again as of their stamps)."""
     again = (APPROVED, REVERTED) if reapply else (APPROVED,)
     return [f for f in files if (f.key, f.etag) not in latest or latest[(f.key, f.etag)]["status"] in again
             or refused_by_older_contract(declaration, latest[(f.key, f.etag)])
+            or refused_by_place_now_named(declaration, latest[(f.key, f.etag)])
             or (f.kind is SourceKind.SNAPSHOT and f.key in reload and latest[(f.key, f.etag)]["status"] == APPLIED)]
 
 
@@ -96,6 +98,17 @@ def refused_by_older_contract(declaration: TableDeclaration, entry: dict) -> boo
         return False
     checked = re.search(r"contract v([0-9]+)", entry["detail"])
     return checked is not None and int(checked.group(1)) < declaration.contract.version
+
+
+def refused_by_place_now_named(declaration: TableDeclaration, entry: dict) -> bool:
+    """A partition snapshot refused whole by its place (`wrong_partition`: a day outside the table's
+    daily partitions, say) is pending again once the declaration names its folder's partition (the
+    daily partitions widened)."""
+    if entry["status"] != REJECTED or not (entry["detail"] or "").startswith(RefusalReason.WRONG_PARTITION.value):
+        return False
+    source = declaration.source(entry["source_file"])
+    return source is not None and source.partition is not None and \
+        isinstance(folder_partition(declaration, source, entry["source_file"]), FolderPartition)
 
 
 @dataclass

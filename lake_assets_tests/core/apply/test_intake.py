@@ -5,6 +5,7 @@ import datetime as dt
 import pytest
 
 from lake_assets.core.apply.intake import refusal
+from lake_assets.core.declaration import TableDeclaration
 from lake_assets.core.dms import DmsLayout
 from lake_assets.core.registry import parse
 
@@ -53,6 +54,14 @@ sources:
     assert told.endswith("e.g. --as day=<value>/x.csv")
     told = refusal(declared, "raw/daily/days/day=04-01-2024/x.csv", DmsLayout(), NOW)
     assert told is not None and "day=04-01-2024 does not name a DATE value of day" in told
+    # with daily partitions, a day they do not hold is no partition of the table either
+    calendar = TableDeclaration.model_validate({**declared.model_dump(),
+                                                "daily_partitions": {"start": dt.date(2024, 1, 1)}})
+    assert refusal(calendar, "raw/daily/days/day=2024-04-01/x.csv", DmsLayout(), NOW) is None
+    told = refusal(calendar, "raw/daily/days/day=2023-12-31/x.csv", DmsLayout(), NOW)
+    assert told is not None and told.startswith(
+        "x.csv will be refused (wrong_partition): day=2023-12-31 (2023-12-31) is outside the table's daily "
+        "partitions (2024-01-01..today)")
 
 
 def test_a_cdc_name_without_a_time_is_fine_for_a_source_ordered_by_arrival() -> None:

@@ -62,6 +62,32 @@ def _table(storage: LakeStorage, declaration: TableDeclaration) -> dict[int, tup
     return {r["id"]: (r["day"], r["amount"]) for r in _rows(storage, table_set(declaration).table.uri(storage))}
 
 
+def test_a_day_outside_the_daily_partitions_is_refused_until_they_hold_it(storage: LakeStorage,
+                                                                         spark: SparkSession) -> None:
+    """With daily partitions, an object of a day they do not hold is refused whole by its place
+    (`wrong_partition`: the UI could show no partition of it) and blocks no other; once the
+    declaration's partitions hold its day, the next run applies it."""
+    name = f"sales_{uuid.uuid4().hex[:6]}"
+    plain = _declared(name).model_dump()
+    april = TableDeclaration.model_validate({**plain, "daily_partitions": {"start": "2024-04-01", "end": "2024-04-30"}})
+    days = april.sources[0].prefix
+    storage.put_bytes(f"{days}day=2024-04-01/20240401-120000000.csv", b"1,2024-04-01,10\n")
+    storage.put_bytes(f"{days}day=2024-05-01/20240501-120000000.csv", b"2,2024-05-01,20\n")
+    report = apply_pending(april, storage, spark, "run-1")
+    by_key = {f.source_file.removeprefix(days): f for f in report.files}
+    assert by_key["day=2024-04-01/20240401-120000000.csv"].status == "applied"
+    refused = by_key["day=2024-05-01/20240501-120000000.csv"]
+    assert refused.status == "rejected" and refused.detail.startswith(
+        "wrong_partition: day=2024-05-01 (2024-05-01) is outside the table's daily partitions (2024-04-01..2024-04-30)")
+    assert _table(storage, april) == {1: (dt.date(2024, 4, 1), 10)}
+    assert apply_pending(april, storage, spark, "run-2").files == []  # refused: not pending again as it is
+
+    may = TableDeclaration.model_validate({**plain, "daily_partitions": {"start": "2024-04-01", "end": "2024-05-31"}})
+    (entry,) = apply_pending(may, storage, spark, "run-3").files
+    assert (entry.source_file, entry.status, entry.rows_applied) == (refused.source_file, "applied", 1)
+    assert _table(storage, may) == {1: (dt.date(2024, 4, 1), 10), 2: (dt.date(2024, 5, 1), 20)}
+
+
 def test_an_object_replaces_its_partition_and_no_other(storage: LakeStorage, spark: SparkSession) -> None:
     name = f"sales_{uuid.uuid4().hex[:6]}"
     table = _declared(name, guard="guard: {hold_rejected: false}")

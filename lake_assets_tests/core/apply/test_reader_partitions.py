@@ -60,6 +60,26 @@ def test_a_place_that_names_no_partition_is_refused_with_where_to_put_it(kind: s
     assert isinstance(found, str) and says in found and "raw/parts/days/p=<value>/" in found
 
 
+@pytest.mark.parametrize("values, folder, day", [("date", "p=2024-03-31", "2024-03-31"),
+                                                 ("date", "p=2024-05-01", "2024-05-01"),
+                                                 ("julian_day", "p=2460401", "2024-03-31")])
+def test_a_day_outside_the_tables_daily_partitions_is_refused_by_its_place(values: str, folder: str,
+                                                                           day: str) -> None:
+    """A folder of a day the table's Dagster partitions do not hold names no partition of the
+    table: the object is refused (`wrong_partition`), not loaded into a day the UI cannot show."""
+    kind = "DATE" if values == "date" else "BIGINT"
+    declared = TableDeclaration.model_validate({**_declared(kind).model_dump(), "daily_partitions": {
+        "start": dt.date(2024, 4, 1), "end": dt.date(2024, 4, 30), "values": values}})
+    first = "p=2024-04-01" if values == "date" else "p=2460402"  # julian day 2460402 is 2024-04-01
+    assert isinstance(folder_partition(declared, declared.sources[0], f"raw/parts/days/{first}/part-0.dat"),
+                      FolderPartition)
+    found = folder_partition(declared, declared.sources[0], f"raw/parts/days/{folder}/part-0.dat")
+    assert isinstance(found, str) and found.startswith(f"{folder} ({day}) is outside the table's daily partitions "
+                                                       "(2024-04-01..2024-04-30): never applied")
+    null = folder_partition(declared, declared.sources[0], "raw/parts/days/p=__HIVE_DEFAULT_PARTITION__/part-0.dat")
+    assert null == FolderPartition(None, "p=__HIVE_DEFAULT_PARTITION__")  # the rows without a day: no day to hold
+
+
 def test_a_row_of_another_partition_is_refused_and_keeps_its_key() -> None:
     declared = _declared("INT")
     key = "raw/parts/days/p=1/part-0.dat"
