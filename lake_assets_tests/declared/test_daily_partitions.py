@@ -1,7 +1,8 @@
 """A declared table of partition snapshots with `daily_partitions` is partitioned in Dagster by day
 over its calendar, whether its column holds the date or the day's Julian day number (TPC-DS's date
 keys): runs materialize the days they loaded, a run for a range of days loads them again, and
-`lake backfill --from/--to` takes days. A value outside the calendar is loaded, with no partition.
+`lake backfill --from/--to` takes days. A day outside the calendar is refused until the calendar
+holds it; NULL's folder is loaded, with no partition.
 DuckDB's `julian()` is the reference for day numbers; the lake's own Dagster instance, S3 and Sail
 run the rest, and delta-rs reads the table."""
 
@@ -15,6 +16,8 @@ from deltalake import DeltaTable
 
 from lake_assets.cli.session import dagster_instance
 from lake_assets.core.declaration import DeclarationError, TableDeclaration
+from lake_assets.cli import job_runner
+from lake_assets.core import registry
 from lake_assets.core.registry import parse
 from lake_assets.declared.partitions import partition_key, partitions_def
 from lake_assets.definitions import build_definitions
@@ -116,14 +119,27 @@ def test_days_are_materialized_loaded_again_and_backfilled(lake_env: LakeStorage
     (tables_dir / "sales.yaml").write_text(_text())
     _put(tmp_path, dt.date(2024, 4, 1), [(1, 10), (2, 20)])
     _put(tmp_path, dt.date(2024, 4, 2), [(3, 30)])
-    _put(tmp_path, dt.date(2024, 4, 9), [(4, 40)])  # after the calendar: loaded, no partition
+    _put(tmp_path, dt.date(2024, 4, 9), [(4, 40)])  # after the calendar: refused by its place, blocks nothing
     _put(tmp_path, None, [(5, 50)])  # NULL's folder: loaded, no partition
     code, out = lake("run")
-    assert code == 0, out
-    assert _rows(lake_env) == {1: 10, 2: 20, 3: 30, 4: 40, 5: 50}
+    assert code == 3, out  # an object refused, everything else applied
+    assert f"day_sk={_julian(dt.date(2024, 4, 9))} (2024-04-09) is outside the table's daily partitions " \
+           "(2024-04-01..2024-04-03)" in out, out
+    assert _rows(lake_env) == {1: 10, 2: 20, 3: 30, 5: 50}
     instance = dagster_instance(LakeSettings.from_env())
     first = instance.get_runs(filters=dg.RunsFilter(job_name="apply_sales"), limit=1)[0].run_id
     assert _materialized(instance, first) == {None, "2024-04-01", "2024-04-02"}
+
+    # the calendar widened: the refused day is pending again, and is a partition of its own
+    (tables_dir / "sales.yaml").write_text(_text(daily="{start: 2024-04-01, end: 2024-04-09, values: julian_day}"))
+    registry.declarations.cache_clear()  # each `lake` command reads them afresh; this test's run in its process,
+    job_runner._definitions.cache_clear()  # which keeps them, and the definitions built from them
+    code, out = lake("run")
+    assert code == 0, out
+    assert _rows(lake_env) == {1: 10, 2: 20, 3: 30, 4: 40, 5: 50}, out
+    assert "rows_conserved: passed" in out, out  # the refusal's quarantined row is released: read again
+    widened = instance.get_runs(filters=dg.RunsFilter(job_name="apply_sales"), limit=1)[0].run_id
+    assert _materialized(instance, widened) == {None, "2024-04-09"}
 
     # the UI's backfill of a range of days: one run, which loads each day's snapshot again
     DeltaTable(lake_env.uri("curated/sales"), storage_options=lake_env.delta_storage_options()).delete("id IN (2, 3)")

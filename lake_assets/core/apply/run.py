@@ -34,7 +34,7 @@ from lake_assets.core.apply.curated import Curated, Target, open_curated
 from lake_assets.core.apply.partitions import FolderPartition, PartitionSnapshot, PartitionSnapshots, \
     folder_partition, in_partitions, partition_key, partition_text
 from lake_assets.core.apply.plan import LEDGER_KIND, Plan, PlannedFile, pending, plan, raw_files, \
-    refused_by_older_contract
+    refused_by_older_contract, refused_by_place_now_named
 from lake_assets.core.apply.reader import FILE_INDEX, KIND, OBJECT_COLUMNS, REASON, SEQUENCE, SOURCE_FILE, RowKind, \
     output_schema, reader, spark_schema
 from lake_assets.core.apply.resolve import AUDIT_TYPES, PRESENT, ROLE, PublishedSnapshot, Role, closing, deletes, in_commit, \
@@ -246,10 +246,12 @@ def _apply(run: _Run, ledger: Ledger, planned: Plan, before: Curated, latest: di
             for index, count in judged.dropped_per_file.items():  # quarantined: no longer valid
                 summaries[index]["_valid"] -= count
                 summaries[index]["_refused"] += count
-        released = [(f.file.key, f.file.etag) for f in planned.files
-                    if (f.file.key, f.file.etag) in latest and refused_by_older_contract(run.declaration,
-                                                                                      latest[(f.file.key, f.file.etag)])]
-        bookkeeping.release(spark, storage, tables.quarantine, RefusalReason.UNDECLARED_COLUMN.value, released)
+        # files refused before and read again now: their refusal's quarantined rows go (read again below)
+        for reason, again in ((RefusalReason.UNDECLARED_COLUMN, refused_by_older_contract),
+                              (RefusalReason.WRONG_PARTITION, refused_by_place_now_named)):
+            released = [(f.file.key, f.file.etag) for f in planned.files if (f.file.key, f.file.etag) in latest
+                        and again(run.declaration, latest[(f.file.key, f.file.etag)])]
+            bookkeeping.release(spark, storage, tables.quarantine, reason.value, released)
         etags = spark.createDataFrame([(i, s["_etag"]) for i, s in summaries.items()], "_file INT, _etag STRING")
         refusals = parsed.where(F.col(KIND) == RowKind.REFUSAL.value)
         if judged is not None and judged.dropped is not None:
